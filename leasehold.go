@@ -1,0 +1,120 @@
+// Package leasehold holds the domain types and input rules shared by the
+// client and the server. It has no dependencies beyond the standard library.
+package leasehold
+
+import (
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits enforced at the API edge and again in the state machine.
+const (
+	MaxResources     = 64
+	MaxResourceLen   = 256
+	MaxOwnerLen      = 128
+	MaxOperationLen  = 128
+	MaxMetadataBytes = 4096
+	MaxProgressLen   = 256
+	MaxRequestIDLen  = 64
+	MinTTL           = 100 * time.Millisecond
+	MaxTTL           = time.Hour
+	MaxWait          = time.Hour
+	MaxLockDelay     = time.Hour
+	MaxMaxHold       = 7 * 24 * time.Hour
+	SecretBytes      = 16 // a lease secret is 128 random bits, hex encoded on the wire
+	DefaultTTL       = 15 * time.Second
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// Lease is what anyone may see about a lease: never its secret.
+type Lease struct {
+	ID         uint64
+	Token      uint64 // fencing token, the same for every resource of the lease
+	Resources  []string
+	Owner      string
+	Operation  string
+	TTL        time.Duration
+	LockDelay  time.Duration
+	MaxHold    time.Duration
+	Metadata   map[string]string
+	AcquiredAt time.Time // leader's wall clock, for display only
+	RenewedAt  time.Time // leader's wall clock, for display only
+	RenewCount uint64
+	Progress   string
+}
+
+// ValidateName checks a resource name, owner or operation: non-empty when
+// required, valid UTF-8, printable, and at most max bytes.
+func ValidateName(field, s string, max int, required bool) error {
+	if s == "" {
+		if required {
+			return Errorf(CodeInvalid, "%s must not be empty", field)
+		}
+		return nil
+	}
+	if len(s) > max {
+		return Errorf(CodeInvalid, "%s is %d bytes long; the limit is %d", field, len(s), max)
+	}
+	if !utf8.ValidString(s) {
+		return Errorf(CodeInvalid, "%s is not valid UTF-8", field)
+	}
+	for i, r := range s {
+		if !unicode.IsPrint(r) {
+			return Errorf(CodeInvalid, "%s has a control or non-printable character at byte %d", field, i)
+		}
+	}
+	return nil
+}
+
+// ValidateResources checks a resource list: 1..MaxResources distinct names.
+func ValidateResources(rs []string) error {
+	if len(rs) == 0 {
+		return Errorf(CodeInvalid, "resources must name at least one resource")
+	}
+	if len(rs) > MaxResources {
+		return Errorf(CodeInvalid, "resources names %d resources; the limit is %d", len(rs), MaxResources)
+	}
+	seen := make(map[string]struct{}, len(rs))
+	for _, r := range rs {
+		if err := ValidateName("resource name", r, MaxResourceLen, true); err != nil {
+			return err
+		}
+		if _, dup := seen[r]; dup {
+			return Errorf(CodeInvalid, "resource %q is named twice", r)
+		}
+		seen[r] = struct{}{}
+	}
+	return nil
+}
+
+// ValidateDuration checks that min <= d <= max; min 0 allows zero.
+func ValidateDuration(field string, d, min, max time.Duration) error {
+	if d < min || d > max {
+		if min == 0 {
+			return Errorf(CodeInvalid, "%s is %v; it must be between 0 and %v", field, d, max)
+		}
+		return Errorf(CodeInvalid, "%s is %v; it must be between %v and %v", field, d, min, max)
+	}
+	return nil
+}
+
+// ValidateMetadata checks the metadata map: keys and values are names, and
+// together they fit in MaxMetadataBytes.
+func ValidateMetadata(md map[string]string) error {
+	total := 0
+	for k, v := range md {
+		if err := ValidateName("metadata key", k, MaxMetadataBytes, true); err != nil {
+			return err
+		}
+		if !utf8.ValidString(v) {
+			return Errorf(CodeInvalid, "metadata value for %q is not valid UTF-8", k)
+		}
+		total += len(k) + len(v)
+	}
+	if total > MaxMetadataBytes {
+		return Errorf(CodeInvalid, "metadata is %d bytes; the limit is %d", total, MaxMetadataBytes)
+	}
+	return nil
+}
