@@ -1,0 +1,247 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+)
+
+// Kind is a command's type byte. Kinds with the Ignorable bit set may be
+// skipped by a node that does not know them; any other unknown kind stops
+// the node, because skipping it would let replicas diverge.
+type Kind uint8
+
+const Ignorable Kind = 0x80
+
+const (
+	KindAcquire     Kind = 1 // take resources now, or queue for them
+	KindRenew       Kind = 2 // extend a lease, proven by its secret
+	KindRelease     Kind = 3 // end a lease, proven by its secret
+	KindExpire      Kind = 4 // the leader's timer ran out for a lease
+	KindCancel      Kind = 5 // a waiting acquire was withdrawn
+	KindWaitTimeout Kind = 6 // a waiting acquire reached its wait bound
+	KindUnblock     Kind = 7 // a resource's lock-delay ended
+)
+
+// Command is one state change. Commands carry everything they need: the
+// state machine reads no clock and makes no random choice.
+type Command interface {
+	Kind() Kind
+	encode(e *encoder)
+	decode(d *decoder)
+}
+
+// Acquire asks for every resource at once. With Wait > 0 it queues if it
+// cannot be granted now.
+type Acquire struct {
+	RequestID  string
+	Resources  []string
+	Owner      string
+	Operation  string
+	TTL        time.Duration
+	Wait       time.Duration
+	LockDelay  time.Duration
+	MaxHold    time.Duration
+	Metadata   map[string]string
+	SecretHash [32]byte
+}
+
+// Renew extends a lease by its TTL. Age is stamped by the leader: how long
+// the lease has been held so far, used to end it at MaxHold.
+type Renew struct {
+	RequestID  string
+	LeaseID    uint64
+	SecretHash [32]byte
+	Progress   string
+	Age        time.Duration
+}
+
+// Release ends a lease; only its holder can.
+type Release struct {
+	RequestID  string
+	LeaseID    uint64
+	SecretHash [32]byte
+}
+
+// Expire ends a lease whose countdown ran out on the leader. It applies only
+// if the lease has not been renewed since the leader decided.
+type Expire struct {
+	LeaseID    uint64
+	RenewCount uint64
+}
+
+// Cancel withdraws a waiting acquire by its request ID. If the acquire was
+// granted in the meantime, the grant is released.
+type Cancel struct{ RequestID string }
+
+// WaitTimeout ends a waiting acquire that reached its wait bound.
+type WaitTimeout struct{ RequestID string }
+
+// Unblock ends the lock-delay of a resource. Token names the expired lease
+// that caused it, so a stale Unblock cannot end a newer lock-delay.
+type Unblock struct {
+	Resource string
+	Token    uint64
+}
+
+func (*Acquire) Kind() Kind     { return KindAcquire }
+func (*Renew) Kind() Kind       { return KindRenew }
+func (*Release) Kind() Kind     { return KindRelease }
+func (*Expire) Kind() Kind      { return KindExpire }
+func (*Cancel) Kind() Kind      { return KindCancel }
+func (*WaitTimeout) Kind() Kind { return KindWaitTimeout }
+func (*Unblock) Kind() Kind     { return KindUnblock }
+
+func (c *Acquire) encode(e *encoder) {
+	e.str(c.RequestID)
+	e.strs(c.Resources)
+	e.str(c.Owner)
+	e.str(c.Operation)
+	e.varint(int64(c.TTL))
+	e.varint(int64(c.Wait))
+	e.varint(int64(c.LockDelay))
+	e.varint(int64(c.MaxHold))
+	e.strMap(c.Metadata)
+	e.hash(c.SecretHash)
+}
+
+func (c *Acquire) decode(d *decoder) {
+	c.RequestID = d.str()
+	c.Resources = d.strs()
+	c.Owner = d.str()
+	c.Operation = d.str()
+	c.TTL = time.Duration(d.varint())
+	c.Wait = time.Duration(d.varint())
+	c.LockDelay = time.Duration(d.varint())
+	c.MaxHold = time.Duration(d.varint())
+	c.Metadata = d.strMap()
+	c.SecretHash = d.hash()
+}
+
+func (c *Renew) encode(e *encoder) {
+	e.str(c.RequestID)
+	e.uvarint(c.LeaseID)
+	e.hash(c.SecretHash)
+	e.str(c.Progress)
+	e.varint(int64(c.Age))
+}
+
+func (c *Renew) decode(d *decoder) {
+	c.RequestID = d.str()
+	c.LeaseID = d.uvarint()
+	c.SecretHash = d.hash()
+	c.Progress = d.str()
+	c.Age = time.Duration(d.varint())
+}
+
+func (c *Release) encode(e *encoder) {
+	e.str(c.RequestID)
+	e.uvarint(c.LeaseID)
+	e.hash(c.SecretHash)
+}
+
+func (c *Release) decode(d *decoder) {
+	c.RequestID = d.str()
+	c.LeaseID = d.uvarint()
+	c.SecretHash = d.hash()
+}
+
+func (c *Expire) encode(e *encoder) { e.uvarint(c.LeaseID); e.uvarint(c.RenewCount) }
+func (c *Expire) decode(d *decoder) { c.LeaseID = d.uvarint(); c.RenewCount = d.uvarint() }
+
+func (c *Cancel) encode(e *encoder) { e.str(c.RequestID) }
+func (c *Cancel) decode(d *decoder) { c.RequestID = d.str() }
+
+func (c *WaitTimeout) encode(e *encoder) { e.str(c.RequestID) }
+func (c *WaitTimeout) decode(d *decoder) { c.RequestID = d.str() }
+
+func (c *Unblock) encode(e *encoder) { e.str(c.Resource); e.uvarint(c.Token) }
+func (c *Unblock) decode(d *decoder) { c.Resource = d.str(); c.Token = d.uvarint() }
+
+// newCommand is the registry of known kinds.
+func newCommand(k Kind) Command {
+	switch k {
+	case KindAcquire:
+		return new(Acquire)
+	case KindRenew:
+		return new(Renew)
+	case KindRelease:
+		return new(Release)
+	case KindExpire:
+		return new(Expire)
+	case KindCancel:
+		return new(Cancel)
+	case KindWaitTimeout:
+		return new(WaitTimeout)
+	case KindUnblock:
+		return new(Unblock)
+	}
+	return nil
+}
+
+// Batch is one log entry: several commands that the node merged into a
+// single commit. Time is the leader's wall clock when it proposed the batch;
+// it is shown to operators and bounds the dedup window, and never decides
+// expiry.
+type Batch struct {
+	Time int64 // unix nanoseconds
+	Cmds []Command
+}
+
+const batchVersion = 1
+
+// Encode appends the batch's encoding to buf.
+func (b *Batch) Encode(buf []byte) []byte {
+	e := encoder{b: buf}
+	e.byte1(batchVersion)
+	e.varint(b.Time)
+	e.uvarint(uint64(len(b.Cmds)))
+	var body encoder
+	for _, c := range b.Cmds {
+		body.b = body.b[:0]
+		c.encode(&body)
+		e.byte1(byte(c.Kind()))
+		e.uvarint(uint64(len(body.b)))
+		e.b = append(e.b, body.b...)
+	}
+	return e.b
+}
+
+// DecodeBatch parses a log entry. Commands of unknown ignorable kinds are
+// dropped; an unknown kind without the ignorable bit is an error.
+func DecodeBatch(data []byte) (*Batch, error) {
+	d := decoder{b: data}
+	if v := d.byte1(); d.err == nil && v != batchVersion {
+		return nil, fmt.Errorf("fsm: log entry version %d is newer than this node understands (%d)", v, batchVersion)
+	}
+	b := &Batch{Time: d.varint()}
+	n := d.count(2)
+	b.Cmds = make([]Command, 0, n)
+	for range n {
+		k := Kind(d.byte1())
+		size := d.uvarint()
+		if d.err != nil || size > uint64(len(d.b)) {
+			return nil, errCorrupt
+		}
+		body := decoder{b: d.b[:size]}
+		d.b = d.b[size:]
+		c := newCommand(k)
+		if c == nil {
+			if k&Ignorable != 0 {
+				continue
+			}
+			return nil, fmt.Errorf("fsm: unknown command kind %d: this node is older than the log; upgrade it", k)
+		}
+		c.decode(&body)
+		if body.err != nil || len(body.b) != 0 {
+			return nil, errCorrupt
+		}
+		b.Cmds = append(b.Cmds, c)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) != 0 {
+		return nil, errCorrupt
+	}
+	return b, nil
+}

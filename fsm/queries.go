@@ -1,0 +1,130 @@
+package fsm
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Waiter is what an operator may see of a queued acquire.
+type Waiter struct {
+	RequestID string
+	Resources []string
+	Owner     string
+	Operation string
+	Wait      time.Duration
+	QueuedAt  time.Time // leader's wall clock, display only
+	Position  int       // 0 = next in line for this resource
+}
+
+// Lease returns the lease with this id.
+func (s *State) Lease(id uint64) (leasehold.Lease, bool) {
+	l := s.leases[id]
+	if l == nil {
+		return leasehold.Lease{}, false
+	}
+	return l.Lease, true
+}
+
+// Holder returns the lease that holds resource, if any.
+func (s *State) Holder(resource string) (leasehold.Lease, bool) {
+	id, ok := s.holders[resource]
+	if !ok {
+		return leasehold.Lease{}, false
+	}
+	return s.Lease(id)
+}
+
+// HeldFor is the age of a lease as last stamped by a leader.
+func (s *State) HeldFor(id uint64) time.Duration {
+	if l := s.leases[id]; l != nil {
+		return l.heldFor
+	}
+	return 0
+}
+
+// Waiters lists the waiters for resource in the order they will be served.
+func (s *State) Waiters(resource string) []Waiter {
+	q := s.queues[resource]
+	out := make([]Waiter, len(q))
+	for i, w := range q {
+		out[i] = Waiter{
+			RequestID: w.RequestID, Resources: w.Resources, Owner: w.Owner, Operation: w.Operation,
+			Wait: w.Wait, QueuedAt: time.Unix(0, w.queuedAt).UTC(), Position: i,
+		}
+	}
+	return out
+}
+
+// LockDelay reports whether resource is in a lock-delay, and how long the
+// delay is (its countdown runs on the leader).
+func (s *State) LockDelay(resource string) (time.Duration, bool) {
+	b, ok := s.blocks[resource]
+	return b.delay, ok
+}
+
+// Leases returns up to limit leases with id > after, in id order, that
+// hold a resource starting with prefix.
+func (s *State) Leases(after uint64, limit int, prefix string) []leasehold.Lease {
+	ids := make([]uint64, 0, len(s.leases))
+	for id, l := range s.leases {
+		if id > after && hasPrefix(l.Resources, prefix) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	if len(ids) > limit {
+		ids = ids[:limit]
+	}
+	out := make([]leasehold.Lease, len(ids))
+	for i, id := range ids {
+		out[i] = s.leases[id].Lease
+	}
+	return out
+}
+
+func hasPrefix(rs []string, prefix string) bool {
+	if prefix == "" {
+		return true
+	}
+	for _, r := range rs {
+		if strings.HasPrefix(r, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Counts are gauges for metrics.
+type Counts struct {
+	Leases, Waiters, Blocked, Dedup int
+}
+
+func (s *State) Counts() Counts {
+	return Counts{Leases: len(s.leases), Waiters: len(s.waiters), Blocked: len(s.blocks), Dedup: s.dedup.len()}
+}
+
+// EachLease visits every lease (in no particular order) with its recorded
+// age; a new leader restarts its countdowns from these.
+func (s *State) EachLease(f func(l *leasehold.Lease, heldFor time.Duration)) {
+	for _, l := range s.leases {
+		view := l.Lease
+		f(&view, l.heldFor)
+	}
+}
+
+// EachWaiter visits every waiter.
+func (s *State) EachWaiter(f func(requestID string, wait time.Duration)) {
+	for id, w := range s.waiters {
+		f(id, w.Wait)
+	}
+}
+
+// EachBlock visits every resource in lock-delay.
+func (s *State) EachBlock(f func(resource string, token uint64, delay time.Duration)) {
+	for r, b := range s.blocks {
+		f(r, b.token, b.delay)
+	}
+}

@@ -1,0 +1,479 @@
+// Package fsm is leasehold's deterministic state machine: leases, waiters,
+// lock-delays and request deduplication. It reads no clock, makes no random
+// choice and does no I/O; time, ids and secret hashes arrive inside
+// commands. Replaying the same log gives the same state, byte for byte.
+//
+// A State is not safe for concurrent use: the caller serialises Apply and
+// guards reads.
+package fsm
+
+import (
+	"crypto/subtle"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// EndReason says why a lease ended.
+type EndReason uint8
+
+const (
+	EndReleased EndReason = iota + 1
+	EndExpired
+	EndCanceled // a waiter's grant released because its requester went away
+)
+
+func (r EndReason) String() string {
+	switch r {
+	case EndReleased:
+		return "released"
+	case EndExpired:
+		return "expired"
+	case EndCanceled:
+		return "canceled"
+	}
+	return "unknown"
+}
+
+// Observer hears about every change as it is applied, in log order. The
+// node uses it to run leader timers and wake waiting requests. Calls happen
+// inside Apply, so they must be quick and must not call back into State.
+type Observer interface {
+	Granted(l *leasehold.Lease, requestID string)
+	Renewed(l *leasehold.Lease, remaining time.Duration)
+	Ended(l *leasehold.Lease, why EndReason)
+	Queued(requestID string, wait time.Duration)
+	WaitEnded(requestID string, r Result)
+	Blocked(resource string, token uint64, delay time.Duration)
+}
+
+// Result is the answer to one command. Exactly one of Err, Lease or Queued
+// is meaningful.
+type Result struct {
+	Err       error            // a *leasehold.Error
+	Lease     *leasehold.Lease // the lease granted, renewed or released
+	Queued    bool             // the acquire waits; WaitEnded brings the outcome
+	Remaining time.Duration    // renew and acquire: how long the lease now runs
+	Dup       bool             // answered from the dedup window
+}
+
+type lease struct {
+	leasehold.Lease
+	secretHash [32]byte
+	heldFor    time.Duration // age last stamped by a leader, for MaxHold
+	requestID  string
+}
+
+type waiter struct {
+	Acquire
+	arrival  uint64 // global arrival order
+	queuedAt int64  // leader wall clock, display only
+}
+
+type block struct {
+	token uint64 // the expired lease that caused it
+	delay time.Duration
+}
+
+// Config bounds the state machine's memory. Every node must use the same
+// values, since they change what Apply does.
+type Config struct {
+	DedupWindow time.Duration // how long a request ID is remembered
+	DedupMax    int           // most request IDs remembered at once
+}
+
+// DefaultConfig is what a node uses unless told otherwise.
+func DefaultConfig() Config {
+	return Config{DedupWindow: 5 * time.Minute, DedupMax: 1 << 20}
+}
+
+// State is the whole replicated state.
+type State struct {
+	cfg         Config
+	obs         Observer
+	lastIndex   uint64
+	lastToken   uint64
+	nextArrival uint64
+	leases      map[uint64]*lease
+	holders     map[string]uint64    // resource -> lease id
+	blocks      map[string]block     // resources in lock-delay
+	waiters     map[string]*waiter   // by acquire request ID
+	queues      map[string][]*waiter // resource -> waiters in arrival order
+	dedup       dedup
+}
+
+// New returns an empty state. obs may be nil.
+func New(cfg Config, obs Observer) *State {
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	return &State{
+		cfg:     cfg,
+		obs:     obs,
+		leases:  make(map[uint64]*lease),
+		holders: make(map[string]uint64),
+		blocks:  make(map[string]block),
+		waiters: make(map[string]*waiter),
+		queues:  make(map[string][]*waiter),
+		dedup:   newDedup(),
+	}
+}
+
+// SetObserver replaces the observer (after a restore, for instance).
+func (s *State) SetObserver(obs Observer) {
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	s.obs = obs
+}
+
+// LastIndex is the log index of the last applied entry.
+func (s *State) LastIndex() uint64 { return s.lastIndex }
+
+// LastToken is the largest fencing token ever issued.
+func (s *State) LastToken() uint64 { return s.lastToken }
+
+// Apply applies one log entry and returns one result per command.
+func (s *State) Apply(index uint64, b *Batch) []Result {
+	s.lastIndex = index
+	s.dedup.evict(b.Time, s.cfg)
+	out := make([]Result, len(b.Cmds))
+	for i, c := range b.Cmds {
+		out[i] = s.apply(index, b.Time, c)
+	}
+	return out
+}
+
+func (s *State) apply(ix uint64, now int64, c Command) Result {
+	switch c := c.(type) {
+	case *Acquire:
+		return s.acquire(ix, now, c)
+	case *Renew:
+		return s.renew(now, c)
+	case *Release:
+		return s.release(ix, now, c)
+	case *Expire:
+		return s.expire(ix, now, c)
+	case *Cancel:
+		return s.cancel(ix, now, c)
+	case *WaitTimeout:
+		return s.waitTimeout(ix, now, c)
+	case *Unblock:
+		return s.unblock(ix, now, c)
+	}
+	panic("fsm: no apply function for a registered command kind")
+}
+
+// nextToken makes the fencing token for a grant in the entry at index ix:
+// the index itself, or one past the last token if a grant earlier in the
+// same entry took it. Tokens strictly increase across the whole log.
+func (s *State) nextToken(ix uint64) uint64 {
+	t := max(ix, s.lastToken+1)
+	s.lastToken = t
+	return t
+}
+
+func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
+	if r, ok := s.dedup.lookup(c.RequestID, KindAcquire); ok {
+		return r
+	}
+	if w := s.waiters[c.RequestID]; w != nil && c.RequestID != "" {
+		return Result{Queued: true, Dup: true}
+	}
+	var r Result
+	if err := validateAcquire(c); err != nil {
+		r = Result{Err: err}
+	} else if err := s.blocker(c.Resources, nil); err == nil {
+		l := s.grant(ix, now, c)
+		r = Result{Lease: l, Remaining: l.TTL}
+	} else if c.Wait > 0 {
+		s.enqueue(now, c)
+		r = Result{Queued: true}
+	} else {
+		r = Result{Err: err}
+	}
+	s.dedup.put(c.RequestID, KindAcquire, now, r, s.cfg)
+	if r.Queued {
+		s.obs.Queued(c.RequestID, c.Wait)
+	}
+	return r
+}
+
+// blocker explains why the resources cannot go to w (nil: a new request)
+// right now, or returns nil if they can: each must be free, out of
+// lock-delay, and wanted by no waiter earlier than w.
+func (s *State) blocker(resources []string, w *waiter) error {
+	for _, r := range resources {
+		if id, held := s.holders[r]; held {
+			l := s.leases[id]
+			return leasehold.Errorf(leasehold.CodeHeld,
+				"resource %q is held by lease %d (owner %q, operation %q)", r, id, l.Owner, l.Operation)
+		}
+		if b, blocked := s.blocks[r]; blocked {
+			return leasehold.Errorf(leasehold.CodeHeld,
+				"resource %q is in a %v lock-delay after lease %d expired", r, b.delay, b.token)
+		}
+		if q := s.queues[r]; len(q) > 0 && q[0] != w {
+			return leasehold.Errorf(leasehold.CodeHeld,
+				"resource %q has %d waiter(s) queued ahead of this request", r, len(q))
+		}
+	}
+	return nil
+}
+
+func (s *State) grant(ix uint64, now int64, c *Acquire) *leasehold.Lease {
+	tok := s.nextToken(ix)
+	l := &lease{
+		Lease: leasehold.Lease{
+			ID: tok, Token: tok,
+			Resources: c.Resources, Owner: c.Owner, Operation: c.Operation,
+			TTL: c.TTL, LockDelay: c.LockDelay, MaxHold: c.MaxHold,
+			Metadata:   c.Metadata,
+			AcquiredAt: time.Unix(0, now).UTC(),
+		},
+		secretHash: c.SecretHash,
+		requestID:  c.RequestID,
+	}
+	s.leases[l.ID] = l
+	for _, r := range c.Resources {
+		s.holders[r] = l.ID
+	}
+	view := l.Lease
+	s.obs.Granted(&view, c.RequestID)
+	return &view
+}
+
+func (s *State) enqueue(now int64, c *Acquire) {
+	s.nextArrival++
+	w := &waiter{Acquire: *c, arrival: s.nextArrival, queuedAt: now}
+	s.waiters[c.RequestID] = w
+	for _, r := range c.Resources {
+		s.queues[r] = append(s.queues[r], w)
+	}
+}
+
+// dequeue removes w from the waiters and returns the resources whose queue
+// head changed.
+func (s *State) dequeue(w *waiter) []string {
+	delete(s.waiters, w.RequestID)
+	var heads []string
+	for _, r := range w.Resources {
+		q := s.queues[r]
+		i := slices.Index(q, w)
+		if i < 0 {
+			continue
+		}
+		if i == 0 {
+			heads = append(heads, r)
+		}
+		q = slices.Delete(q, i, i+1)
+		if len(q) == 0 {
+			delete(s.queues, r)
+		} else {
+			s.queues[r] = q
+		}
+	}
+	return heads
+}
+
+// wake grants, in arrival order, every waiter at the head of a queue for
+// one of resources that can now have all it asked for. A grant only takes
+// resources, so one pass finds every waiter that became grantable.
+func (s *State) wake(ix uint64, now int64, resources []string) {
+	var cands []*waiter
+	for _, r := range resources {
+		if q := s.queues[r]; len(q) > 0 && !slices.Contains(cands, q[0]) {
+			cands = append(cands, q[0])
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].arrival < cands[j].arrival })
+	for _, w := range cands {
+		if s.blocker(w.Resources, w) != nil {
+			continue
+		}
+		s.dequeue(w)
+		l := s.grant(ix, now, &w.Acquire)
+		r := Result{Lease: l, Remaining: l.TTL}
+		s.dedup.put(w.RequestID, KindAcquire, now, r, s.cfg)
+		s.obs.WaitEnded(w.RequestID, r)
+	}
+}
+
+func (s *State) holderOf(id uint64, hash [32]byte, action string) (*lease, error) {
+	l := s.leases[id]
+	if l == nil {
+		return nil, leasehold.Errorf(leasehold.CodeNotFound,
+			"lease %d is gone: it expired, was released, or never existed", id)
+	}
+	if subtle.ConstantTimeCompare(l.secretHash[:], hash[:]) != 1 {
+		return nil, leasehold.Errorf(leasehold.CodeNotHolder,
+			"cannot %s lease %d: the secret does not match; the lease is untouched", action, id)
+	}
+	return l, nil
+}
+
+func (s *State) renew(now int64, c *Renew) Result {
+	if r, ok := s.dedup.lookup(c.RequestID, KindRenew); ok {
+		return r
+	}
+	r := s.doRenew(now, c)
+	s.dedup.put(c.RequestID, KindRenew, now, r, s.cfg)
+	return r
+}
+
+func (s *State) doRenew(now int64, c *Renew) Result {
+	l, err := s.holderOf(c.LeaseID, c.SecretHash, "renew")
+	if err != nil {
+		return Result{Err: err}
+	}
+	remaining := l.TTL
+	if l.MaxHold > 0 {
+		left := l.MaxHold - max(c.Age, l.heldFor)
+		if left <= 0 {
+			return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
+				"lease %d reached its max hold of %v and cannot be renewed", l.ID, l.MaxHold)}
+		}
+		remaining = min(remaining, left)
+	}
+	l.heldFor = max(l.heldFor, c.Age)
+	l.RenewCount++
+	l.RenewedAt = time.Unix(0, now).UTC()
+	if c.Progress != "" {
+		l.Progress = c.Progress
+	}
+	view := l.Lease
+	s.obs.Renewed(&view, remaining)
+	return Result{Lease: &view, Remaining: remaining}
+}
+
+func (s *State) release(ix uint64, now int64, c *Release) Result {
+	if r, ok := s.dedup.lookup(c.RequestID, KindRelease); ok {
+		return r
+	}
+	var r Result
+	if l, err := s.holderOf(c.LeaseID, c.SecretHash, "release"); err != nil {
+		r = Result{Err: err}
+	} else {
+		r = Result{Lease: s.end(l, EndReleased)}
+	}
+	s.dedup.put(c.RequestID, KindRelease, now, r, s.cfg)
+	// Waiters are granted after the release's own answer is recorded, in the
+	// same entry: a contended hand-off costs one commit.
+	if r.Lease != nil {
+		s.wake(ix, now, r.Lease.Resources)
+	}
+	return r
+}
+
+// end removes a lease and frees its resources; the caller wakes waiters.
+func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
+	delete(s.leases, l.ID)
+	for _, r := range l.Resources {
+		if s.holders[r] == l.ID {
+			delete(s.holders, r)
+		}
+	}
+	view := l.Lease
+	s.obs.Ended(&view, why)
+	return &view
+}
+
+func (s *State) expire(ix uint64, now int64, c *Expire) Result {
+	l := s.leases[c.LeaseID]
+	if l == nil || l.RenewCount != c.RenewCount {
+		return Result{} // renewed or gone since the leader decided: nothing to do
+	}
+	view := s.end(l, EndExpired)
+	if l.LockDelay > 0 {
+		for _, r := range l.Resources {
+			s.blocks[r] = block{token: l.Token, delay: l.LockDelay}
+			s.obs.Blocked(r, l.Token, l.LockDelay)
+		}
+		return Result{Lease: view}
+	}
+	s.wake(ix, now, l.Resources)
+	return Result{Lease: view}
+}
+
+func (s *State) unblock(ix uint64, now int64, c *Unblock) Result {
+	if b, ok := s.blocks[c.Resource]; ok && b.token == c.Token {
+		delete(s.blocks, c.Resource)
+		s.wake(ix, now, []string{c.Resource})
+	}
+	return Result{}
+}
+
+func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
+	if w := s.waiters[c.RequestID]; w != nil {
+		r := Result{Err: leasehold.Errorf(leasehold.CodeCanceled, "the waiting acquire was canceled")}
+		s.endWait(ix, now, w, r)
+		return r
+	}
+	// The grant may have won the race: release it, since nobody will use it.
+	rec, ok := s.dedup.lookup(c.RequestID, KindAcquire)
+	if !ok || rec.Lease == nil {
+		return Result{}
+	}
+	l := s.leases[rec.Lease.ID]
+	if l == nil || l.requestID != c.RequestID {
+		return Result{}
+	}
+	view := s.end(l, EndCanceled)
+	s.wake(ix, now, l.Resources)
+	return Result{Lease: view}
+}
+
+func (s *State) waitTimeout(ix uint64, now int64, c *WaitTimeout) Result {
+	w := s.waiters[c.RequestID]
+	if w == nil {
+		return Result{}
+	}
+	r := Result{Err: leasehold.Errorf(leasehold.CodeWaitTimeout,
+		"waited %v for %q without a grant", w.Wait, w.Resources)}
+	s.endWait(ix, now, w, r)
+	return r
+}
+
+// endWait removes a waiter without granting it and lets those behind it
+// move up.
+func (s *State) endWait(ix uint64, now int64, w *waiter, r Result) {
+	heads := s.dequeue(w)
+	s.dedup.put(w.RequestID, KindAcquire, now, r, s.cfg)
+	s.obs.WaitEnded(w.RequestID, r)
+	s.wake(ix, now, heads)
+}
+
+func validateAcquire(c *Acquire) error {
+	if err := leasehold.ValidateResources(c.Resources); err != nil {
+		return err
+	}
+	if err := leasehold.ValidateDuration("ttl", c.TTL, leasehold.MinTTL, leasehold.MaxTTL); err != nil {
+		return err
+	}
+	if err := leasehold.ValidateDuration("wait", c.Wait, 0, leasehold.MaxWait); err != nil {
+		return err
+	}
+	if err := leasehold.ValidateDuration("lock_delay", c.LockDelay, 0, leasehold.MaxLockDelay); err != nil {
+		return err
+	}
+	if c.Wait > 0 && c.RequestID == "" {
+		return leasehold.Errorf(leasehold.CodeInvalid, "a waiting acquire needs a request_id")
+	}
+	if c.MaxHold != 0 {
+		if err := leasehold.ValidateDuration("max_hold", c.MaxHold, c.TTL, leasehold.MaxMaxHold); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Granted(*leasehold.Lease, string)        {}
+func (nopObserver) Renewed(*leasehold.Lease, time.Duration) {}
+func (nopObserver) Ended(*leasehold.Lease, EndReason)       {}
+func (nopObserver) Queued(string, time.Duration)            {}
+func (nopObserver) WaitEnded(string, Result)                {}
+func (nopObserver) Blocked(string, uint64, time.Duration)   {}
