@@ -1,0 +1,99 @@
+// Package cluster runs leasehold's state machine under hashicorp/raft: a
+// durable fsync'd log (raft-wal), file snapshots, a TCP transport, batching
+// of concurrent proposals into one log entry, and the leader's timers that
+// propose expiries. One node is a cluster of one voter; more voters are a
+// matter of configuration.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/internal/clock"
+)
+
+// Peer is one voter of the initial cluster.
+type Peer struct {
+	ID   string
+	Addr string // host:port of its raft transport
+}
+
+// Config is everything a node needs. Start from DefaultConfig.
+type Config struct {
+	NodeID   string
+	DataDir  string
+	RaftAddr string // bind address of the raft transport (host:port)
+	// Advertise is the address other nodes dial; defaults to RaftAddr.
+	Advertise string
+	// Peers is the initial voter set used to bootstrap a new cluster. Empty
+	// means a cluster of this node alone.
+	Peers []Peer
+
+	Clock  clock.Clock
+	Logger *slog.Logger
+	FSM    fsm.Config
+
+	// MaxBatch is the most commands merged into one log entry.
+	MaxBatch int
+	// MaxInflight is how many log entries may await commit at once.
+	MaxInflight int
+	// ApplyTimeout bounds how long a proposal waits to enter the log.
+	ApplyTimeout time.Duration
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	SnapshotInterval   time.Duration
+	SnapshotThreshold  uint64
+	TrailingLogs       uint64
+}
+
+// DefaultConfig is a single embedded node's configuration.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:             "n1",
+		DataDir:            "leasehold-data",
+		RaftAddr:           "127.0.0.1:7421",
+		Clock:              clock.Real{},
+		Logger:             slog.Default(),
+		FSM:                fsm.DefaultConfig(),
+		MaxBatch:           512,
+		MaxInflight:        4,
+		ApplyTimeout:       5 * time.Second,
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		SnapshotInterval:   30 * time.Second,
+		SnapshotThreshold:  8192,
+		TrailingLogs:       10240,
+	}
+}
+
+// Validate reports the first unusable setting.
+func (c *Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return errors.New("cluster: node id must not be empty")
+	case c.DataDir == "":
+		return errors.New("cluster: data dir must not be empty")
+	case c.RaftAddr == "":
+		return errors.New("cluster: raft address must not be empty")
+	case c.Clock == nil:
+		return errors.New("cluster: clock must be set")
+	case c.Logger == nil:
+		return errors.New("cluster: logger must be set")
+	case c.MaxBatch < 1 || c.MaxInflight < 1:
+		return fmt.Errorf("cluster: max batch (%d) and max inflight (%d) must be positive", c.MaxBatch, c.MaxInflight)
+	case c.ApplyTimeout <= 0:
+		return errors.New("cluster: apply timeout must be positive")
+	}
+	for _, p := range c.Peers {
+		if p.ID == "" || p.Addr == "" {
+			return fmt.Errorf("cluster: peer %q has an empty id or address", p.ID+"="+p.Addr)
+		}
+	}
+	return nil
+}
