@@ -1,0 +1,125 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fsm"
+)
+
+// machine adapts fsm.State to raft.FSM and passes the state's events to the
+// leader timers and the waiting requests. mu guards state: Apply writes,
+// readers take the read lock.
+type machine struct {
+	mu     sync.RWMutex
+	state  *fsm.State
+	cfg    fsm.Config
+	timers *timers
+	waits  *waits
+	events eventSink
+}
+
+// eventSink receives applied events for metrics and logs.
+type eventSink interface {
+	Granted(l *leasehold.Lease)
+	Ended(l *leasehold.Lease, why fsm.EndReason)
+	Renewed(l *leasehold.Lease)
+}
+
+func newMachine(cfg fsm.Config, t *timers, w *waits, ev eventSink) *machine {
+	m := &machine{cfg: cfg, timers: t, waits: w, events: ev}
+	m.state = fsm.New(cfg, m)
+	return m
+}
+
+// Apply is called by raft, one committed entry at a time.
+func (m *machine) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	b, err := fsm.DecodeBatch(l.Data)
+	if err != nil {
+		// Skipping an entry we cannot read would let this replica diverge.
+		panic(fmt.Sprintf("leasehold: cannot apply log entry %d: %v", l.Index, err))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state.Apply(l.Index, b)
+}
+
+func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return snapshot(m.state.Snapshot()), nil
+}
+
+func (m *machine) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	s, err := fsm.Restore(data, m.cfg, m)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.state = s
+	m.mu.Unlock()
+	m.timers.restart(m) // no-op unless leader
+	return nil
+}
+
+// read runs f with the state read-locked.
+func (m *machine) read(f func(*fsm.State)) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	f(m.state)
+}
+
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (snapshot) Release() {}
+
+// The fsm.Observer side: called inside Apply with mu held.
+
+func (m *machine) Granted(l *leasehold.Lease, _ string) {
+	m.timers.granted(l)
+	m.events.Granted(l)
+}
+
+func (m *machine) Renewed(l *leasehold.Lease, remaining time.Duration) {
+	m.timers.renewed(l, remaining)
+	m.events.Renewed(l)
+}
+
+func (m *machine) Ended(l *leasehold.Lease, why fsm.EndReason) {
+	m.timers.ended(l.ID)
+	m.events.Ended(l, why)
+}
+
+func (m *machine) Queued(requestID string, wait time.Duration) {
+	m.timers.queued(requestID, wait)
+}
+
+func (m *machine) WaitEnded(requestID string, r fsm.Result) {
+	m.timers.waitEnded(requestID)
+	m.waits.deliver(requestID, r)
+}
+
+func (m *machine) Blocked(resource string, token uint64, delay time.Duration) {
+	m.timers.blocked(resource, token, delay)
+}

@@ -1,0 +1,500 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fsm"
+)
+
+// Node is one leasehold replica. Its methods are safe for concurrent use.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	raft   *raft.Raft
+	wal    *raftwal.WAL
+	meta   *metadb.BoltMetaDB
+	trans  *raft.NetworkTransport
+	lock   *os.File
+	m      *machine
+	timers *timers
+	waits  *waits
+
+	props    chan *proposal
+	inflight chan struct{}
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closed   sync.Once
+	closeErr error
+}
+
+type proposal struct {
+	cmd  fsm.Command
+	res  fsm.Result
+	err  error
+	done chan struct{}
+}
+
+// Events hears about applied changes on this node, for metrics and logs.
+// Methods are called while the state is locked: keep them quick.
+type Events interface {
+	Granted(l *leasehold.Lease)
+	Renewed(l *leasehold.Lease)
+	Ended(l *leasehold.Lease, why fsm.EndReason)
+}
+
+type noEvents struct{}
+
+func (noEvents) Granted(*leasehold.Lease)              {}
+func (noEvents) Renewed(*leasehold.Lease)              {}
+func (noEvents) Ended(*leasehold.Lease, fsm.EndReason) {}
+
+// Open opens (or creates) the node's data directory, starts raft and, on a
+// brand-new directory, bootstraps the cluster from cfg.Peers (or this node
+// alone). events may be nil.
+func Open(cfg Config, events Events) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if events == nil {
+		events = noEvents{}
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: create data dir: %w", err)
+	}
+	lock, err := lockDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		lock:     lock,
+		timers:   newTimers(cfg.Clock),
+		waits:    newWaits(),
+		props:    make(chan *proposal, 4096),
+		inflight: make(chan struct{}, cfg.MaxInflight),
+		stop:     make(chan struct{}),
+	}
+	n.m = newMachine(cfg.FSM, n.timers, n.waits, events)
+	if err := n.start(); err != nil {
+		n.shutdown()
+		return nil, err
+	}
+	n.wg.Add(3)
+	go n.batchLoop()
+	go n.leaderLoop()
+	go n.timerLoop()
+	return n, nil
+}
+
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cluster: data dir %s is in use by another leasehold process", dir)
+	}
+	return f, nil
+}
+
+func (n *Node) start() error {
+	cfg := n.cfg
+	hl := newHclog(n.log, "raft")
+	walDir := filepath.Join(cfg.DataDir, "wal")
+	if err := os.MkdirAll(walDir, 0o700); err != nil {
+		return fmt.Errorf("cluster: create log dir: %w", err)
+	}
+	// raft-wal v0.4 does not close a meta store it opened itself, so an
+	// in-process restart would block on its file lock: own it here.
+	n.meta = &metadb.BoltMetaDB{}
+	w, err := raftwal.Open(walDir, raftwal.WithLogger(newHclog(n.log, "wal")), raftwal.WithMetaStore(n.meta))
+	if err != nil {
+		return fmt.Errorf("cluster: open log: %w", err)
+	}
+	n.wal = w
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl)
+	if err != nil {
+		return fmt.Errorf("cluster: open snapshots: %w", err)
+	}
+	adv := cfg.Advertise
+	if adv == "" {
+		adv = cfg.RaftAddr
+	}
+	advAddr, err := net.ResolveTCPAddr("tcp", adv)
+	if err != nil {
+		return fmt.Errorf("cluster: advertise address %q: %w", adv, err)
+	}
+	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, 3, 10*time.Second, hl)
+	if err != nil {
+		return fmt.Errorf("cluster: listen for raft on %s: %w", cfg.RaftAddr, err)
+	}
+	n.trans = trans
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = hl
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.BatchApplyCh = true
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+
+	existing, err := raft.HasExistingState(w, w, snaps)
+	if err != nil {
+		return fmt.Errorf("cluster: read existing state: %w", err)
+	}
+	r, err := raft.NewRaft(rc, n.m, w, w, snaps, trans)
+	if err != nil {
+		return fmt.Errorf("cluster: start raft: %w", err)
+	}
+	n.raft = r
+	if !existing {
+		var servers []raft.Server
+		for _, p := range cfg.Peers {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+		if len(servers) == 0 {
+			servers = []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr()}}
+		}
+		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+			return fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+		n.log.Info("bootstrapped a new cluster", "voters", len(servers))
+	}
+	return nil
+}
+
+// Close stops the node. It is idempotent; proposals in flight fail with
+// Unavailable.
+func (n *Node) Close() error {
+	n.closed.Do(func() {
+		close(n.stop)
+		n.wg.Wait()
+		n.closeErr = n.shutdown()
+	})
+	return n.closeErr
+}
+
+func (n *Node) shutdown() error {
+	var errs []error
+	if n.raft != nil {
+		errs = append(errs, n.raft.Shutdown().Error())
+	}
+	n.timers.deactivate()
+	if n.trans != nil {
+		errs = append(errs, n.trans.Close())
+	}
+	if n.wal != nil {
+		errs = append(errs, n.wal.Close())
+	}
+	if n.meta != nil {
+		errs = append(errs, n.meta.Close())
+	}
+	if n.lock != nil {
+		errs = append(errs, n.lock.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Propose commits cmd and returns its result. It blocks until the entry is
+// applied, ctx ends or the node stops. When ctx ends first the outcome is
+// unknown: retry with the same request ID to learn it.
+func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	if n.raft.State() != raft.Leader {
+		return fsm.Result{}, n.notLeader()
+	}
+	p := &proposal{cmd: cmd, done: make(chan struct{})}
+	select {
+	case n.props <- p:
+	case <-ctx.Done():
+		return fsm.Result{}, ctx.Err()
+	case <-n.stop:
+		return fsm.Result{}, errStopped
+	}
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return fsm.Result{}, ctx.Err()
+	}
+}
+
+var errStopped = leasehold.Errorf(leasehold.CodeUnavailable, "the node is shutting down")
+
+func (n *Node) notLeader() error {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return leasehold.Errorf(leasehold.CodeUnavailable, "no leader is elected yet; retry shortly")
+	}
+	return leasehold.Errorf(leasehold.CodeUnavailable, "this node is not the leader; the leader is %s at %s", id, addr)
+}
+
+// batchLoop merges the proposals waiting at each moment into one log entry,
+// so concurrent requests share one commit and one fsync.
+func (n *Node) batchLoop() {
+	defer n.wg.Done()
+	for {
+		var first *proposal
+		select {
+		case first = <-n.props:
+		case <-n.stop:
+			n.failPending()
+			return
+		}
+		select {
+		case n.inflight <- struct{}{}:
+		case <-n.stop:
+			first.fail(errStopped)
+			n.failPending()
+			return
+		}
+		batch := []*proposal{first}
+	drain:
+		for len(batch) < n.cfg.MaxBatch {
+			select {
+			case p := <-n.props:
+				batch = append(batch, p)
+			default:
+				break drain
+			}
+		}
+		n.submit(batch)
+	}
+}
+
+func (n *Node) failPending() {
+	for {
+		select {
+		case p := <-n.props:
+			p.fail(errStopped)
+		default:
+			return
+		}
+	}
+}
+
+func (p *proposal) fail(err error) {
+	p.err = err
+	close(p.done)
+}
+
+func (n *Node) submit(batch []*proposal) {
+	b := fsm.Batch{Time: n.cfg.Clock.Now().UnixNano(), Cmds: make([]fsm.Command, len(batch))}
+	for i, p := range batch {
+		b.Cmds[i] = p.cmd
+	}
+	f := n.raft.Apply(b.Encode(nil), n.cfg.ApplyTimeout)
+	go func() {
+		err := f.Error()
+		<-n.inflight
+		var results []fsm.Result
+		if err == nil {
+			results, _ = f.Response().([]fsm.Result)
+			if len(results) != len(batch) {
+				err = fmt.Errorf("cluster: %d results for %d commands", len(results), len(batch))
+			}
+		}
+		for i, p := range batch {
+			if err != nil {
+				p.fail(n.applyError(err))
+				continue
+			}
+			p.res = results[i]
+			close(p.done)
+		}
+	}()
+}
+
+func (n *Node) applyError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return n.notLeader()
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return leasehold.Errorf(leasehold.CodeUnavailable,
+			"leadership was lost before the change committed; its outcome is unknown: retry with the same request_id")
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return errStopped
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return leasehold.Errorf(leasehold.CodeUnavailable, "the log did not accept the change within %v; retry", n.cfg.ApplyTimeout)
+	}
+	return leasehold.Errorf(leasehold.CodeUnavailable, "commit failed: %v", err)
+}
+
+// leaderLoop starts the leader timers when this node takes over, after a
+// barrier so every earlier entry has been applied, and stops them when it
+// steps down.
+func (n *Node) leaderLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case isLeader := <-n.raft.LeaderCh():
+			if !isLeader {
+				n.timers.deactivate()
+				n.log.Info("stepped down")
+				continue
+			}
+			if err := n.raft.Barrier(0).Error(); err != nil {
+				n.log.Warn("took over but could not apply earlier entries", "err", err)
+				continue
+			}
+			n.timers.activate(n.m)
+			n.log.Info("became leader; every lease countdown restarts now")
+		}
+	}
+}
+
+// timerLoop proposes the commands queued by fired timers.
+func (n *Node) timerLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.timers.kick:
+		}
+		cmds := n.timers.take()
+		for len(cmds) > 0 {
+			chunk := cmds[:min(len(cmds), n.cfg.MaxBatch)]
+			cmds = cmds[len(chunk):]
+			n.proposeTimed(chunk)
+		}
+	}
+}
+
+// proposeTimed commits timer commands; on failure while still leader they
+// are queued again after a short pause.
+func (n *Node) proposeTimed(cmds []fsm.Command) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []fsm.Command
+	for _, c := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := n.Propose(ctx, c); err != nil {
+				mu.Lock()
+				failed = append(failed, c)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failed) == 0 || !n.timers.isActive() {
+		return
+	}
+	n.log.Warn("could not commit timer events; retrying", "count", len(failed))
+	n.cfg.Clock.AfterFunc(100*time.Millisecond, func() {
+		for _, c := range failed {
+			n.timers.fire(c)
+		}
+	})
+}
+
+// Watch returns a channel that receives the outcome of a queued acquire.
+// Call it before proposing the acquire, and call stop when done.
+func (n *Node) Watch(requestID string) (outcome <-chan fsm.Result, stop func()) {
+	return n.waits.watch(requestID)
+}
+
+// Read runs f on the state after checking, with a quorum, that this node is
+// still the leader: every change acknowledged before Read was called is
+// visible to f. f must not keep references into the state.
+func (n *Node) Read(ctx context.Context, f func(*fsm.State)) error {
+	if !n.timers.isActive() {
+		return n.notLeader()
+	}
+	fut := n.raft.VerifyLeader()
+	errc := make(chan error, 1)
+	go func() { errc <- fut.Error() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return n.notLeader()
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	n.m.read(f)
+	return nil
+}
+
+// LeaseAge is how long a lease has been held on this leader's clock.
+func (n *Node) LeaseAge(id uint64) time.Duration { return n.timers.age(id) }
+
+// ExpiresIn is the time left on a lease's countdown, if this node leads.
+func (n *Node) ExpiresIn(id uint64) (time.Duration, bool) { return n.timers.expiresIn(id) }
+
+// IsLeader reports whether this node leads and has taken over its timers.
+func (n *Node) IsLeader() bool { return n.timers.isActive() }
+
+// Leader returns the current leader's id and raft address, if known.
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// WaitLeader blocks until this node leads or ctx ends.
+func (n *Node) WaitLeader(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !n.IsLeader() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: no leadership: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Stats is a small view of raft's progress.
+type Stats struct {
+	State        string
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	LastToken    uint64
+	Counts       fsm.Counts
+}
+
+func (n *Node) Stats() Stats {
+	s := Stats{
+		State:        n.raft.State().String(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+	}
+	fmt.Sscan(n.raft.Stats()["term"], &s.Term)
+	n.m.read(func(st *fsm.State) {
+		s.LastToken = st.LastToken()
+		s.Counts = st.Counts()
+	})
+	return s
+}
+
+// Snapshot forces a snapshot now (tests and operators).
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }

@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fsm"
+)
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func testConfig(t testing.TB, dir string) Config {
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	cfg.RaftAddr = freeAddr(t)
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	return cfg
+}
+
+func openNode(t testing.TB, cfg Config) *Node {
+	t.Helper()
+	n, err := Open(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.WaitLeader(ctx); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	return n
+}
+
+func acquireCmd(id string, ttl time.Duration, wait time.Duration, res ...string) *fsm.Acquire {
+	return &fsm.Acquire{RequestID: id, Resources: res, TTL: ttl, Wait: wait, SecretHash: sha256.Sum256([]byte(id))}
+}
+
+func TestNodeRestartKeepsLeasesAndTokensGrow(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	n := openNode(t, cfg)
+	ctx := context.Background()
+	var last uint64
+	for i := range 20 {
+		r, err := n.Propose(ctx, acquireCmd(fmt.Sprint("a", i), time.Hour, 0, fmt.Sprint("r", i)))
+		if err != nil || r.Err != nil {
+			t.Fatalf("acquire %d: %v %v", i, err, r.Err)
+		}
+		if r.Lease.Token <= last {
+			t.Fatalf("token %d after %d", r.Lease.Token, last)
+		}
+		last = r.Lease.Token
+	}
+	if err := n.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := n.Propose(ctx, acquireCmd("after-snap", time.Hour, 0, "late"))
+	if err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	last = r.Lease.Token
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+
+	n2 := openNode(t, cfg)
+	defer n2.Close()
+	var held int
+	if err := n2.Read(ctx, func(s *fsm.State) { held = s.Counts().Leases }); err != nil {
+		t.Fatal(err)
+	}
+	if held != 21 {
+		t.Fatalf("after restart %d leases held, want 21", held)
+	}
+	r, err = n2.Propose(ctx, acquireCmd("after-restart", time.Hour, 0, "new"))
+	if err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	if r.Lease.Token <= last {
+		t.Fatalf("token after restart %d is not above %d", r.Lease.Token, last)
+	}
+	// A retried request returns the first answer, across the restart too.
+	r2, err := n2.Propose(ctx, acquireCmd("after-snap", time.Hour, 0, "late"))
+	if err != nil || !r2.Dup || r2.Lease == nil || r2.Lease.Token != last {
+		t.Fatalf("retry after restart: %+v %v", r2, err)
+	}
+}
+
+func TestLeaderExpiresLeaseAndGrantsWaiter(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	defer n.Close()
+	ctx := context.Background()
+	r, err := n.Propose(ctx, acquireCmd("holder", 200*time.Millisecond, 0, "x"))
+	if err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	outcome, stop := n.Watch("waiter")
+	defer stop()
+	start := time.Now()
+	w, err := n.Propose(ctx, acquireCmd("waiter", time.Second, 5*time.Second, "x"))
+	if err != nil || !w.Queued {
+		t.Fatalf("waiter not queued: %+v %v", w, err)
+	}
+	select {
+	case got := <-outcome:
+		if got.Lease == nil || got.Lease.Token <= r.Lease.Token {
+			t.Fatalf("waiter outcome %+v", got)
+		}
+		if el := time.Since(start); el < 150*time.Millisecond {
+			t.Fatalf("granted after %v, before the holder's TTL", el)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter never granted after the holder expired")
+	}
+}
+
+func TestWaitTimeoutEndsWaiter(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	defer n.Close()
+	ctx := context.Background()
+	if r, err := n.Propose(ctx, acquireCmd("holder", time.Hour, 0, "x")); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	outcome, stop := n.Watch("waiter")
+	defer stop()
+	if _, err := n.Propose(ctx, acquireCmd("waiter", time.Second, 300*time.Millisecond, "x")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-outcome:
+		if !errors.Is(got.Err, leasehold.ErrWaitTimeout) {
+			t.Fatalf("outcome %+v, want wait timeout", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter never timed out")
+	}
+}
+
+func TestDataDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, testConfig(t, dir))
+	defer n.Close()
+	if _, err := Open(testConfig(t, dir), nil); err == nil {
+		t.Fatal("a second node opened the same data dir")
+	}
+}

@@ -1,0 +1,234 @@
+package cluster
+
+import (
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/internal/clock"
+)
+
+// timers are the leader's countdowns: one per lease (to Expire), per waiter
+// (to WaitTimeout) and per lock-delay (to Unblock). They run only on the
+// leader, on its monotonic clock; a new leader restarts every countdown from
+// its takeover, so a leader change never shortens a lease (invariant 5).
+// A timer that fires proposes a command; the state machine ignores one that
+// lost a race (an Expire after a renewal carries a stale renew count).
+//
+// Lock order: machine.mu before timers.mu.
+type timers struct {
+	mu      sync.Mutex
+	clock   clock.Clock
+	active  bool
+	leases  map[uint64]*leaseTimer
+	waits   map[string]clock.Timer
+	blocks  map[string]clock.Timer
+	pending []fsm.Command
+	kick    chan struct{}
+}
+
+type leaseTimer struct {
+	t        clock.Timer
+	start    time.Time // when the holding began, on this leader's clock
+	deadline time.Time
+}
+
+func newTimers(c clock.Clock) *timers {
+	return &timers{
+		clock:  c,
+		leases: make(map[uint64]*leaseTimer),
+		waits:  make(map[string]clock.Timer),
+		blocks: make(map[string]clock.Timer),
+		kick:   make(chan struct{}, 1),
+	}
+}
+
+// fire queues a command for the proposer goroutine.
+func (t *timers) fire(c fsm.Command) {
+	t.mu.Lock()
+	if t.active {
+		t.pending = append(t.pending, c)
+	}
+	t.mu.Unlock()
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take hands the queued commands to the proposer.
+func (t *timers) take() []fsm.Command {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pending
+	t.pending = nil
+	return p
+}
+
+func (t *timers) isActive() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.active
+}
+
+func (t *timers) armLease(id, renewCount uint64, start time.Time, d time.Duration) {
+	if old := t.leases[id]; old != nil {
+		old.t.Stop()
+	}
+	now := t.clock.Now()
+	t.leases[id] = &leaseTimer{
+		start:    start,
+		deadline: now.Add(d),
+		t:        t.clock.AfterFunc(d, func() { t.fire(&fsm.Expire{LeaseID: id, RenewCount: renewCount}) }),
+	}
+}
+
+func firstDeadline(l *leasehold.Lease, heldFor time.Duration) time.Duration {
+	if l.MaxHold > 0 {
+		return max(0, min(l.TTL, l.MaxHold-heldFor))
+	}
+	return l.TTL
+}
+
+func (t *timers) granted(l *leasehold.Lease) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.active {
+		t.armLease(l.ID, l.RenewCount, t.clock.Now(), firstDeadline(l, 0))
+	}
+}
+
+func (t *timers) renewed(l *leasehold.Lease, remaining time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.active {
+		return
+	}
+	start := t.clock.Now()
+	if old := t.leases[l.ID]; old != nil {
+		start = old.start
+	}
+	t.armLease(l.ID, l.RenewCount, start, remaining)
+}
+
+func (t *timers) ended(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if lt := t.leases[id]; lt != nil {
+		lt.t.Stop()
+		delete(t.leases, id)
+	}
+}
+
+func (t *timers) queued(requestID string, wait time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.active {
+		t.armWait(requestID, wait)
+	}
+}
+
+func (t *timers) armWait(requestID string, wait time.Duration) {
+	if old := t.waits[requestID]; old != nil {
+		old.Stop()
+	}
+	t.waits[requestID] = t.clock.AfterFunc(wait, func() { t.fire(&fsm.WaitTimeout{RequestID: requestID}) })
+}
+
+func (t *timers) waitEnded(requestID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if w := t.waits[requestID]; w != nil {
+		w.Stop()
+		delete(t.waits, requestID)
+	}
+}
+
+func (t *timers) blocked(resource string, token uint64, delay time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.active {
+		t.armBlock(resource, token, delay)
+	}
+}
+
+func (t *timers) armBlock(resource string, token uint64, delay time.Duration) {
+	if old := t.blocks[resource]; old != nil {
+		old.Stop()
+	}
+	t.blocks[resource] = t.clock.AfterFunc(delay, func() { t.fire(&fsm.Unblock{Resource: resource, Token: token}) })
+}
+
+// age is how long lease id has been held, as this leader has seen it; the
+// leader stamps it into renewals so max_hold survives a leader change.
+func (t *timers) age(id uint64) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if lt := t.leases[id]; lt != nil {
+		return t.clock.Now().Sub(lt.start)
+	}
+	return 0
+}
+
+// expiresIn is the time left on lease id's countdown, if this node is the
+// leader and knows it.
+func (t *timers) expiresIn(id uint64) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if lt := t.leases[id]; lt != nil {
+		return max(0, lt.deadline.Sub(t.clock.Now())), true
+	}
+	return 0, false
+}
+
+// restart (re)starts every countdown from now, as a new leader must. It
+// reads the state, so the caller must not hold machine.mu.
+func (t *timers) restart(m *machine) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.active {
+		return
+	}
+	t.stopAllLocked()
+	now := t.clock.Now()
+	m.state.EachLease(func(l *leasehold.Lease, heldFor time.Duration) {
+		t.armLease(l.ID, l.RenewCount, now.Add(-heldFor), firstDeadline(l, heldFor))
+	})
+	m.state.EachWaiter(func(id string, wait time.Duration) { t.armWait(id, wait) })
+	m.state.EachBlock(func(r string, tok uint64, d time.Duration) { t.armBlock(r, tok, d) })
+}
+
+// activate starts the timers on becoming leader.
+func (t *timers) activate(m *machine) {
+	t.mu.Lock()
+	t.active = true
+	t.mu.Unlock()
+	t.restart(m)
+}
+
+// deactivate stops every countdown on losing leadership.
+func (t *timers) deactivate() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.active = false
+	t.stopAllLocked()
+	t.pending = nil
+}
+
+func (t *timers) stopAllLocked() {
+	for _, lt := range t.leases {
+		lt.t.Stop()
+	}
+	for _, w := range t.waits {
+		w.Stop()
+	}
+	for _, b := range t.blocks {
+		b.Stop()
+	}
+	clear(t.leases)
+	clear(t.waits)
+	clear(t.blocks)
+}
