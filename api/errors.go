@@ -1,0 +1,83 @@
+// Package api holds leasehold's protobuf definitions, the generated Connect
+// code (in gen/), and the one mapping between leasehold's error codes and
+// Connect codes, used by the server and the client alike.
+package api
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+
+	"github.com/leasehold/leasehold"
+)
+
+var toConnect = map[leasehold.Code]connect.Code{
+	leasehold.CodeInvalid:         connect.CodeInvalidArgument,
+	leasehold.CodeNotFound:        connect.CodeNotFound,
+	leasehold.CodeNotHolder:       connect.CodeFailedPrecondition,
+	leasehold.CodeHeld:            connect.CodeAlreadyExists,
+	leasehold.CodeWaitTimeout:     connect.CodeDeadlineExceeded,
+	leasehold.CodeStaleToken:      connect.CodeAborted,
+	leasehold.CodeLimit:           connect.CodeResourceExhausted,
+	leasehold.CodeUnavailable:     connect.CodeUnavailable,
+	leasehold.CodeCanceled:        connect.CodeCanceled,
+	leasehold.CodePermission:      connect.CodePermissionDenied,
+	leasehold.CodeUnauthenticated: connect.CodeUnauthenticated,
+}
+
+var fromConnect = func() map[connect.Code]leasehold.Code {
+	m := make(map[connect.Code]leasehold.Code, len(toConnect))
+	for k, v := range toConnect {
+		m[v] = k
+	}
+	return m
+}()
+
+// ToConnect turns an error from the service into a Connect error whose
+// message a person can act on. Errors that are not a *leasehold.Error are
+// reported as Internal without their text, which may hold internals.
+func ToConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var le *leasehold.Error
+	if errors.As(err, &le) {
+		code, ok := toConnect[le.Code]
+		if !ok {
+			code = connect.CodeUnknown
+		}
+		return connect.NewError(code, errors.New(le.Message))
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, errors.New("the request was canceled"))
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the request's deadline passed"))
+	}
+	return connect.NewError(connect.CodeInternal, errors.New("internal error; see the server log"))
+}
+
+// FromConnect turns an error from a Connect call into a *leasehold.Error so
+// callers can use errors.Is(err, leasehold.ErrHeld) and friends. Transport
+// failures (connect-go reports them as Unavailable) become CodeUnavailable.
+func FromConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return &leasehold.Error{Code: leasehold.CodeUnavailable, Message: err.Error()}
+	}
+	if code, ok := fromConnect[ce.Code()]; ok {
+		return &leasehold.Error{Code: code, Message: ce.Message()}
+	}
+	return &leasehold.Error{Code: leasehold.CodeUnknown, Message: ce.Message()}
+}

@@ -1,0 +1,185 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/fsm"
+)
+
+// leases implements leaseholdv1connect.LeasesHandler.
+type leases struct{ s *Server }
+
+// cancelTimeout bounds the Cancel a server proposes when a waiting client
+// goes away.
+const cancelTimeout = 5 * time.Second
+
+func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequest]) (*connect.Response[pb.AcquireResponse], error) {
+	s := h.s
+	start := time.Now()
+	cmd, secret, err := acquireCommand(req.Msg)
+	if err != nil {
+		s.metrics.Acquisitions.WithLabelValues("invalid").Inc()
+		return nil, api.ToConnect(err)
+	}
+	res, err := s.acquire(ctx, cmd)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		s.metrics.Acquisitions.WithLabelValues(leasehold.CodeOf(err).String()).Inc()
+		return nil, api.ToConnect(err)
+	}
+	s.metrics.Acquisitions.WithLabelValues("granted").Inc()
+	s.metrics.AcquireWait.Observe(time.Since(start).Seconds())
+	if res.Dup && req.Msg.Secret == "" {
+		secret = "" // a retried acquire cannot recover a secret the node made: only its hash was kept
+	}
+	return connect.NewResponse(&pb.AcquireResponse{
+		Lease:     leasePB(res.Lease, res.Remaining),
+		Secret:    secret,
+		ExpiresIn: durPB(res.Remaining),
+	}), nil
+}
+
+// acquire proposes cmd and, if it queues, waits for its outcome. A caller
+// that goes away withdraws its place in the queue; a grant that raced the
+// withdrawal is released by it.
+func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, error) {
+	var outcome <-chan fsm.Result
+	if cmd.Wait > 0 {
+		var stop func()
+		outcome, stop = s.node.Watch(cmd.RequestID)
+		defer stop()
+	}
+	res, err := s.node.Propose(ctx, cmd)
+	if err != nil || !res.Queued {
+		return res, err
+	}
+	// The leader's timer ends the wait; the extra second only covers a
+	// leader change, after which the new leader's timer takes over.
+	fallback := time.NewTimer(cmd.Wait + time.Second)
+	defer fallback.Stop()
+	select {
+	case r := <-outcome:
+		return r, nil
+	case <-ctx.Done():
+		s.withdraw(cmd.RequestID)
+		return fsm.Result{}, ctx.Err()
+	case <-fallback.C:
+		s.withdraw(cmd.RequestID)
+		return fsm.Result{}, leasehold.Errorf(leasehold.CodeWaitTimeout, "waited %v for %q without a grant", cmd.Wait, cmd.Resources)
+	}
+}
+
+func (s *Server) withdraw(requestID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	if _, err := s.node.Propose(ctx, &fsm.Cancel{RequestID: requestID}); err != nil {
+		s.log.Warn("could not withdraw a waiting acquire; the leader's wait timer will end it", "err", err)
+	}
+}
+
+func (h leases) Renew(ctx context.Context, req *connect.Request[pb.RenewRequest]) (*connect.Response[pb.RenewResponse], error) {
+	s := h.s
+	cmd, err := renewCommand(req.Msg)
+	if err != nil {
+		s.metrics.RenewalFailures.WithLabelValues(leasehold.CodeInvalid.String()).Inc()
+		return nil, api.ToConnect(err)
+	}
+	cmd.Age = s.node.LeaseAge(cmd.LeaseID)
+	res, err := s.node.Propose(ctx, cmd)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		s.metrics.RenewalFailures.WithLabelValues(leasehold.CodeOf(err).String()).Inc()
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(&pb.RenewResponse{
+		Lease:     leasePB(res.Lease, res.Remaining),
+		ExpiresIn: durPB(res.Remaining),
+	}), nil
+}
+
+func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequest]) (*connect.Response[pb.ReleaseResponse], error) {
+	s := h.s
+	cmd, err := releaseCommand(req.Msg)
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	res, err := s.node.Propose(ctx, cmd)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		if errors.Is(err, leasehold.ErrNotFound) {
+			s.metrics.ReleasedAfterLoss.Inc()
+			s.log.Warn("release found the lease gone: its holder worked past the lease", slog.Uint64("lease", cmd.LeaseID))
+		}
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(&pb.ReleaseResponse{Lease: leasePB(res.Lease, -1)}), nil
+}
+
+func (h leases) Get(ctx context.Context, req *connect.Request[pb.GetRequest]) (*connect.Response[pb.GetResponse], error) {
+	s := h.s
+	r := req.Msg.Resource
+	if err := leasehold.ValidateName("resource", r, leasehold.MaxResourceLen, true); err != nil {
+		return nil, api.ToConnect(err)
+	}
+	out := &pb.GetResponse{Resource: r}
+	err := s.node.Read(ctx, func(st *fsm.State) {
+		if l, ok := st.Holder(r); ok {
+			out.Holder = leasePB(&l, s.expiresIn(l.ID))
+		}
+		for _, w := range st.Waiters(r) {
+			out.Waiters = append(out.Waiters, waiterPB(w))
+		}
+		if d, ok := st.LockDelay(r); ok {
+			out.LockDelay = durPB(d)
+		}
+	})
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (h leases) List(ctx context.Context, req *connect.Request[pb.ListRequest]) (*connect.Response[pb.ListResponse], error) {
+	s := h.s
+	after, limit, err := listParams(req.Msg)
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	out := &pb.ListResponse{}
+	err = s.node.Read(ctx, func(st *fsm.State) {
+		ls := st.Leases(after, limit+1, req.Msg.Prefix)
+		if len(ls) > limit {
+			ls = ls[:limit]
+			out.NextPageToken = strconv.FormatUint(ls[limit-1].ID, 10)
+		}
+		for i := range ls {
+			out.Leases = append(out.Leases, leasePB(&ls[i], s.expiresIn(ls[i].ID)))
+		}
+	})
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *Server) expiresIn(id uint64) time.Duration {
+	if d, ok := s.node.ExpiresIn(id); ok {
+		return d
+	}
+	return -1
+}

@@ -1,0 +1,134 @@
+// Package server answers leasehold's API over Connect (gRPC, gRPC-Web and
+// JSON over HTTP on one listener), with /metrics, /healthz and /readyz. It
+// validates every field at the edge and maps errors to Connect codes in one
+// place (package api).
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+	"github.com/leasehold/leasehold/cluster"
+)
+
+// Config wires a server. Node and Metrics are required.
+type Config struct {
+	Node     *cluster.Node
+	Logger   *slog.Logger
+	Registry *prometheus.Registry // served at /metrics
+	Metrics  *Metrics             // registered on Registry
+	// MaxRequestBytes bounds a request body. It is far above any valid
+	// request so that an oversized field gets a precise InvalidArgument
+	// instead of a size error.
+	MaxRequestBytes int
+}
+
+// Server is the API front of one node. NewServer does not listen; Serve
+// does; Shutdown is idempotent.
+type Server struct {
+	node    *cluster.Node
+	log     *slog.Logger
+	metrics *Metrics
+	http    *http.Server
+}
+
+// New builds a server. It registers node gauges and Go runtime metrics on
+// cfg.Registry.
+func New(cfg Config) (*Server, error) {
+	if cfg.Node == nil || cfg.Metrics == nil || cfg.Registry == nil {
+		return nil, errors.New("server: node, metrics and registry are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = 16 << 20
+	}
+	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics}
+	cfg.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_leases_held", Help: "Leases currently held."},
+			func() float64 { return float64(s.node.Stats().Counts.Leases) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_waiters", Help: "Acquires currently queued."},
+			func() float64 { return float64(s.node.Stats().Counts.Waiters) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_is_leader", Help: "1 if this node leads the cluster."},
+			func() float64 {
+				if s.node.IsLeader() {
+					return 1
+				}
+				return 0
+			}),
+	)
+
+	mux := http.NewServeMux()
+	path, h := leaseholdv1connect.NewLeasesHandler(leases{s},
+		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+	)
+	mux.Handle(path, h)
+	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", s.ready)
+
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // gRPC without TLS
+	s.http = &http.Server{
+		Handler:           mux,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// ready answers 200 when this node can serve writes: it leads, or (in a
+// cluster) it sees a leader.
+func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+	id, addr := s.node.Leader()
+	if id == "" {
+		http.Error(w, "no leader\n", http.StatusServiceUnavailable)
+		return
+	}
+	if !s.node.IsLeader() && s.node.Stats().State == "Leader" {
+		http.Error(w, "taking over as leader\n", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ready: leader " + id + " at " + addr + "\n"))
+}
+
+// Handler is the server's HTTP handler (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Serve answers requests on l until Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.http.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting requests and waits for those in flight until ctx
+// ends, then closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		s.http.Close()
+	}
+	return err
+}
