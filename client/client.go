@@ -1,0 +1,172 @@
+// Package client is leasehold's Go client: leases with fencing tokens,
+// background renewal that needs observable progress, and a deliberate
+// choice between failing closed and failing open when the store is
+// unreachable.
+//
+// The client imports only the domain types and the generated API, never
+// raft or the server.
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+)
+
+// Config configures a Client. Only Endpoints is required.
+type Config struct {
+	// Endpoints are base URLs of leasehold nodes, such as
+	// "http://127.0.0.1:7420". Requests go to one and move to the next when
+	// it is unavailable.
+	Endpoints []string
+	// HTTPClient carries the requests; a pooled client is made if nil.
+	HTTPClient *http.Client
+	// Logger receives warnings about lost and degraded leases.
+	Logger *slog.Logger
+	// Registerer, if set, receives the client's counters.
+	Registerer prometheus.Registerer
+	// Drift is subtracted from every expiry the server reports, on top of
+	// DriftRatio of it, to cover clock-rate differences and pauses between
+	// sending a request and reading the clock. Default 10ms.
+	Drift time.Duration
+	// DriftRatio is the share of each reported expiry treated as unsafe.
+	// Default 0.02.
+	DriftRatio float64
+	// RequestTimeout bounds one attempt of a call that does not wait.
+	// Default 5s.
+	RequestTimeout time.Duration
+}
+
+// Client talks to a leasehold cluster. It is safe for concurrent use.
+type Client struct {
+	cfg     Config
+	log     *slog.Logger
+	rpcs    []leaseholdv1connect.LeasesClient
+	cur     atomic.Int32
+	metrics *metrics
+}
+
+// New makes a client. It does not contact the servers.
+func New(cfg Config) (*Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("client: at least one endpoint is required")
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Drift == 0 {
+		cfg.Drift = 10 * time.Millisecond
+	}
+	if cfg.DriftRatio == 0 {
+		cfg.DriftRatio = 0.02
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 5 * time.Second
+	}
+	c := &Client{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registerer)}
+	for _, e := range cfg.Endpoints {
+		e = strings.TrimRight(strings.TrimSpace(e), "/")
+		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+			return nil, fmt.Errorf("client: endpoint %q must start with http:// or https://", e)
+		}
+		c.rpcs = append(c.rpcs, leaseholdv1connect.NewLeasesClient(cfg.HTTPClient, e))
+	}
+	return c, nil
+}
+
+// safeExpiry turns an expiry reported by the server into one the client may
+// trust, counted from before the request was sent (invariant 3).
+func (c *Client) safeExpiry(sent time.Time, expiresIn time.Duration) time.Time {
+	margin := c.cfg.Drift + time.Duration(float64(expiresIn)*c.cfg.DriftRatio)
+	return sent.Add(expiresIn - margin)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// call runs one RPC against the current endpoint, moving on to the next and
+// retrying while the error is Unavailable, until ctx ends. The request
+// carries the same request ID on every attempt, so a retry never acts
+// twice.
+func call[Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
+	f func(leaseholdv1connect.LeasesClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+	msg *Req) (*Res, error) {
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		i := int(c.cur.Load()) % len(c.rpcs)
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if perTry > 0 {
+			tctx, cancel = context.WithTimeout(ctx, perTry)
+		}
+		resp, err := f(c.rpcs[i], tctx, connect.NewRequest(msg))
+		cancel()
+		if err == nil {
+			return resp.Msg, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), api.FromConnect(err))
+		}
+		e := api.FromConnect(err)
+		if !errors.Is(e, leasehold.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, e
+		}
+		if len(c.rpcs) > 1 {
+			c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.rpcs)))
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), e)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// Get shows a resource: its holder, token, expiry and waiters.
+func (c *Client) Get(ctx context.Context, resource string) (*pb.GetResponse, error) {
+	return call(ctx, c, c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.Get, &pb.GetRequest{Resource: resource})
+}
+
+// List returns one page of held leases.
+func (c *Client) List(ctx context.Context, prefix string, pageSize int, pageToken string) (*pb.ListResponse, error) {
+	return call(ctx, c, c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.List,
+		&pb.ListRequest{Prefix: prefix, PageSize: int32(pageSize), PageToken: pageToken})
+}
+
+// ReleaseByID releases a lease known only by its id and secret (as the CLI
+// does). It returns an error wrapping leasehold.ErrNotFound if the lease had
+// already ended.
+func (c *Client) ReleaseByID(ctx context.Context, id uint64, secret string) error {
+	_, err := call(ctx, c, c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.Release,
+		&pb.ReleaseRequest{LeaseId: id, Secret: secret, RequestId: randomHex(16)})
+	if errors.Is(err, leasehold.ErrNotFound) {
+		c.metrics.workAfterLoss.Inc()
+	}
+	return err
+}

@@ -1,0 +1,373 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/leasehold/leasehold"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+)
+
+var (
+	// ErrLeaseLost: the lease ended before its holder released it (expired,
+	// renewals failed until the local deadline, or the server no longer
+	// knows it). Work done after that was done without the lease.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrReleased: the holder released the lease.
+	ErrReleased = errors.New("lease released")
+	// ErrNoProgress: the holder reported no progress within the progress
+	// timeout, so renewal stopped and the lease lapsed.
+	ErrNoProgress = errors.New("no progress reported: renewal stopped")
+)
+
+// Lease is a granted lease. Its methods are safe for concurrent use.
+type Lease struct {
+	c         *Client
+	id        uint64
+	secret    string
+	resources []string
+	opts      acquireOptions
+
+	mu           sync.Mutex
+	token        uint64
+	deadline     time.Time // local safe deadline (invariant 3)
+	nextRenew    time.Time
+	lastProgress time.Time
+	note         string
+	renewing     bool
+	degraded     bool
+	err          error
+	done         chan struct{}
+	stop         chan struct{}
+	loopDone     chan struct{}
+	stopOnce     sync.Once
+}
+
+// Acquire takes resource. See AcquireMany.
+func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (*Lease, error) {
+	return c.AcquireMany(ctx, []string{resource}, opts...)
+}
+
+// AcquireMany takes every resource at once, or none. With Wait it blocks
+// until granted, the wait bound passes (leasehold.ErrWaitTimeout) or ctx
+// ends (the place in the queue is given up). Unless ManualRenew is given,
+// the lease renews itself in the background while the holder reports
+// progress, until Release.
+func (c *Client) AcquireMany(ctx context.Context, resources []string, opts ...Option) (*Lease, error) {
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	if !o.progressSet {
+		o.progressTimeout = o.ttl
+	}
+	secret := randomHex(leasehold.SecretBytes)
+	req := &pb.AcquireRequest{
+		Resources: resources, Ttl: durationpb.New(o.ttl), Owner: o.owner, Operation: o.operation,
+		Metadata: o.metadata, Secret: secret, RequestId: randomHex(16),
+	}
+	if o.wait > 0 {
+		req.Wait = durationpb.New(o.wait)
+	}
+	if o.lockDelay > 0 {
+		req.LockDelay = durationpb.New(o.lockDelay)
+	}
+	if o.maxHold > 0 {
+		req.MaxHold = durationpb.New(o.maxHold)
+	}
+	// The clock starts before the first send: the grant cannot be earlier.
+	sent := time.Now()
+	resp, err := call(ctx, c, o.wait+c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.Acquire, req)
+	if err != nil {
+		if o.failOpen && errors.Is(err, leasehold.ErrUnavailable) {
+			return c.degradedLease(resources, o, err), nil
+		}
+		c.metrics.acquisitions.WithLabelValues(leasehold.CodeOf(err).String()).Inc()
+		return nil, err
+	}
+	c.metrics.acquisitions.WithLabelValues("granted").Inc()
+	l := &Lease{
+		c: c, id: resp.Lease.GetId(), secret: secret, resources: resources, opts: o,
+		token: resp.Lease.GetToken(), lastProgress: sent, renewing: o.autoRenew,
+		done: make(chan struct{}), stop: make(chan struct{}), loopDone: make(chan struct{}),
+	}
+	expires := resp.ExpiresIn.AsDuration()
+	l.deadline = c.safeExpiry(sent, expires)
+	l.nextRenew = sent.Add(expires / 3)
+	// After a long wait the deadline counted from the send is near or past:
+	// renew at once to count from a fresh send instead.
+	if time.Until(l.deadline) < expires/2 {
+		if err := l.renew(ctx, false); err != nil {
+			l.end(fmt.Errorf("%w: renewing right after a long wait failed: %w", ErrLeaseLost, err))
+			return nil, err
+		}
+	}
+	go l.loop()
+	return l, nil
+}
+
+func (c *Client) degradedLease(resources []string, o acquireOptions, cause error) *Lease {
+	c.metrics.acquisitions.WithLabelValues("degraded").Inc()
+	c.metrics.degraded.Inc()
+	c.log.Warn("leasehold unreachable: FailOpen hands out a degraded lease with token 0; fenced resources will refuse it",
+		"resources", resources, "err", cause)
+	l := &Lease{c: c, resources: resources, opts: o, degraded: true,
+		done: make(chan struct{}), stop: make(chan struct{}), loopDone: make(chan struct{})}
+	close(l.loopDone)
+	return l
+}
+
+// ID is the lease's id (0 for a degraded lease).
+func (l *Lease) ID() uint64 { return l.id }
+
+// Secret is the proof of holding; keep it out of logs.
+func (l *Lease) Secret() string { return l.secret }
+
+// Resources are the resources the lease holds.
+func (l *Lease) Resources() []string { return l.resources }
+
+// Token is the fencing token to present to the protected resource. It is 0
+// for a degraded lease, which no fence accepts over a real token.
+func (l *Lease) Token() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.degraded {
+		return 0
+	}
+	return l.token
+}
+
+// Degraded reports whether the lease was handed out (or kept) under
+// FailOpen without the store's confirmation.
+func (l *Lease) Degraded() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.degraded
+}
+
+// Deadline is the local safe deadline: the lease certainly holds until then
+// on the server, whatever the clocks do within the drift allowance.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Done is closed when the lease ends: lost, lapsed or released.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err says why the lease ended, or nil while it holds.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Context returns a context that is canceled, with the lease's Err as its
+// cause, as soon as the lease ends (or parent does). Run the protected work
+// under it.
+func (l *Lease) Context(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancelCause(parent)
+	go func() {
+		select {
+		case <-l.done:
+			cancel(l.Err())
+		case <-ctx.Done():
+		}
+	}()
+	return ctx
+}
+
+// Progress records that the holder is making progress; renewal continues
+// only while it does (see ProgressTimeout). note, if not empty, is shown to
+// operators with the next renewal (up to 256 bytes).
+func (l *Lease) Progress(note string) {
+	for len(note) > leasehold.MaxProgressLen {
+		_, size := utf8.DecodeLastRuneInString(note)
+		note = note[:len(note)-size]
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastProgress = time.Now()
+	if note != "" {
+		l.note = note
+	}
+}
+
+// Renew extends the lease now. It never retries past the local deadline.
+func (l *Lease) Renew(ctx context.Context) error { return l.renew(ctx, true) }
+
+// renew extends the lease. Unbounded, it may try past the local deadline:
+// only before Acquire returns, when nobody works under the lease yet.
+func (l *Lease) renew(ctx context.Context, bounded bool) error {
+	l.mu.Lock()
+	deadline, note := l.deadline, l.note
+	l.mu.Unlock()
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	sent := time.Now()
+	resp, err := call(ctx, l.c, l.c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.Renew,
+		&pb.RenewRequest{LeaseId: l.id, Secret: l.secret, Progress: note, RequestId: randomHex(16)})
+	if err != nil {
+		l.c.metrics.renewalFailures.Inc()
+		return err
+	}
+	expires := resp.ExpiresIn.AsDuration()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.deadline = l.c.safeExpiry(sent, expires)
+	l.nextRenew = sent.Add(expires / 3)
+	if l.note == note {
+		l.note = ""
+	}
+	return nil
+}
+
+// definitive reports whether a renewal error means the lease is over.
+func definitive(err error) bool {
+	return errors.Is(err, leasehold.ErrNotFound) || errors.Is(err, leasehold.ErrNotHolder) ||
+		errors.Is(err, leasehold.ErrLimit) || errors.Is(err, leasehold.ErrInvalid)
+}
+
+// loop renews the lease in the background and ends it at its local
+// deadline if no renewal got through.
+func (l *Lease) loop() {
+	defer close(l.loopDone)
+	retry := time.Duration(0)
+	for {
+		l.mu.Lock()
+		deadline, next, renewing := l.deadline, l.nextRenew, l.renewing
+		if retry > 0 {
+			next = time.Now().Add(retry)
+		}
+		if renewing && l.opts.progressTimeout > 0 && time.Since(l.lastProgress) > l.opts.progressTimeout {
+			l.renewing, renewing = false, false
+			l.c.log.Warn("lease holder reported no progress; renewal stops and the lease will lapse",
+				slog.Uint64("lease", l.id), slog.Duration("progress_timeout", l.opts.progressTimeout))
+		}
+		l.mu.Unlock()
+		wake := deadline
+		if renewing && next.Before(deadline) {
+			wake = next
+		}
+		t := time.NewTimer(time.Until(wake))
+		select {
+		case <-l.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !time.Now().Before(deadline) {
+			l.lapse(renewing)
+			return
+		}
+		if !renewing {
+			continue
+		}
+		err := l.Renew(context.Background())
+		switch {
+		case err == nil:
+			retry = 0
+		case definitive(err):
+			l.end(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+			return
+		default:
+			// Unreachable or slow: try again soon, but never past the deadline.
+			retry = min(max(2*retry, 50*time.Millisecond), time.Second)
+			l.c.log.Warn("lease renewal failed; retrying until the local deadline",
+				slog.Uint64("lease", l.id), slog.Time("deadline", deadline), slog.Any("err", err))
+		}
+	}
+}
+
+// lapse ends the lease at its local deadline, or degrades it under FailOpen
+// when renewals could not reach the store.
+func (l *Lease) lapse(wasRenewing bool) {
+	if !wasRenewing {
+		l.end(fmt.Errorf("%w: %w", ErrLeaseLost, ErrNoProgress))
+		return
+	}
+	if l.opts.failOpen {
+		l.mu.Lock()
+		l.degraded = true
+		l.mu.Unlock()
+		l.c.metrics.degraded.Inc()
+		l.c.log.Warn("leasehold unreachable past the lease's deadline: FailOpen keeps it as a degraded lease with token 0",
+			slog.Uint64("lease", l.id))
+		return
+	}
+	l.end(fmt.Errorf("%w: no renewal succeeded before the local deadline", ErrLeaseLost))
+}
+
+// end marks the lease over; the first reason wins.
+func (l *Lease) end(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	l.err = err
+	close(l.done)
+	if !errors.Is(err, ErrReleased) {
+		l.c.metrics.leasesLost.Inc()
+		l.c.log.Warn("lease ended before release", slog.Uint64("lease", l.id), slog.Any("why", err))
+	}
+}
+
+// Release stops renewal and gives the lease back. If the lease had already
+// ended on the server, the error wraps ErrLeaseLost: the work done since
+// then ran without the lease, and it is counted. Calling Release again
+// returns nil.
+func (l *Lease) Release(ctx context.Context) error {
+	l.stopOnce.Do(func() { close(l.stop) })
+	<-l.loopDone
+	l.mu.Lock()
+	released := errors.Is(l.err, ErrReleased)
+	degraded := l.degraded && l.id == 0
+	l.mu.Unlock()
+	if released {
+		return nil
+	}
+	if degraded {
+		l.end(ErrReleased)
+		return nil
+	}
+	_, err := call(ctx, l.c, l.c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.Release,
+		&pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
+	switch {
+	case err == nil:
+		l.end(ErrReleased)
+		return nil
+	case errors.Is(err, leasehold.ErrNotFound):
+		l.c.metrics.workAfterLoss.Inc()
+		l.end(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+		return fmt.Errorf("%w: lease %d had already ended when released; work done after that ran without it: %w",
+			ErrLeaseLost, l.id, err)
+	}
+	return err
+}
+
+// WithLock runs fn while holding resource, with a context that ends if the
+// lease is lost, and releases afterwards. fn should call l.Progress as it
+// works (see ProgressTimeout). The error joins fn's and Release's.
+func (c *Client) WithLock(ctx context.Context, resource string, fn func(ctx context.Context, l *Lease) error, opts ...Option) error {
+	l, err := c.Acquire(ctx, resource, opts...)
+	if err != nil {
+		return err
+	}
+	ferr := fn(l.Context(ctx), l)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.RequestTimeout)
+	defer cancel()
+	return errors.Join(ferr, l.Release(rctx))
+}
