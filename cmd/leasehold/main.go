@@ -1,0 +1,80 @@
+// Command leasehold runs a leasehold node (serve) and talks to one (acquire,
+// release, status, list, run). Flags travel one way: flags -> config ->
+// constructors.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold/client"
+)
+
+const defaultEndpoint = "http://127.0.0.1:7420"
+
+// exitError carries a process exit status up to main.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "leasehold:", err)
+		os.Exit(1)
+	}
+}
+
+type globals struct {
+	endpoints string
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "leasehold",
+		Short:         "Fenced leases and coordination primitives",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	def := os.Getenv("LEASEHOLD_ENDPOINTS")
+	if def == "" {
+		def = defaultEndpoint
+	}
+	root.PersistentFlags().StringVar(&g.endpoints, "endpoints", def,
+		"comma-separated node URLs (env LEASEHOLD_ENDPOINTS)")
+	root.AddCommand(
+		newServe(),
+		newAcquire(g),
+		newRelease(g),
+		newStatus(g),
+		newList(g),
+		newRun(g),
+	)
+	return root
+}
+
+func (g *globals) client() (*client.Client, error) {
+	var eps []string
+	for _, e := range strings.Split(g.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return client.New(client.Config{Endpoints: eps, Logger: log})
+}
