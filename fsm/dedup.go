@@ -8,7 +8,7 @@ import "github.com/leasehold/leasehold"
 // decided by entry times stamped in the log, so every node evicts alike.
 type dedup struct {
 	recs  map[string]*dedupRec
-	order []*dedupRec // arrival order; a record replaced in place keeps its slot
+	order []*dedupRec // arrival order; a replaced record is appended anew, its old slot dead
 	head  int
 }
 

@@ -75,6 +75,9 @@ func (s *State) Leases(after uint64, limit int, prefix string) []leasehold.Lease
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	if limit < 0 {
+		limit = 0
+	}
 	if len(ids) > limit {
 		ids = ids[:limit]
 	}

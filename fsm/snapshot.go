@@ -39,6 +39,7 @@ func (s *State) Snapshot() []byte {
 		e.hash(l.secretHash)
 		e.varint(int64(l.heldFor))
 		e.str(l.requestID)
+		e.bool(l.claimed)
 	}
 
 	res := make([]string, 0, len(s.blocks))
@@ -95,18 +96,32 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		l.secretHash = d.hash()
 		l.heldFor = time.Duration(d.varint())
 		l.requestID = d.str()
+		l.claimed = d.bool()
 		if d.err != nil {
 			break
 		}
+		// Refuse a state Apply could never have made: it would break
+		// mutual exclusion or token monotonicity on this replica only.
+		if l.ID == 0 || l.Token != l.ID || l.Token > s.lastToken || s.leases[l.ID] != nil || len(l.Resources) == 0 {
+			return nil, errCorrupt
+		}
 		s.leases[l.ID] = l
 		for _, r := range l.Resources {
+			if _, held := s.holders[r]; held {
+				return nil, errCorrupt
+			}
 			s.holders[r] = l.ID
 		}
 	}
 	for range d.count(3) {
 		r := d.str()
-		s.blocks[r] = block{token: d.uvarint(), delay: time.Duration(d.varint())}
+		b := block{token: d.uvarint(), delay: time.Duration(d.varint())}
+		if _, dup := s.blocks[r]; dup || b.token > s.lastToken {
+			return nil, errCorrupt
+		}
+		s.blocks[r] = b
 	}
+	lastArrival := uint64(0)
 	for range d.count(8) {
 		w := &waiter{}
 		w.Acquire.decode(&d)
@@ -115,6 +130,11 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		if d.err != nil {
 			break
 		}
+		if w.RequestID == "" || s.waiters[w.RequestID] != nil || w.arrival <= lastArrival ||
+			w.arrival > s.nextArrival || len(w.Resources) == 0 {
+			return nil, errCorrupt
+		}
+		lastArrival = w.arrival
 		s.waiters[w.RequestID] = w
 		for _, r := range w.Resources {
 			s.queues[r] = append(s.queues[r], w)

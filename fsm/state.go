@@ -57,6 +57,10 @@ type Result struct {
 	Queued    bool             // the acquire waits; WaitEnded brings the outcome
 	Remaining time.Duration    // renew and acquire: how long the lease now runs
 	Dup       bool             // answered from the dedup window
+	// ForeignSecret marks a retried acquire whose secret differs from the
+	// first request's (or can no longer be checked): the caller does not
+	// know the lease's secret, so the answer must not claim it does.
+	ForeignSecret bool
 }
 
 type lease struct {
@@ -64,6 +68,9 @@ type lease struct {
 	secretHash [32]byte
 	heldFor    time.Duration // age last stamped by a leader, for MaxHold
 	requestID  string
+	// claimed: a retry of the acquire was answered with this lease, so a
+	// Cancel from the first request's (gone) caller must not release it.
+	claimed bool
 }
 
 type waiter struct {
@@ -176,11 +183,26 @@ func (s *State) nextToken(ix uint64) uint64 {
 }
 
 func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
+	if err := validateRequestID(c.RequestID); err != nil {
+		return Result{Err: err}
+	}
 	if r, ok := s.dedup.lookup(c.RequestID, KindAcquire); ok {
+		if r.Lease == nil {
+			return r
+		}
+		l := s.leases[r.Lease.ID]
+		if l == nil || l.requestID != c.RequestID {
+			// Answering with a lease that has ended would let the caller
+			// count a fresh deadline from its retry.
+			return Result{Dup: true, Err: leasehold.Errorf(leasehold.CodeNotFound,
+				"lease %d, granted to this request, has already ended", r.Lease.ID)}
+		}
+		r.ForeignSecret = l.secretHash != c.SecretHash
+		l.claimed = true
 		return r
 	}
 	if w := s.waiters[c.RequestID]; w != nil && c.RequestID != "" {
-		return Result{Queued: true, Dup: true}
+		return Result{Queued: true, Dup: true, ForeignSecret: w.SecretHash != c.SecretHash}
 	}
 	var r Result
 	if err := validateAcquire(c); err != nil {
@@ -315,6 +337,9 @@ func (s *State) holderOf(id uint64, hash [32]byte, action string) (*lease, error
 }
 
 func (s *State) renew(now int64, c *Renew) Result {
+	if err := validateRequestID(c.RequestID); err != nil {
+		return Result{Err: err}
+	}
 	if r, ok := s.dedup.lookup(c.RequestID, KindRenew); ok {
 		return r
 	}
@@ -324,6 +349,9 @@ func (s *State) renew(now int64, c *Renew) Result {
 }
 
 func (s *State) doRenew(now int64, c *Renew) Result {
+	if err := leasehold.ValidateName("progress", c.Progress, leasehold.MaxProgressLen, false); err != nil {
+		return Result{Err: err}
+	}
 	l, err := s.holderOf(c.LeaseID, c.SecretHash, "renew")
 	if err != nil {
 		return Result{Err: err}
@@ -349,6 +377,9 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 }
 
 func (s *State) release(ix uint64, now int64, c *Release) Result {
+	if err := validateRequestID(c.RequestID); err != nil {
+		return Result{Err: err}
+	}
 	if r, ok := s.dedup.lookup(c.RequestID, KindRelease); ok {
 		return r
 	}
@@ -417,7 +448,7 @@ func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
 		return Result{}
 	}
 	l := s.leases[rec.Lease.ID]
-	if l == nil || l.requestID != c.RequestID {
+	if l == nil || l.requestID != c.RequestID || l.claimed {
 		return Result{}
 	}
 	view := s.end(l, EndCanceled)
@@ -445,8 +476,21 @@ func (s *State) endWait(ix uint64, now int64, w *waiter, r Result) {
 	s.wake(ix, now, heads)
 }
 
+func validateRequestID(id string) error {
+	return leasehold.ValidateName("request_id", id, leasehold.MaxRequestIDLen, false)
+}
+
 func validateAcquire(c *Acquire) error {
 	if err := leasehold.ValidateResources(c.Resources); err != nil {
+		return err
+	}
+	if err := leasehold.ValidateName("owner", c.Owner, leasehold.MaxOwnerLen, false); err != nil {
+		return err
+	}
+	if err := leasehold.ValidateName("operation", c.Operation, leasehold.MaxOperationLen, false); err != nil {
+		return err
+	}
+	if err := leasehold.ValidateMetadata(c.Metadata); err != nil {
 		return err
 	}
 	if err := leasehold.ValidateDuration("ttl", c.TTL, leasehold.MinTTL, leasehold.MaxTTL); err != nil {

@@ -1,0 +1,234 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Shared helpers for the fsm tests: a harness that stamps log indexes and
+// batch times, a recording observer, and builders for commands.
+
+// t0 is the batch time the harness starts at. It is far from zero on
+// purpose: a zero batch time would make AcquiredAt the Unix epoch, which a
+// snapshot cannot tell apart from "unset".
+const t0 = int64(1_700_000_000) * int64(time.Second)
+
+// secret returns a distinct, deterministic secret hash per name.
+func secret(name string) [32]byte { return sha256.Sum256([]byte("secret:" + name)) }
+
+// acq builds a valid acquire of resources with a 10s TTL; its secret is
+// derived from the request ID (or "anon").
+func acq(id string, resources ...string) *Acquire {
+	sname := id
+	if sname == "" {
+		sname = "anon"
+	}
+	return &Acquire{
+		RequestID:  id,
+		Resources:  resources,
+		Owner:      "owner-" + sname,
+		Operation:  "op",
+		TTL:        10 * time.Second,
+		SecretHash: secret(sname),
+	}
+}
+
+// wacq is acq with a wait bound of one minute.
+func wacq(id string, resources ...string) *Acquire {
+	c := acq(id, resources...)
+	c.Wait = time.Minute
+	return c
+}
+
+// resNames returns n distinct resource names.
+func resNames(prefix string, n int) []string {
+	rs := make([]string, n)
+	for i := range rs {
+		rs[i] = fmt.Sprintf("%s%02d", prefix, i)
+	}
+	return rs
+}
+
+// recorder is an Observer that writes every event as one line, so tests
+// can compare whole sequences.
+type recorder struct{ ev []string }
+
+func (r *recorder) add(format string, args ...any) { r.ev = append(r.ev, fmt.Sprintf(format, args...)) }
+
+func (r *recorder) Granted(l *leasehold.Lease, requestID string) {
+	r.add("granted lease=%d token=%d req=%s res=%v", l.ID, l.Token, requestID, l.Resources)
+}
+func (r *recorder) Renewed(l *leasehold.Lease, remaining time.Duration) {
+	r.add("renewed lease=%d count=%d remaining=%v", l.ID, l.RenewCount, remaining)
+}
+func (r *recorder) Ended(l *leasehold.Lease, why EndReason) {
+	r.add("ended lease=%d why=%v", l.ID, why)
+}
+func (r *recorder) Queued(requestID string, wait time.Duration) {
+	r.add("queued req=%s wait=%v", requestID, wait)
+}
+func (r *recorder) WaitEnded(requestID string, res Result) {
+	r.add("waitended req=%s %s", requestID, summarize(res))
+}
+func (r *recorder) Blocked(resource string, token uint64, delay time.Duration) {
+	r.add("blocked res=%s token=%d delay=%v", resource, token, delay)
+}
+
+// take returns the events recorded since the last take.
+func (r *recorder) take() []string {
+	ev := r.ev
+	r.ev = nil
+	return ev
+}
+
+// summarize renders the parts of a Result that tests compare.
+func summarize(r Result) string {
+	s := ""
+	switch {
+	case r.Err != nil:
+		s = "err=" + leasehold.CodeOf(r.Err).String()
+	case r.Lease != nil:
+		s = fmt.Sprintf("lease=%d", r.Lease.ID)
+	case r.Queued:
+		s = "queued"
+	default:
+		s = "noop"
+	}
+	if r.Remaining != 0 {
+		s += fmt.Sprintf(" remaining=%v", r.Remaining)
+	}
+	if r.Dup {
+		s += " dup"
+	}
+	if r.ForeignSecret {
+		s += " foreign-secret"
+	}
+	return s
+}
+
+// harness applies batches at increasing indexes and times.
+type harness struct {
+	t   testing.TB
+	s   *State
+	obs *recorder
+	ix  uint64        // index of the last applied entry
+	now int64         // time of the last applied entry
+	dt  time.Duration // time step per entry
+}
+
+func newHarness(t testing.TB) *harness { return newHarnessCfg(t, DefaultConfig()) }
+
+func newHarnessCfg(t testing.TB, cfg Config) *harness {
+	obs := &recorder{}
+	return &harness{t: t, s: New(cfg, obs), obs: obs, now: t0, dt: time.Second}
+}
+
+// apply applies one entry at the next index.
+func (h *harness) apply(cmds ...Command) []Result {
+	h.t.Helper()
+	return h.applyAt(h.ix+1, cmds...)
+}
+
+// applyAt applies one entry at index ix (which must be larger than the last).
+func (h *harness) applyAt(ix uint64, cmds ...Command) []Result {
+	h.t.Helper()
+	if ix <= h.ix {
+		h.t.Fatalf("harness: index %d is not after %d", ix, h.ix)
+	}
+	h.ix = ix
+	h.now += int64(h.dt)
+	out := h.s.Apply(ix, &Batch{Time: h.now, Cmds: cmds})
+	if len(out) != len(cmds) {
+		h.t.Fatalf("Apply returned %d results for %d commands", len(out), len(cmds))
+	}
+	if h.s.LastIndex() != ix {
+		h.t.Fatalf("LastIndex = %d after applying %d", h.s.LastIndex(), ix)
+	}
+	return out
+}
+
+// one applies a single command in its own entry.
+func (h *harness) one(c Command) Result {
+	h.t.Helper()
+	return h.apply(c)[0]
+}
+
+// mustGrant applies an acquire alone and fails unless it is granted.
+func (h *harness) mustGrant(c *Acquire) *leasehold.Lease {
+	h.t.Helper()
+	r := h.one(c)
+	if r.Err != nil || r.Lease == nil {
+		h.t.Fatalf("acquire %q %v: got %s (%v), want a grant", c.RequestID, c.Resources, summarize(r), r.Err)
+	}
+	return r.Lease
+}
+
+// mustQueue applies a waiting acquire alone and fails unless it queues.
+func (h *harness) mustQueue(c *Acquire) {
+	h.t.Helper()
+	r := h.one(c)
+	if !r.Queued || r.Err != nil || r.Lease != nil {
+		h.t.Fatalf("acquire %q %v: got %s (%v), want queued", c.RequestID, c.Resources, summarize(r), r.Err)
+	}
+}
+
+// holder returns the lease id holding resource, or 0.
+func (h *harness) holder(resource string) uint64 {
+	l, ok := h.s.Holder(resource)
+	if !ok {
+		return 0
+	}
+	return l.ID
+}
+
+// queue returns the request IDs waiting for resource, in order.
+func (h *harness) queue(resource string) []string {
+	var ids []string
+	for i, w := range h.s.Waiters(resource) {
+		if w.Position != i {
+			h.t.Fatalf("waiter %q on %q has position %d, want %d", w.RequestID, resource, w.Position, i)
+		}
+		ids = append(ids, w.RequestID)
+	}
+	return ids
+}
+
+func release(l *leasehold.Lease, name string) *Release {
+	return &Release{LeaseID: l.ID, SecretHash: secret(name)}
+}
+
+func renew(l *leasehold.Lease, name string) *Renew {
+	return &Renew{LeaseID: l.ID, SecretHash: secret(name)}
+}
+
+// wantCode fails unless r carries an error of code c (CodeUnknown: no error).
+func wantCode(t testing.TB, what string, r Result, c leasehold.Code) {
+	t.Helper()
+	got := leasehold.CodeOf(r.Err)
+	if c == leasehold.CodeUnknown {
+		if r.Err != nil {
+			t.Fatalf("%s: unexpected error %v (code %v)", what, r.Err, got)
+		}
+		return
+	}
+	if r.Err == nil || got != c {
+		t.Fatalf("%s: got %s (err %v), want code %v", what, summarize(r), r.Err, c)
+	}
+	if r.Lease != nil || r.Queued {
+		t.Fatalf("%s: an error result also carries a lease or queued: %s", what, summarize(r))
+	}
+}
+
+// wantEvents compares the recorder's events since the last take.
+func wantEvents(t testing.TB, obs *recorder, want ...string) {
+	t.Helper()
+	got := obs.take()
+	if !slices.Equal(got, want) {
+		t.Fatalf("observer events:\n got: %q\nwant: %q", got, want)
+	}
+}
