@@ -57,6 +57,7 @@ type Client struct {
 	cfg     Config
 	log     *slog.Logger
 	rpcs    []leaseholdv1connect.LeasesClient
+	admin   []leaseholdv1connect.ClusterClient
 	cur     atomic.Int32
 	metrics *metrics
 }
@@ -91,6 +92,7 @@ func New(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("client: endpoint %q must start with http:// or https://", e)
 		}
 		c.rpcs = append(c.rpcs, leaseholdv1connect.NewLeasesClient(cfg.HTTPClient, e))
+		c.admin = append(c.admin, leaseholdv1connect.NewClusterClient(cfg.HTTPClient, e))
 	}
 	return c, nil
 }

@@ -29,8 +29,13 @@ type Config struct {
 	// Advertise is the address other nodes dial; defaults to RaftAddr.
 	Advertise string
 	// Peers is the initial voter set used to bootstrap a new cluster. Empty
-	// means a cluster of this node alone.
+	// means a cluster of this node alone (unless Join is set).
 	Peers []Peer
+	// Join makes a new node wait to be added to a running cluster instead of
+	// bootstrapping one.
+	Join bool
+	// Dial opens connections to other nodes; tests replace it to cut links.
+	Dial Dialer
 
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -90,10 +95,18 @@ func (c *Config) Validate() error {
 	case c.ApplyTimeout <= 0:
 		return errors.New("cluster: apply timeout must be positive")
 	}
+	self := false
 	for _, p := range c.Peers {
 		if p.ID == "" || p.Addr == "" {
 			return fmt.Errorf("cluster: peer %q has an empty id or address", p.ID+"="+p.Addr)
 		}
+		self = self || p.ID == c.NodeID
+	}
+	if len(c.Peers) > 0 && !self {
+		return fmt.Errorf("cluster: node id %q is not among the peers", c.NodeID)
+	}
+	if len(c.Peers) > 0 && c.Join {
+		return errors.New("cluster: give either peers (to bootstrap a new cluster) or join, not both")
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ type Node struct {
 	wal    *raftwal.WAL
 	meta   *metadb.BoltMetaDB
 	trans  *raft.NetworkTransport
+	mux    *mux
 	lock   *os.File
 	m      *machine
 	timers *timers
@@ -140,11 +141,20 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("cluster: advertise address %q: %w", adv, err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, 3, 10*time.Second, hl)
+	if advAddr.IP == nil || advAddr.IP.IsUnspecified() {
+		return fmt.Errorf("cluster: advertise address %q must be an address other nodes can dial (set --advertise)", adv)
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
 		return fmt.Errorf("cluster: listen for raft on %s: %w", cfg.RaftAddr, err)
 	}
-	n.trans = trans
+	n.mux = newMux(ln, cfg.Dial)
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  &raftLayer{subListener: newSubListener(n.mux, n.mux.raft), advertise: advAddr},
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  hl,
+	})
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -164,18 +174,18 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("cluster: read existing state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, n.m, w, w, snaps, trans)
+	r, err := raft.NewRaft(rc, n.m, w, w, snaps, n.trans)
 	if err != nil {
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.raft = r
-	if !existing {
+	if !existing && !cfg.Join {
 		var servers []raft.Server
 		for _, p := range cfg.Peers {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
 		}
 		if len(servers) == 0 {
-			servers = []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr()}}
+			servers = []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr()}}
 		}
 		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 			return fmt.Errorf("cluster: bootstrap: %w", err)
@@ -190,8 +200,11 @@ func (n *Node) start() error {
 func (n *Node) Close() error {
 	n.closed.Do(func() {
 		close(n.stop)
+		// Raft first: that fails every pending future, so no loop stays
+		// blocked on one.
+		err := n.raft.Shutdown().Error()
 		n.wg.Wait()
-		n.closeErr = n.shutdown()
+		n.closeErr = errors.Join(err, n.shutdown())
 	})
 	return n.closeErr
 }
@@ -199,11 +212,14 @@ func (n *Node) Close() error {
 func (n *Node) shutdown() error {
 	var errs []error
 	if n.raft != nil {
-		errs = append(errs, n.raft.Shutdown().Error())
+		errs = append(errs, n.raft.Shutdown().Error()) // idempotent
 	}
 	n.timers.deactivate()
 	if n.trans != nil {
 		errs = append(errs, n.trans.Close())
+	}
+	if n.mux != nil {
+		errs = append(errs, n.mux.close())
 	}
 	if n.wal != nil {
 		errs = append(errs, n.wal.Close())
@@ -244,10 +260,11 @@ var errStopped = leasehold.Errorf(leasehold.CodeUnavailable, "the node is shutti
 
 func (n *Node) notLeader() error {
 	addr, id := n.raft.LeaderWithID()
-	if id == "" {
-		return leasehold.Errorf(leasehold.CodeUnavailable, "no leader is elected yet; retry shortly")
+	if id == raft.ServerID(n.cfg.NodeID) {
+		// Raft still names this node, but it is not serving as leader.
+		addr, id = "", ""
 	}
-	return leasehold.Errorf(leasehold.CodeUnavailable, "this node is not the leader; the leader is %s at %s", id, addr)
+	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
 }
 
 // batchLoop merges the proposals waiting at each moment into one log entry,
@@ -356,12 +373,31 @@ func (n *Node) leaderLoop() {
 				n.log.Info("stepped down")
 				continue
 			}
-			if err := n.raft.Barrier(0).Error(); err != nil {
-				n.log.Warn("took over but could not apply earlier entries", "err", err)
+			if !n.barrier() {
 				continue
 			}
 			n.timers.activate(n.m)
 			n.log.Info("became leader; every lease countdown restarts now")
+		}
+	}
+}
+
+// barrier waits until every entry before this leader's term is applied,
+// retrying while this node still leads. It reports whether it got there.
+func (n *Node) barrier() bool {
+	for {
+		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			return true
+		}
+		if n.raft.State() != raft.Leader {
+			return false
+		}
+		n.log.Warn("took over but could not yet apply earlier entries; retrying", "err", err)
+		select {
+		case <-n.stop:
+			return false
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -30,7 +30,12 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 		s.metrics.Acquisitions.WithLabelValues("invalid").Inc()
 		return nil, api.ToConnect(err)
 	}
+	// A forwarded copy must carry the request ID and secret chosen here.
+	req.Msg.RequestId, req.Msg.Secret = cmd.RequestID, secret
 	res, err := s.acquire(ctx, cmd)
+	if addr, ok := leaderFor(req, err); ok {
+		return s.fwd.leasesAt(addr).Acquire(ctx, forwarded(s.fwd, req, req.Msg))
+	}
 	if err == nil {
 		err = res.Err
 	}
@@ -40,8 +45,11 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 	}
 	s.metrics.Acquisitions.WithLabelValues("granted").Inc()
 	s.metrics.AcquireWait.Observe(time.Since(start).Seconds())
-	if res.Dup && req.Msg.Secret == "" {
-		secret = "" // a retried acquire cannot recover a secret the node made: only its hash was kept
+	if res.Dup {
+		res.Remaining = s.remainingNow(res.Lease.ID, res.Remaining)
+	}
+	if res.ForeignSecret {
+		secret = "" // a retry with another secret: only the first request's holder knows it
 	}
 	return connect.NewResponse(&pb.AcquireResponse{
 		Lease:     leasePB(res.Lease, res.Remaining),
@@ -64,12 +72,14 @@ func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, err
 	if err != nil || !res.Queued {
 		return res, err
 	}
+	foreign := res.ForeignSecret
 	// The leader's timer ends the wait; the extra second only covers a
 	// leader change, after which the new leader's timer takes over.
 	fallback := time.NewTimer(cmd.Wait + time.Second)
 	defer fallback.Stop()
 	select {
 	case r := <-outcome:
+		r.ForeignSecret = r.ForeignSecret || foreign
 		return r, nil
 	case <-ctx.Done():
 		s.withdraw(cmd.RequestID)
@@ -96,13 +106,20 @@ func (h leases) Renew(ctx context.Context, req *connect.Request[pb.RenewRequest]
 		return nil, api.ToConnect(err)
 	}
 	cmd.Age = s.node.LeaseAge(cmd.LeaseID)
+	req.Msg.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
+	if addr, ok := leaderFor(req, err); ok {
+		return s.fwd.leasesAt(addr).Renew(ctx, forwarded(s.fwd, req, req.Msg))
+	}
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
 		s.metrics.RenewalFailures.WithLabelValues(leasehold.CodeOf(err).String()).Inc()
 		return nil, api.ToConnect(err)
+	}
+	if res.Dup {
+		res.Remaining = s.remainingNow(res.Lease.ID, res.Remaining)
 	}
 	return connect.NewResponse(&pb.RenewResponse{
 		Lease:     leasePB(res.Lease, res.Remaining),
@@ -116,7 +133,11 @@ func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequ
 	if err != nil {
 		return nil, api.ToConnect(err)
 	}
+	req.Msg.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
+	if addr, ok := leaderFor(req, err); ok {
+		return s.fwd.leasesAt(addr).Release(ctx, forwarded(s.fwd, req, req.Msg))
+	}
 	if err == nil {
 		err = res.Err
 	}
@@ -148,6 +169,9 @@ func (h leases) Get(ctx context.Context, req *connect.Request[pb.GetRequest]) (*
 			out.LockDelay = durPB(d)
 		}
 	})
+	if addr, ok := leaderFor(req, err); ok {
+		return s.fwd.leasesAt(addr).Get(ctx, forwarded(s.fwd, req, req.Msg))
+	}
 	if err != nil {
 		return nil, api.ToConnect(err)
 	}
@@ -171,10 +195,23 @@ func (h leases) List(ctx context.Context, req *connect.Request[pb.ListRequest]) 
 			out.Leases = append(out.Leases, leasePB(&ls[i], s.expiresIn(ls[i].ID)))
 		}
 	})
+	if addr, ok := leaderFor(req, err); ok {
+		return s.fwd.leasesAt(addr).List(ctx, forwarded(s.fwd, req, req.Msg))
+	}
 	if err != nil {
 		return nil, api.ToConnect(err)
 	}
 	return connect.NewResponse(out), nil
+}
+
+// remainingNow caps a retried request's first answer by what is left on
+// the leader's countdown now, since the caller counts from its retry. When
+// the countdown is unknown it answers 0, and the client renews at once.
+func (s *Server) remainingNow(id uint64, first time.Duration) time.Duration {
+	if d, ok := s.node.ExpiresIn(id); ok {
+		return min(first, d)
+	}
+	return 0
 }
 
 func (s *Server) expiresIn(id uint64) time.Duration {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -27,6 +28,8 @@ type Config struct {
 	Logger   *slog.Logger
 	Registry *prometheus.Registry // served at /metrics
 	Metrics  *Metrics             // registered on Registry
+	// NodeID names this node in forwarded requests.
+	NodeID string
 	// MaxRequestBytes bounds a request body. It is far above any valid
 	// request so that an oversized field gets a precise InvalidArgument
 	// instead of a size error.
@@ -36,10 +39,12 @@ type Config struct {
 // Server is the API front of one node. NewServer does not listen; Serve
 // does; Shutdown is idempotent.
 type Server struct {
-	node    *cluster.Node
-	log     *slog.Logger
-	metrics *Metrics
-	http    *http.Server
+	node        *cluster.Node
+	log         *slog.Logger
+	metrics     *Metrics
+	http        *http.Server
+	fwd         *forwarder
+	forwardOnce sync.Once
 }
 
 // New builds a server. It registers node gauges and Go runtime metrics on
@@ -54,7 +59,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = 16 << 20
 	}
-	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics}
+	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Node, cfg.NodeID)}
 	cfg.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -76,6 +81,7 @@ func New(cfg Config) (*Server, error) {
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 	)
 	mux.Handle(path, h)
+	mux.Handle(leaseholdv1connect.NewClusterHandler(clusterAPI{s}))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -96,26 +102,28 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ready answers 200 when this node can serve writes: it leads, or (in a
-// cluster) it sees a leader.
-func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+// ready answers 200 when this node can serve: it leads and a quorum just
+// confirmed it, or it follows a leader it heard from recently.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if err := s.node.Ready(ctx); err != nil {
+		http.Error(w, "not ready: "+err.Error()+"\n", http.StatusServiceUnavailable)
+		return
+	}
 	id, addr := s.node.Leader()
-	if id == "" {
-		http.Error(w, "no leader\n", http.StatusServiceUnavailable)
-		return
-	}
-	if !s.node.IsLeader() && s.node.Stats().State == "Leader" {
-		http.Error(w, "taking over as leader\n", http.StatusServiceUnavailable)
-		return
-	}
 	w.Write([]byte("ready: leader " + id + " at " + addr + "\n"))
 }
 
 // Handler is the server's HTTP handler (for tests and embedding).
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
-// Serve answers requests on l until Shutdown.
+// Serve answers requests on l until Shutdown. The first call also starts
+// answering requests that other nodes forward over the raft port.
 func (s *Server) Serve(l net.Listener) error {
+	s.forwardOnce.Do(func() {
+		go s.http.Serve(s.node.ForwardListener())
+	})
 	err := s.http.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

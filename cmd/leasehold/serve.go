@@ -5,17 +5,26 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
+	"strings"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/server"
 )
 
 type serveFlags struct {
+	peers     string
+	join      string
+	advertise string
 	dataDir   string
 	apiAddr   string
 	raftAddr  string
@@ -37,6 +46,9 @@ func newServe() *cobra.Command {
 	fl.StringVar(&f.apiAddr, "api-addr", "127.0.0.1:7420", "address for the API, /metrics, /healthz and /readyz")
 	fl.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:7421", "address for raft traffic between nodes")
 	fl.StringVar(&f.nodeID, "node-id", "n1", "this node's id in the cluster")
+	fl.StringVar(&f.peers, "peers", "", "bootstrap a new cluster of these voters: ID=RAFTADDR,... (include this node)")
+	fl.StringVar(&f.join, "join", "", "join a running cluster through this node's API URL (http://HOST:PORT)")
+	fl.StringVar(&f.advertise, "advertise", "", "raft address other nodes dial to reach this one (default --raft-addr)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	return cmd
@@ -66,7 +78,12 @@ func serve(ctx context.Context, f *serveFlags) error {
 	cfg.NodeID = f.nodeID
 	cfg.DataDir = f.dataDir
 	cfg.RaftAddr = f.raftAddr
+	cfg.Advertise = f.advertise
 	cfg.Logger = log
+	cfg.Join = f.join != ""
+	if cfg.Peers, err = parsePeers(f.peers); err != nil {
+		return err
+	}
 
 	// Listen before opening the node so a taken port fails fast.
 	l, err := net.Listen("tcp", f.apiAddr)
@@ -82,13 +99,20 @@ func serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	defer node.Close()
-	srv, err := server.New(server.Config{Node: node, Logger: log, Registry: reg, Metrics: metrics})
+	srv, err := server.New(server.Config{Node: node, NodeID: f.nodeID, Logger: log, Registry: reg, Metrics: metrics})
 	if err != nil {
 		return err
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	log.Info("leasehold serving", "api", "http://"+l.Addr().String(), "raft", f.raftAddr, "data_dir", f.dataDir, "node_id", f.nodeID)
+	if cfg.Join {
+		adv := f.advertise
+		if adv == "" {
+			adv = f.raftAddr
+		}
+		go join(ctx, log, f.join, f.nodeID, adv)
+	}
 
 	select {
 	case err := <-errc:
@@ -106,4 +130,50 @@ func serve(ctx context.Context, f *serveFlags) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// parsePeers reads ID=HOST:PORT,... into peers.
+func parsePeers(s string) ([]cluster.Peer, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var peers []cluster.Peer
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("--peers: %q is not ID=HOST:PORT", item)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--peers: %q: %v", item, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("--peers: node id %q appears twice", id)
+		}
+		seen[id] = true
+		peers = append(peers, cluster.Peer{ID: id, Addr: addr})
+	}
+	return peers, nil
+}
+
+// join asks a running cluster to add this node as a voter, retrying until
+// it is a member or ctx ends. A node that is already a member (a restart)
+// is added again harmlessly.
+func join(ctx context.Context, log *slog.Logger, url, id, raftAddr string) {
+	c := leaseholdv1connect.NewClusterClient(http.DefaultClient, strings.TrimRight(url, "/"))
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 35*time.Second)
+		_, err := c.AddVoter(cctx, connect.NewRequest(&pb.AddVoterRequest{Id: id, RaftAddr: raftAddr}))
+		cancel()
+		if err == nil {
+			log.Info("joined the cluster", "via", url)
+			return
+		}
+		log.Warn("could not join yet; retrying", "via", url, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt+1)*500*time.Millisecond, 5*time.Second)):
+		}
+	}
 }

@@ -71,7 +71,7 @@ func StartNode(t testing.TB, dir string, opts ...Option) *Node {
 	if err != nil {
 		t.Fatalf("open node: %v", err)
 	}
-	srv, err := server.New(server.Config{Node: cn, Logger: cfg.Logger, Registry: reg, Metrics: metrics})
+	srv, err := server.New(server.Config{Node: cn, NodeID: cfg.NodeID, Logger: cfg.Logger, Registry: reg, Metrics: metrics})
 	if err != nil {
 		cn.Close()
 		t.Fatal(err)

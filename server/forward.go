@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+	"github.com/leasehold/leasehold/cluster"
+)
+
+// forwardedHeader marks a request a follower passed to the leader. A node
+// never forwards a request twice, so a leader change mid-flight ends in
+// Unavailable (which clients retry) rather than a loop.
+const forwardedHeader = "Leasehold-Forwarded-By"
+
+// forwarder sends requests to other nodes over their raft port (see
+// cluster.DialForward), so a node needs no table of API addresses.
+type forwarder struct {
+	node   *cluster.Node
+	selfID string
+	http   *http.Client
+	mu     sync.Mutex
+	leases map[string]leaseholdv1connect.LeasesClient
+	nodes  map[string]leaseholdv1connect.ClusterClient
+}
+
+func newForwarder(node *cluster.Node, selfID string) *forwarder {
+	return &forwarder{
+		node:   node,
+		selfID: selfID,
+		http: &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				return node.DialForward(ctx, addr)
+			},
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     time.Minute,
+		}},
+		leases: make(map[string]leaseholdv1connect.LeasesClient),
+		nodes:  make(map[string]leaseholdv1connect.ClusterClient),
+	}
+}
+
+func (f *forwarder) leasesAt(addr string) leaseholdv1connect.LeasesClient {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.leases[addr]
+	if c == nil {
+		c = leaseholdv1connect.NewLeasesClient(f.http, "http://"+addr)
+		f.leases[addr] = c
+	}
+	return c
+}
+
+func (f *forwarder) clusterAt(addr string) leaseholdv1connect.ClusterClient {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.nodes[addr]
+	if c == nil {
+		c = leaseholdv1connect.NewClusterClient(f.http, "http://"+addr)
+		f.nodes[addr] = c
+	}
+	return c
+}
+
+// leaderFor returns the leader's raft address if err says this node does
+// not lead, a leader is known, and req was not forwarded already.
+func leaderFor(req connect.AnyRequest, err error) (string, bool) {
+	var nl *cluster.NotLeaderError
+	if !errors.As(err, &nl) || nl.LeaderAddr == "" || req.Header().Get(forwardedHeader) != "" {
+		return "", false
+	}
+	return nl.LeaderAddr, true
+}
+
+// forwarded copies msg into a request marked as forwarded by this node,
+// carrying the caller's credentials.
+func forwarded[T any](f *forwarder, in connect.AnyRequest, msg *T) *connect.Request[T] {
+	r := connect.NewRequest(msg)
+	r.Header().Set(forwardedHeader, f.selfID)
+	if auth := in.Header().Get("Authorization"); auth != "" {
+		r.Header().Set("Authorization", auth)
+	}
+	return r
+}
