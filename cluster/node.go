@@ -534,3 +534,13 @@ func (n *Node) Stats() Stats {
 
 // Snapshot forces a snapshot now (tests and operators).
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// EncodedState returns this replica's whole state, encoded as in a
+// snapshot, and the log index it reflects. Replicas at the same index must
+// return the same bytes.
+func (n *Node) EncodedState() (index uint64, state []byte) {
+	n.m.read(func(s *fsm.State) {
+		index, state = s.LastIndex(), s.Snapshot()
+	})
+	return index, state
+}

@@ -4,6 +4,7 @@ package testcluster
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -65,32 +66,41 @@ func StartNode(t testing.TB, dir string, opts ...Option) *Node {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	n, err := Open(cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := n.Cluster.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Open starts a node with cfg and serves its API on apiAddr. It does not
+// wait for a leader. The caller stops it.
+func Open(cfg cluster.Config, apiAddr string) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	metrics := server.NewMetrics(reg)
 	cn, err := cluster.Open(cfg, metrics)
 	if err != nil {
-		t.Fatalf("open node: %v", err)
+		return nil, fmt.Errorf("open node %s: %w", cfg.NodeID, err)
 	}
 	srv, err := server.New(server.Config{Node: cn, NodeID: cfg.NodeID, Logger: cfg.Logger, Registry: reg, Metrics: metrics})
 	if err != nil {
 		cn.Close()
-		t.Fatal(err)
+		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", apiAddr)
 	if err != nil {
 		cn.Close()
-		t.Fatal(err)
+		return nil, err
 	}
 	n := &Node{Cluster: cn, Server: srv, Registry: reg, URL: "http://" + l.Addr().String(), Config: cfg, listener: l, done: make(chan error, 1)}
 	go func() { n.done <- srv.Serve(l) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := cn.WaitLeader(ctx); err != nil {
-		n.Stop()
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Stop)
-	return n
+	return n, nil
 }
 
 // Stop shuts the node down; it is safe to call twice.
