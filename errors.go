@@ -22,10 +22,12 @@ const (
 	CodeCanceled             // the request was withdrawn: Canceled
 	CodePermission           // authenticated but not allowed: PermissionDenied
 	CodeUnauthenticated      // no or bad credentials: Unauthenticated
+	CodeVersionMismatch      // a compare-and-swap found another version: Aborted
 )
 
 var codeNames = [...]string{"unknown", "invalid", "not_found", "not_holder", "held",
-	"wait_timeout", "stale_token", "limit", "unavailable", "canceled", "permission", "unauthenticated"}
+	"wait_timeout", "stale_token", "limit", "unavailable", "canceled", "permission", "unauthenticated",
+	"version_mismatch"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {
@@ -48,6 +50,7 @@ var (
 	ErrCanceled        = &Error{Code: CodeCanceled, Message: "canceled"}
 	ErrPermission      = &Error{Code: CodePermission, Message: "permission denied"}
 	ErrUnauthenticated = &Error{Code: CodeUnauthenticated, Message: "unauthenticated"}
+	ErrVersionMismatch = &Error{Code: CodeVersionMismatch, Message: "version mismatch"}
 )
 
 // Error is the one error type that crosses package boundaries. Message is

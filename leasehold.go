@@ -118,3 +118,17 @@ func ValidateMetadata(md map[string]string) error {
 	}
 	return nil
 }
+
+// Limits of the fenced key-value space.
+const (
+	MaxKeyLen     = 256
+	MaxValueBytes = 64 << 10
+	MaxKVBytes    = 256 << 20 // keys and values together, per cluster
+)
+
+// Fence ties a write to a lease: it applies only while the lease with this
+// token holds the resource.
+type Fence struct {
+	Resource string
+	Token    uint64
+}

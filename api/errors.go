@@ -24,12 +24,27 @@ var toConnect = map[leasehold.Code]connect.Code{
 	leasehold.CodeCanceled:        connect.CodeCanceled,
 	leasehold.CodePermission:      connect.CodePermissionDenied,
 	leasehold.CodeUnauthenticated: connect.CodeUnauthenticated,
+	leasehold.CodeVersionMismatch: connect.CodeAborted,
 }
+
+// codeHeader carries leasehold's own code beside the Connect code, since two
+// of ours share Aborted (a stale token and a lost compare-and-swap).
+const codeHeader = "Leasehold-Error-Code"
+
+var codeByName = func() map[string]leasehold.Code {
+	m := map[string]leasehold.Code{}
+	for c := leasehold.CodeUnknown; c <= leasehold.CodeVersionMismatch; c++ {
+		m[c.String()] = c
+	}
+	return m
+}()
 
 var fromConnect = func() map[connect.Code]leasehold.Code {
 	m := make(map[connect.Code]leasehold.Code, len(toConnect))
 	for k, v := range toConnect {
-		m[v] = k
+		if _, taken := m[v]; !taken || k == leasehold.CodeStaleToken {
+			m[v] = k
+		}
 	}
 	return m
 }()
@@ -51,7 +66,9 @@ func ToConnect(err error) error {
 		if !ok {
 			code = connect.CodeUnknown
 		}
-		return connect.NewError(code, errors.New(le.Message))
+		ce := connect.NewError(code, errors.New(le.Message))
+		ce.Meta().Set(codeHeader, le.Code.String())
+		return ce
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -75,6 +92,9 @@ func FromConnect(err error) error {
 			return err
 		}
 		return &leasehold.Error{Code: leasehold.CodeUnavailable, Message: err.Error()}
+	}
+	if code, ok := codeByName[ce.Meta().Get(codeHeader)]; ok && code != leasehold.CodeUnknown {
+		return &leasehold.Error{Code: code, Message: ce.Message()}
 	}
 	if code, ok := fromConnect[ce.Code()]; ok {
 		return &leasehold.Error{Code: code, Message: ce.Message()}

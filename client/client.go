@@ -58,6 +58,7 @@ type Client struct {
 	log     *slog.Logger
 	rpcs    []leaseholdv1connect.LeasesClient
 	admin   []leaseholdv1connect.ClusterClient
+	kv      []leaseholdv1connect.KVClient
 	cur     atomic.Int32
 	metrics *metrics
 }
@@ -93,6 +94,7 @@ func New(cfg Config) (*Client, error) {
 		}
 		c.rpcs = append(c.rpcs, leaseholdv1connect.NewLeasesClient(cfg.HTTPClient, e))
 		c.admin = append(c.admin, leaseholdv1connect.NewClusterClient(cfg.HTTPClient, e))
+		c.kv = append(c.kv, leaseholdv1connect.NewKVClient(cfg.HTTPClient, e))
 	}
 	return c, nil
 }
@@ -118,6 +120,7 @@ func call[Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 	f func(leaseholdv1connect.LeasesClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 	msg *Req) (*Res, error) {
 	backoff := 20 * time.Millisecond
+	var last error // the last transport failure, kept for the error when ctx ends
 	for attempt := 0; ; attempt++ {
 		i := int(c.cur.Load()) % len(c.rpcs)
 		tctx, cancel := ctx, context.CancelFunc(func() {})
@@ -130,12 +133,26 @@ func call[Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 			return resp.Msg, nil
 		}
 		if ctx.Err() != nil {
+			if last != nil {
+				return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
+			}
 			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), api.FromConnect(err))
 		}
 		e := api.FromConnect(err)
-		if !errors.Is(e, leasehold.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+		if !connect.IsWireError(err) {
+			switch connect.CodeOf(err) {
+			case connect.CodeCanceled, connect.CodeDeadlineExceeded:
+				// Not the caller's ctx (checked above) and not a server's
+				// answer: a reset or broken connection (connect reports
+				// ECONNRESET and EPIPE as Canceled) or this attempt's own
+				// timeout. The request ID makes the retry safe.
+				e = &leasehold.Error{Code: leasehold.CodeUnavailable, Message: err.Error()}
+			}
+		}
+		if !errors.Is(e, leasehold.ErrUnavailable) {
 			return nil, e
 		}
+		last = e
 		if len(c.rpcs) > 1 {
 			c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.rpcs)))
 		}
@@ -143,7 +160,7 @@ func call[Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), e)
+			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), e)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, time.Second)

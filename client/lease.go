@@ -38,6 +38,7 @@ type Lease struct {
 
 	mu           sync.Mutex
 	token        uint64
+	releaseDone  bool      // Release got a definitive answer; later calls return nil
 	deadline     time.Time // local safe deadline (invariant 3)
 	nextRenew    time.Time
 	lastProgress time.Time
@@ -49,6 +50,8 @@ type Lease struct {
 	stop         chan struct{}
 	loopDone     chan struct{}
 	stopOnce     sync.Once
+	stopCtx      context.Context // canceled by Release: ends a renewal in flight
+	stopCancel   context.CancelFunc
 }
 
 // Acquire takes resource. See AcquireMany.
@@ -83,11 +86,17 @@ func (c *Client) AcquireMany(ctx context.Context, resources []string, opts ...Op
 	if o.maxHold > 0 {
 		req.MaxHold = durationpb.New(o.maxHold)
 	}
+	if o.failOpen {
+		// FailOpen must answer even when the caller's ctx has no deadline.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.wait+c.cfg.RequestTimeout)
+		defer cancel()
+	}
 	// The clock starts before the first send: the grant cannot be earlier.
 	sent := time.Now()
 	resp, err := call(ctx, c, o.wait+c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.Acquire, req)
 	if err != nil {
-		if o.failOpen && errors.Is(err, leasehold.ErrUnavailable) {
+		if o.failOpen && errors.Is(err, leasehold.ErrUnavailable) && !errors.Is(err, context.Canceled) {
 			return c.degradedLease(resources, o, err), nil
 		}
 		c.metrics.acquisitions.WithLabelValues(leasehold.CodeOf(err).String()).Inc()
@@ -96,9 +105,11 @@ func (c *Client) AcquireMany(ctx context.Context, resources []string, opts ...Op
 	c.metrics.acquisitions.WithLabelValues("granted").Inc()
 	l := &Lease{
 		c: c, id: resp.Lease.GetId(), secret: secret, resources: resources, opts: o,
-		token: resp.Lease.GetToken(), lastProgress: sent, renewing: o.autoRenew,
+		// Progress counts from the grant: time spent waiting is not idleness.
+		token: resp.Lease.GetToken(), lastProgress: time.Now(), renewing: o.autoRenew,
 		done: make(chan struct{}), stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
+	l.stopCtx, l.stopCancel = context.WithCancel(context.Background())
 	expires := resp.ExpiresIn.AsDuration()
 	l.deadline = c.safeExpiry(sent, expires)
 	l.nextRenew = sent.Add(expires / 3)
@@ -107,6 +118,10 @@ func (c *Client) AcquireMany(ctx context.Context, resources []string, opts ...Op
 	if time.Until(l.deadline) < expires/2 {
 		if err := l.renew(ctx, false); err != nil {
 			l.end(fmt.Errorf("%w: renewing right after a long wait failed: %w", ErrLeaseLost, err))
+			// Give the grant back so waiters need not sit out its TTL.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.RequestTimeout)
+			defer cancel()
+			c.ReleaseByID(rctx, l.id, l.secret)
 			return nil, err
 		}
 	}
@@ -121,6 +136,7 @@ func (c *Client) degradedLease(resources []string, o acquireOptions, cause error
 		"resources", resources, "err", cause)
 	l := &Lease{c: c, resources: resources, opts: o, degraded: true,
 		done: make(chan struct{}), stop: make(chan struct{}), loopDone: make(chan struct{})}
+	l.stopCtx, l.stopCancel = context.WithCancel(context.Background())
 	close(l.loopDone)
 	return l
 }
@@ -268,6 +284,9 @@ func (l *Lease) loop() {
 			return
 		case <-t.C:
 		}
+		l.mu.Lock()
+		deadline = l.deadline // a Renew call may have moved it while we slept
+		l.mu.Unlock()
 		if !time.Now().Before(deadline) {
 			l.lapse(renewing)
 			return
@@ -275,7 +294,10 @@ func (l *Lease) loop() {
 		if !renewing {
 			continue
 		}
-		err := l.Renew(context.Background())
+		err := l.Renew(l.stopCtx)
+		if l.stopCtx.Err() != nil {
+			return // Release is under way
+		}
 		switch {
 		case err == nil:
 			retry = 0
@@ -295,6 +317,10 @@ func (l *Lease) loop() {
 // when renewals could not reach the store.
 func (l *Lease) lapse(wasRenewing bool) {
 	if !wasRenewing {
+		if !l.opts.autoRenew {
+			l.end(fmt.Errorf("%w: not renewed before the local deadline", ErrLeaseLost))
+			return
+		}
 		l.end(fmt.Errorf("%w: %w", ErrLeaseLost, ErrNoProgress))
 		return
 	}
@@ -330,10 +356,10 @@ func (l *Lease) end(err error) {
 // then ran without the lease, and it is counted. Calling Release again
 // returns nil.
 func (l *Lease) Release(ctx context.Context) error {
-	l.stopOnce.Do(func() { close(l.stop) })
+	l.stopOnce.Do(func() { close(l.stop); l.stopCancel() })
 	<-l.loopDone
 	l.mu.Lock()
-	released := errors.Is(l.err, ErrReleased)
+	released := l.releaseDone || errors.Is(l.err, ErrReleased)
 	degraded := l.degraded && l.id == 0
 	l.mu.Unlock()
 	if released {
@@ -345,6 +371,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	_, err := call(ctx, l.c, l.c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.Release,
 		&pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
+	if err == nil || errors.Is(err, leasehold.ErrNotFound) {
+		l.mu.Lock()
+		l.releaseDone = true
+		l.mu.Unlock()
+	}
 	switch {
 	case err == nil:
 		l.end(ErrReleased)
@@ -355,6 +386,8 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: lease %d had already ended when released; work done after that ran without it: %w",
 			ErrLeaseLost, l.id, err)
 	}
+	// Renewal has stopped, so the lease ends at its deadline either way.
+	l.end(fmt.Errorf("%w: the release could not be confirmed: %w", ErrLeaseLost, err))
 	return err
 }
 

@@ -1,6 +1,10 @@
 package client
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are the client-side counters; they count into nothing unless a
 // Registerer was given.
@@ -31,7 +35,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.acquisitions, m.renewalFailures, m.leasesLost, m.workAfterLoss, m.degraded)
+		m.acquisitions = register(reg, m.acquisitions)
+		m.renewalFailures = register(reg, m.renewalFailures)
+		m.leasesLost = register(reg, m.leasesLost)
+		m.workAfterLoss = register(reg, m.workAfterLoss)
+		m.degraded = register(reg, m.degraded)
 	}
 	return m
+}
+
+// register adds c to reg, or returns the collector already registered
+// there, so several clients can share one registry.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
 }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/leasehold/leasehold"
 	"math"
 	"reflect"
 	"runtime/metrics"
@@ -39,6 +40,11 @@ func sampleCommands() map[string]Command {
 		"wait timeout 0":   &WaitTimeout{},
 		"unblock":          &Unblock{Resource: "a", Token: 1 << 40},
 		"unblock zero":     &Unblock{},
+		"put full": &Put{RequestID: "req-6", Key: "cfg/a", Value: []byte{0, 1, 2}, IfVersion: 9, HasIfVersion: true,
+			Fence: &leasehold.Fence{Resource: "a", Token: 1 << 50}},
+		"put plain":    &Put{Key: "k", Value: []byte("v")},
+		"delete full":  &Delete{RequestID: "req-7", Key: "k", HasIfVersion: true, Fence: &leasehold.Fence{Resource: "r", Token: 3}},
+		"delete plain": &Delete{Key: "k"},
 	}
 }
 
@@ -139,7 +145,7 @@ func TestDecodeBatchErrors(t *testing.T) {
 		{name: "empty", data: nil},
 		{name: "version 0", data: rawBatch(0), wantErr: "version"},
 		{name: "newer version", data: rawBatch(batchVersion + 1), wantErr: "version"},
-		{name: "unknown kind", data: rawBatch(1, Kind(8), []byte{}), wantErr: "unknown command kind"},
+		{name: "unknown kind", data: rawBatch(1, Kind(100), []byte{}), wantErr: "unknown command kind"},
 		{name: "unknown kind 0", data: rawBatch(1, Kind(0), []byte{}), wantErr: "unknown command kind"},
 		{name: "trailing byte", data: append(append([]byte(nil), good...), 0)},
 		{name: "body longer than the command", data: rawBatch(1, KindCancel, append(cancelBody("x"), 0))},

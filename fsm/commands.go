@@ -174,6 +174,10 @@ func newCommand(k Kind) Command {
 		return new(WaitTimeout)
 	case KindUnblock:
 		return new(Unblock)
+	case KindPut:
+		return new(Put)
+	case KindDelete:
+		return new(Delete)
 	}
 	return nil
 }

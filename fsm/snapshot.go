@@ -66,6 +66,18 @@ func (s *State) Snapshot() []byte {
 		e.varint(w.queuedAt)
 	}
 
+	keys := make([]string, 0, len(s.kv))
+	for k := range s.kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+		e.str(string(s.kv[k].Value))
+		e.uvarint(s.kv[k].Version)
+	}
+
 	e.uvarint(uint64(s.dedup.len()))
 	s.dedup.each(func(rec *dedupRec) {
 		e.str(rec.id)
@@ -140,6 +152,15 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 			s.queues[r] = append(s.queues[r], w)
 		}
 	}
+	for range d.count(3) {
+		k := d.str()
+		it := Item{Value: []byte(d.str()), Version: d.uvarint()}
+		if _, dup := s.kv[k]; dup || it.Version == 0 || it.Version > s.lastIndex {
+			return nil, errCorrupt
+		}
+		s.kv[k] = it
+		s.kvBytes += len(k) + len(it.Value)
+	}
 	for range d.count(4) {
 		id := d.str()
 		k := Kind(d.byte1())
@@ -205,6 +226,7 @@ func encodeResult(e *encoder, r Result) {
 	}
 	e.bool(r.Queued)
 	e.varint(int64(r.Remaining))
+	e.uvarint(r.Version)
 }
 
 func decodeResult(d *decoder) Result {
@@ -220,6 +242,7 @@ func decodeResult(d *decoder) Result {
 	}
 	r.Queued = d.bool()
 	r.Remaining = time.Duration(d.varint())
+	r.Version = d.uvarint()
 	return r
 }
 

@@ -56,6 +56,7 @@ type Result struct {
 	Lease     *leasehold.Lease // the lease granted, renewed or released
 	Queued    bool             // the acquire waits; WaitEnded brings the outcome
 	Remaining time.Duration    // renew and acquire: how long the lease now runs
+	Version   uint64           // put: the key's new version; delete: its last
 	Dup       bool             // answered from the dedup window
 	// ForeignSecret marks a retried acquire whose secret differs from the
 	// first request's (or can no longer be checked): the caller does not
@@ -109,6 +110,10 @@ type State struct {
 	waiters     map[string]*waiter   // by acquire request ID
 	queues      map[string][]*waiter // resource -> waiters in arrival order
 	dedup       dedup
+	kv          map[string]Item
+	kvBytes     int
+
+	fenceRejections uint64 // a metric; not part of the replicated state
 }
 
 // New returns an empty state. obs may be nil.
@@ -125,6 +130,7 @@ func New(cfg Config, obs Observer) *State {
 		waiters: make(map[string]*waiter),
 		queues:  make(map[string][]*waiter),
 		dedup:   newDedup(),
+		kv:      make(map[string]Item),
 	}
 }
 
@@ -169,6 +175,10 @@ func (s *State) apply(ix uint64, now int64, c Command) Result {
 		return s.waitTimeout(ix, now, c)
 	case *Unblock:
 		return s.unblock(ix, now, c)
+	case *Put:
+		return s.put(ix, now, c)
+	case *Delete:
+		return s.del(now, c)
 	}
 	panic("fsm: no apply function for a registered command kind")
 }

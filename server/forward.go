@@ -28,6 +28,7 @@ type forwarder struct {
 	mu     sync.Mutex
 	leases map[string]leaseholdv1connect.LeasesClient
 	nodes  map[string]leaseholdv1connect.ClusterClient
+	kvs    map[string]leaseholdv1connect.KVClient
 }
 
 func newForwarder(node *cluster.Node, selfID string) *forwarder {
@@ -43,6 +44,7 @@ func newForwarder(node *cluster.Node, selfID string) *forwarder {
 		}},
 		leases: make(map[string]leaseholdv1connect.LeasesClient),
 		nodes:  make(map[string]leaseholdv1connect.ClusterClient),
+		kvs:    make(map[string]leaseholdv1connect.KVClient),
 	}
 }
 
@@ -64,6 +66,17 @@ func (f *forwarder) clusterAt(addr string) leaseholdv1connect.ClusterClient {
 	if c == nil {
 		c = leaseholdv1connect.NewClusterClient(f.http, "http://"+addr)
 		f.nodes[addr] = c
+	}
+	return c
+}
+
+func (f *forwarder) kvAt(addr string) leaseholdv1connect.KVClient {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.kvs[addr]
+	if c == nil {
+		c = leaseholdv1connect.NewKVClient(f.http, "http://"+addr)
+		f.kvs[addr] = c
 	}
 	return c
 }

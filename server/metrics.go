@@ -18,6 +18,7 @@ type Metrics struct {
 	Renewals          prometheus.Counter
 	RenewalFailures   *prometheus.CounterVec // by code
 	ReleasedAfterLoss prometheus.Counter     // releases that found the lease gone
+	FenceRejections   *prometheus.CounterVec // fenced writes and checks refused, by op
 	Held              prometheus.Gauge
 	Waiters           prometheus.Gauge
 }
@@ -45,12 +46,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RenewalFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_renewal_failures_total", Help: "Renew requests refused by this node, by code.",
 		}, []string{"code"}),
+		FenceRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_fence_rejections_total", Help: "Fenced writes and fence checks refused for a stale token, by op (put, delete, check).",
+		}, []string{"op"}),
 		ReleasedAfterLoss: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_released_after_loss_total", Help: "Releases that found the lease already gone: work finished after lease loss.",
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.Acquisitions, m.AcquireWait, m.LeasesGranted, m.LeasesEnded, m.Renewals,
-		m.RenewalFailures, m.ReleasedAfterLoss} {
+		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections} {
 		f(c)
 	}
 	return m

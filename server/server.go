@@ -81,7 +81,8 @@ func New(cfg Config) (*Server, error) {
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 	)
 	mux.Handle(path, h)
-	mux.Handle(leaseholdv1connect.NewClusterHandler(clusterAPI{s}))
+	mux.Handle(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, connect.WithReadMaxBytes(64<<10)))
+	mux.Handle(leaseholdv1connect.NewKVHandler(kvAPI{s}, connect.WithReadMaxBytes(cfg.MaxRequestBytes)))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))

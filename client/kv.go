@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+)
+
+// WriteOption conditions a Put or Delete.
+type WriteOption func(*writeOptions)
+
+type writeOptions struct {
+	ifVersion *uint64
+	fence     *pb.Fence
+}
+
+// IfVersion makes the write apply only if the key is at version v (0: the
+// key must not exist); otherwise it fails with leasehold.ErrVersionMismatch.
+func IfVersion(v uint64) WriteOption { return func(o *writeOptions) { o.ifVersion = &v } }
+
+// FencedBy makes the write apply only while lease l still holds resource:
+// a lost lease's write fails with leasehold.ErrStaleToken at once.
+func FencedBy(l *Lease, resource string) WriteOption {
+	return func(o *writeOptions) { o.fence = &pb.Fence{Resource: resource, Token: l.Token()} }
+}
+
+// Fence is FencedBy for a token known by number (e.g. from LEASEHOLD_TOKEN).
+func Fence(resource string, token uint64) WriteOption {
+	return func(o *writeOptions) { o.fence = &pb.Fence{Resource: resource, Token: token} }
+}
+
+func kvCall[Req, Res any](ctx context.Context, c *Client,
+	f func(leaseholdv1connect.KVClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+	msg *Req) (*Res, error) {
+	return call(ctx, c, c.cfg.RequestTimeout, func(_ leaseholdv1connect.LeasesClient, ctx context.Context, r *connect.Request[Req]) (*connect.Response[Res], error) {
+		i := int(c.cur.Load()) % len(c.kv)
+		return f(c.kv[i], ctx, r)
+	}, msg)
+}
+
+// Put writes value at key and returns its new version.
+func (c *Client) Put(ctx context.Context, key string, value []byte, opts ...WriteOption) (uint64, error) {
+	var o writeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	r, err := kvCall(ctx, c, leaseholdv1connect.KVClient.Put,
+		&pb.PutRequest{Key: key, Value: value, IfVersion: o.ifVersion, Fence: o.fence, RequestId: randomHex(16)})
+	if err != nil {
+		return 0, err
+	}
+	return r.Version, nil
+}
+
+// Delete removes key.
+func (c *Client) Delete(ctx context.Context, key string, opts ...WriteOption) error {
+	var o writeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	_, err := kvCall(ctx, c, leaseholdv1connect.KVClient.Delete,
+		&pb.DeleteRequest{Key: key, IfVersion: o.ifVersion, Fence: o.fence, RequestId: randomHex(16)})
+	return err
+}
+
+// GetKey reads key (linearizably) and its version. A missing key is an
+// error matching leasehold.ErrNotFound.
+func (c *Client) GetKey(ctx context.Context, key string) (value []byte, version uint64, err error) {
+	r, err := kvCall(ctx, c, leaseholdv1connect.KVClient.Get, &pb.KVGetRequest{Key: key})
+	if err != nil {
+		return nil, 0, err
+	}
+	return r.Value, r.Version, nil
+}
+
+// CheckFence returns nil only if token belongs to the lease that holds
+// resource right now; otherwise an error matching leasehold.ErrStaleToken.
+// Use it before each protected write when the resource cannot check tokens
+// itself and can afford one round trip.
+func (c *Client) CheckFence(ctx context.Context, resource string, token uint64) error {
+	_, err := kvCall(ctx, c, leaseholdv1connect.KVClient.CheckFence, &pb.CheckFenceRequest{Resource: resource, Token: token})
+	return err
+}

@@ -1,0 +1,24 @@
+package client_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if any goroutine outlives the tests.
+//
+// Every test stops its nodes (t.Cleanup in testcluster.StartNode), closes
+// the idle connections of the HTTP clients it hands to client.New, and
+// releases the leases it still holds, so neither raft nor a keep-alive pool
+// should leave anything behind. The one pool no test can close is the
+// transport client.New makes itself when Config.HTTPClient is nil
+// (TestAcquireWithDefaultHTTPClient): its two per-connection goroutines,
+// net/http.(*persistConn).readLoop and writeLoop, linger until the server
+// side closes the connection, which the node's shutdown does. goleak
+// retries for a while before it reports, which covers that gap, so no
+// goroutine is ignored here: anything reported is a real leak, such as a
+// Lease's renewal loop or Lease.Context watcher outliving its lease.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}

@@ -1,0 +1,329 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
+)
+
+// TestRenewalFollowsProgress: a holder that reports progress keeps its
+// lease; one that stops loses it once the progress timeout (default: the
+// TTL) passes, and a waiter then gets the resource with a larger token.
+func TestRenewalFollowsProgress(t *testing.T) {
+	n := startNode(t)
+	c := nodeClient(t, n)
+	const ttl = 300 * time.Millisecond
+	l := mustAcquire(t, c, []string{"renew/progress"}, client.TTL(ttl))
+
+	var lastCount uint64
+	samples := 0
+	start := time.Now()
+	for i := 0; time.Since(start) < 1500*time.Millisecond; i++ {
+		l.Progress("step")
+		if isDone(l) {
+			t.Fatalf("lease ended after %v although its holder reported progress every 50ms: %v", time.Since(start), l.Err())
+		}
+		if i%6 == 5 { // every ~300ms, ask the server
+			h := get(t, c, "renew/progress").GetHolder()
+			if h.GetId() != l.ID() || h.GetToken() != l.Token() {
+				t.Fatalf("server holder %v, want lease %d token %d", h, l.ID(), l.Token())
+			}
+			if h.GetRenewCount() <= lastCount {
+				t.Fatalf("renew_count %d did not grow past %d in ~300ms (TTL %v)", h.GetRenewCount(), lastCount, ttl)
+			}
+			lastCount = h.GetRenewCount()
+			samples++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if samples < 3 {
+		t.Fatalf("only %d server samples in 1.5s", samples)
+	}
+	// 1.5s at one renewal per TTL/3: about 15.
+	if lastCount < 8 {
+		t.Fatalf("renew_count %d after 1.5s with TTL %v; expected about 15", lastCount, ttl)
+	}
+
+	// The note reaches the server with a renewal.
+	l.Progress("rows 1-1000 written")
+	eventually(t, 2*time.Second, "the progress note shows on the server", func() bool {
+		return get(t, c, "renew/progress").GetHolder().GetProgress() == "rows 1-1000 written"
+	})
+
+	// The holder stops reporting progress: renewal stops and the lease ends.
+	stopped := time.Now()
+	type result struct {
+		l   *client.Lease
+		err error
+	}
+	waiter := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		w, err := c.Acquire(ctx, "renew/progress", client.TTL(5*time.Second), client.Wait(5*time.Second))
+		waiter <- result{w, err}
+	}()
+	// Renewal may go on for up to the progress timeout plus one renewal
+	// interval, and the lease then lasts one more TTL.
+	endedAt := waitDone(t, l, 3*time.Second)
+	if d := endedAt.Sub(stopped); d < ttl {
+		t.Fatalf("lease ended %v after the last progress, before the progress timeout (%v)", d, ttl)
+	}
+	if miss := missing(l.Err(), client.ErrLeaseLost, client.ErrNoProgress); miss != nil {
+		t.Fatalf("Err() = %v; does not match %v", l.Err(), miss)
+	}
+	var r result
+	select {
+	case r = <-waiter:
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not granted after the lease lapsed")
+	}
+	if r.err != nil {
+		t.Fatalf("waiter: %v", r.err)
+	}
+	hold(t, r.l)
+	if r.l.Token() <= l.Token() {
+		t.Fatalf("waiter token %d not above the lapsed holder's %d", r.l.Token(), l.Token())
+	}
+	if got := counter(t, c.Reg, "leasehold_client_leases_lost_total"); got != 1 {
+		t.Fatalf("leasehold_client_leases_lost_total = %v, want 1", got)
+	}
+	// Releasing the lapsed lease reports the loss.
+	if err := l.Release(ctxFor(t, callTimeout)); !errors.Is(err, client.ErrLeaseLost) {
+		t.Fatalf("Release of a lapsed lease: %v, want ErrLeaseLost", err)
+	}
+	if h := get(t, c, "renew/progress").GetHolder(); h.GetId() != r.l.ID() {
+		t.Fatalf("the lapsed holder's Release disturbed the new holder: %v", h)
+	}
+}
+
+// TestProgressTimeoutZeroRenewsWithoutProgress: ProgressTimeout(0) renews
+// for holders with nothing to report.
+func TestProgressTimeoutZeroRenewsWithoutProgress(t *testing.T) {
+	n := startNode(t)
+	c := nodeClient(t, n)
+	const ttl = 300 * time.Millisecond
+	l := mustAcquire(t, c, []string{"renew/noprogress"}, client.TTL(ttl), client.ProgressTimeout(0))
+	time.Sleep(600 * time.Millisecond)
+	before := get(t, c, "renew/noprogress").GetHolder()
+	time.Sleep(600 * time.Millisecond)
+	after := get(t, c, "renew/noprogress").GetHolder()
+	if isDone(l) {
+		t.Fatalf("lease with ProgressTimeout(0) ended: %v", l.Err())
+	}
+	if before.GetId() != l.ID() || after.GetId() != l.ID() {
+		t.Fatalf("server holders %v, %v; want lease %d", before, after, l.ID())
+	}
+	if after.GetRenewCount() <= before.GetRenewCount() || before.GetRenewCount() == 0 {
+		t.Fatalf("renew_count %d then %d: not renewing", before.GetRenewCount(), after.GetRenewCount())
+	}
+}
+
+// TestDeadlineNeverLaterThanServer checks invariant 3. The local deadline
+// counts from before the request was sent, so after Acquire and every
+// renewal Deadline() <= (time just before sending) + TTL. And since the
+// server's expiry lies between the moments a Get was sent and answered,
+// plus the expires_in it reports, Deadline() > (after Get) + expires_in
+// would prove the client later than the server.
+func TestDeadlineNeverLaterThanServer(t *testing.T) {
+	n := startNode(t)
+	c := nodeClient(t, n)
+	const ttl = 2 * time.Second
+
+	checkServer := func(l *client.Lease, resource string) {
+		t.Helper()
+		d := l.Deadline()
+		h := get(t, c, resource).GetHolder()
+		after := time.Now()
+		if h.GetId() != l.ID() {
+			t.Fatalf("server holder %v, want %d", h, l.ID())
+		}
+		if h.GetExpiresIn() == nil {
+			t.Fatal("server does not report expires_in for the holder")
+		}
+		if server := after.Add(h.GetExpiresIn().AsDuration()); d.After(server) {
+			t.Fatalf("local deadline %v later than the server's expiry (at most %v)", d, server)
+		}
+	}
+
+	t.Run("manual", func(t *testing.T) {
+		before := time.Now()
+		l := mustAcquire(t, c, []string{"deadline/manual"}, client.TTL(ttl), client.ManualRenew())
+		if d := l.Deadline(); d.After(before.Add(ttl)) {
+			t.Fatalf("after Acquire: deadline %v is after send time + TTL %v", d, before.Add(ttl))
+		} else if d.Before(before.Add(ttl / 2)) {
+			t.Fatalf("after Acquire: deadline %v leaves less than half the TTL", d)
+		}
+		checkServer(l, "deadline/manual")
+		for i := range 5 {
+			time.Sleep(30 * time.Millisecond)
+			before := time.Now()
+			if err := l.Renew(ctxFor(t, callTimeout)); err != nil {
+				t.Fatalf("renewal %d: %v", i, err)
+			}
+			if d := l.Deadline(); d.After(before.Add(ttl)) {
+				t.Fatalf("after renewal %d: deadline %v is after send time + TTL %v", i, d, before.Add(ttl))
+			} else if !d.After(before) {
+				t.Fatalf("after renewal %d: deadline %v not after the renewal was sent", i, d)
+			}
+			checkServer(l, "deadline/manual")
+		}
+	})
+
+	t.Run("background", func(t *testing.T) {
+		const ttl = 300 * time.Millisecond
+		before := time.Now()
+		l := mustAcquire(t, c, []string{"deadline/auto"}, client.TTL(ttl), client.ProgressTimeout(0))
+		if d := l.Deadline(); d.After(before.Add(ttl)) {
+			t.Fatalf("after Acquire: deadline %v is after send time + TTL %v", d, before.Add(ttl))
+		}
+		first := l.Deadline()
+		// Any renewal behind an observed deadline was sent before the
+		// observation, so Deadline() <= now + TTL at every moment.
+		end := time.Now().Add(time.Second)
+		for time.Now().Before(end) {
+			d := l.Deadline()
+			now := time.Now()
+			if d.After(now.Add(ttl)) {
+				t.Fatalf("deadline %v is more than the TTL after now (%v)", d, now)
+			}
+			checkServer(l, "deadline/auto")
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !l.Deadline().After(first) {
+			t.Fatal("background renewal never moved the deadline")
+		}
+	})
+}
+
+// TestManualRenewKeepsLease: with ManualRenew, the caller's Renew calls
+// keep the lease: the local deadline moves and the lease does not end at
+// the first one.
+func TestManualRenewKeepsLease(t *testing.T) {
+	n := startNode(t)
+	c := nodeClient(t, n)
+	const ttl = 300 * time.Millisecond
+	l := mustAcquire(t, c, []string{"renew/manual"}, client.TTL(ttl), client.ManualRenew())
+	first := l.Deadline()
+	end := time.Now().Add(4 * ttl)
+	for time.Now().Before(end) {
+		time.Sleep(ttl / 4)
+		if isDone(l) {
+			t.Fatalf("a ManualRenew lease renewed every %v ended %v past its first local deadline: %v",
+				ttl/4, time.Since(first).Round(time.Millisecond), l.Err())
+		}
+		if err := l.Renew(ctxFor(t, callTimeout)); err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+	}
+	if h := get(t, c, "renew/manual").GetHolder(); h.GetId() != l.ID() || h.GetRenewCount() < 5 {
+		t.Fatalf("server holder %v, want lease %d renewed about 16 times", h, l.ID())
+	}
+	// Without renewals it lapses at its deadline, and the reason is not a
+	// lack of progress, which a ManualRenew holder never reports.
+	at := waitDone(t, l, 2*time.Second)
+	if at.Before(l.Deadline()) {
+		t.Fatalf("lapsed at %v, before its deadline %v", at, l.Deadline())
+	}
+	if !errors.Is(l.Err(), client.ErrLeaseLost) {
+		t.Fatalf("Err() = %v, want ErrLeaseLost", l.Err())
+	}
+}
+
+// TestLeaseContext: Lease.Context ends with a cause wrapping ErrLeaseLost
+// when the lease is lost, and with ErrReleased after Release.
+func TestLeaseContext(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	c := nodeClient(t, n)
+
+	t.Run("lapsed", func(t *testing.T) {
+		l := mustAcquire(t, c, []string{"ctx/lapsed"}, client.TTL(300*time.Millisecond))
+		ctx := l.Context(context.Background())
+		select {
+		case <-ctx.Done():
+		case <-time.After(3 * time.Second):
+			t.Fatal("context of a lease whose holder reports no progress did not end")
+		}
+		if miss := missing(context.Cause(ctx), client.ErrLeaseLost, client.ErrNoProgress); miss != nil {
+			t.Fatalf("cause %v does not match %v", context.Cause(ctx), miss)
+		}
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			t.Fatalf("ctx.Err() = %v", ctx.Err())
+		}
+		// A context made after the loss is born canceled.
+		late := l.Context(context.Background())
+		select {
+		case <-late.Done():
+		case <-time.After(time.Second):
+			t.Fatal("context made after the loss is not canceled")
+		}
+		if !errors.Is(context.Cause(late), client.ErrLeaseLost) {
+			t.Fatalf("late cause %v", context.Cause(late))
+		}
+	})
+
+	t.Run("taken away", func(t *testing.T) {
+		l := mustAcquire(t, c, []string{"ctx/taken"}, client.TTL(600*time.Millisecond), client.ProgressTimeout(0))
+		ctx := l.Context(context.Background())
+		if err := c.ReleaseByID(ctxFor(t, callTimeout), l.ID(), l.Secret()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(3 * time.Second):
+			t.Fatal("context did not end after the server dropped the lease")
+		}
+		cause := context.Cause(ctx)
+		if !errors.Is(cause, client.ErrLeaseLost) {
+			t.Fatalf("cause %v, want ErrLeaseLost", cause)
+		}
+		if !errors.Is(cause, leasehold.ErrNotFound) && !errors.Is(cause, leasehold.ErrNotHolder) {
+			t.Fatalf("cause %v does not say the server no longer knows the lease", cause)
+		}
+		if errors.Is(cause, client.ErrNoProgress) {
+			t.Fatalf("cause %v blames progress", cause)
+		}
+	})
+
+	t.Run("released", func(t *testing.T) {
+		l := mustAcquire(t, c, []string{"ctx/released"}, client.TTL(5*time.Second))
+		ctx := l.Context(context.Background())
+		if ctx.Err() != nil {
+			t.Fatalf("context of a live lease ended: %v", context.Cause(ctx))
+		}
+		if err := l.Release(ctxFor(t, callTimeout)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+			t.Fatal("context not canceled after Release")
+		}
+		if cause := context.Cause(ctx); !errors.Is(cause, client.ErrReleased) || errors.Is(cause, client.ErrLeaseLost) {
+			t.Fatalf("cause after Release %v, want ErrReleased", cause)
+		}
+		if !errors.Is(l.Err(), client.ErrReleased) {
+			t.Fatalf("Err() after Release = %v", l.Err())
+		}
+	})
+
+	t.Run("parent canceled", func(t *testing.T) {
+		l := mustAcquire(t, c, []string{"ctx/parent"}, client.TTL(5*time.Second))
+		parent, cancel := context.WithCancelCause(context.Background())
+		stop := errors.New("caller stopped")
+		ctx := l.Context(parent)
+		cancel(stop)
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), stop) {
+			t.Fatalf("cause %v, want the parent's", context.Cause(ctx))
+		}
+		if isDone(l) || l.Err() != nil {
+			t.Fatalf("canceling the parent ended the lease: %v", l.Err())
+		}
+	})
+}

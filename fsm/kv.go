@@ -1,0 +1,197 @@
+package fsm
+
+import (
+	"github.com/leasehold/leasehold"
+)
+
+// The fenced key-value space: small values with a version (the log index
+// of their last write) that a write can compare, and a fence that a write
+// can carry. A fenced write applies only if its token belongs to the lease
+// that holds the resource right now, so a lease that expired, was released
+// or was force-released is refused at once, even before anyone else
+// acquires: stronger than a high-water mark.
+
+const (
+	KindPut    Kind = 8
+	KindDelete Kind = 9
+)
+
+// Put writes Value at Key.
+type Put struct {
+	RequestID string
+	Key       string
+	Value     []byte
+	// IfVersion, when HasIfVersion, must equal the key's version (0: the
+	// key must not exist).
+	IfVersion    uint64
+	HasIfVersion bool
+	Fence        *leasehold.Fence
+}
+
+// Delete removes Key, with the same conditions as Put.
+type Delete struct {
+	RequestID    string
+	Key          string
+	IfVersion    uint64
+	HasIfVersion bool
+	Fence        *leasehold.Fence
+}
+
+func (*Put) Kind() Kind    { return KindPut }
+func (*Delete) Kind() Kind { return KindDelete }
+
+func encodeFence(e *encoder, f *leasehold.Fence) {
+	e.bool(f != nil)
+	if f != nil {
+		e.str(f.Resource)
+		e.uvarint(f.Token)
+	}
+}
+
+func decodeFence(d *decoder) *leasehold.Fence {
+	if !d.bool() {
+		return nil
+	}
+	return &leasehold.Fence{Resource: d.str(), Token: d.uvarint()}
+}
+
+func (c *Put) encode(e *encoder) {
+	e.str(c.RequestID)
+	e.str(c.Key)
+	e.str(string(c.Value))
+	e.bool(c.HasIfVersion)
+	e.uvarint(c.IfVersion)
+	encodeFence(e, c.Fence)
+}
+
+func (c *Put) decode(d *decoder) {
+	c.RequestID = d.str()
+	c.Key = d.str()
+	c.Value = []byte(d.str())
+	c.HasIfVersion = d.bool()
+	c.IfVersion = d.uvarint()
+	c.Fence = decodeFence(d)
+}
+
+func (c *Delete) encode(e *encoder) {
+	e.str(c.RequestID)
+	e.str(c.Key)
+	e.bool(c.HasIfVersion)
+	e.uvarint(c.IfVersion)
+	encodeFence(e, c.Fence)
+}
+
+func (c *Delete) decode(d *decoder) {
+	c.RequestID = d.str()
+	c.Key = d.str()
+	c.HasIfVersion = d.bool()
+	c.IfVersion = d.uvarint()
+	c.Fence = decodeFence(d)
+}
+
+// Item is a stored value.
+type Item struct {
+	Value   []byte
+	Version uint64 // log index of the last write
+}
+
+// CheckFence reports whether token belongs to the lease that holds
+// resource now, and if not, why (a *leasehold.Error with CodeStaleToken).
+func (s *State) CheckFence(resource string, token uint64) error {
+	id, held := s.holders[resource]
+	if !held {
+		return leasehold.Errorf(leasehold.CodeStaleToken,
+			"fencing token %d for %q is stale: no lease holds the resource now (newest token issued: %d)",
+			token, resource, s.lastToken)
+	}
+	if l := s.leases[id]; l.Token != token {
+		return leasehold.Errorf(leasehold.CodeStaleToken,
+			"fencing token %d for %q is stale: the resource is held by lease %d with token %d", token, resource, l.ID, l.Token)
+	}
+	return nil
+}
+
+// Get returns the item at key.
+func (s *State) Get(key string) (Item, bool) {
+	it, ok := s.kv[key]
+	return it, ok
+}
+
+func (s *State) kvConditions(key string, hasIf bool, ifVersion uint64, f *leasehold.Fence) error {
+	if err := leasehold.ValidateName("key", key, leasehold.MaxKeyLen, true); err != nil {
+		return err
+	}
+	if f != nil {
+		if err := s.CheckFence(f.Resource, f.Token); err != nil {
+			s.fenceRejections++
+			return err
+		}
+	}
+	if hasIf {
+		cur := s.kv[key].Version
+		if cur != ifVersion {
+			if ifVersion == 0 {
+				return leasehold.Errorf(leasehold.CodeVersionMismatch, "key %q exists (version %d); expected it absent", key, cur)
+			}
+			return leasehold.Errorf(leasehold.CodeVersionMismatch, "key %q is at version %d, not %d", key, cur, ifVersion)
+		}
+	}
+	return nil
+}
+
+func (s *State) put(ix uint64, now int64, c *Put) Result {
+	if err := validateRequestID(c.RequestID); err != nil {
+		return Result{Err: err}
+	}
+	if r, ok := s.dedup.lookup(c.RequestID, KindPut); ok {
+		return r
+	}
+	r := func() Result {
+		if len(c.Value) > leasehold.MaxValueBytes {
+			return Result{Err: leasehold.Errorf(leasehold.CodeInvalid, "value is %d bytes; the limit is %d", len(c.Value), leasehold.MaxValueBytes)}
+		}
+		if err := s.kvConditions(c.Key, c.HasIfVersion, c.IfVersion, c.Fence); err != nil {
+			return Result{Err: err}
+		}
+		old := s.kv[c.Key]
+		grow := len(c.Value) - len(old.Value)
+		if old.Version == 0 {
+			grow += len(c.Key)
+		}
+		if s.kvBytes+grow > leasehold.MaxKVBytes {
+			return Result{Err: leasehold.Errorf(leasehold.CodeLimit, "the key-value space is full (%d bytes)", leasehold.MaxKVBytes)}
+		}
+		s.kvBytes += grow
+		s.kv[c.Key] = Item{Value: c.Value, Version: ix}
+		return Result{Version: ix}
+	}()
+	s.dedup.put(c.RequestID, KindPut, now, r, s.cfg)
+	return r
+}
+
+func (s *State) del(now int64, c *Delete) Result {
+	if err := validateRequestID(c.RequestID); err != nil {
+		return Result{Err: err}
+	}
+	if r, ok := s.dedup.lookup(c.RequestID, KindDelete); ok {
+		return r
+	}
+	r := func() Result {
+		if err := s.kvConditions(c.Key, c.HasIfVersion, c.IfVersion, c.Fence); err != nil {
+			return Result{Err: err}
+		}
+		old, ok := s.kv[c.Key]
+		if !ok {
+			return Result{Err: leasehold.Errorf(leasehold.CodeNotFound, "key %q does not exist", c.Key)}
+		}
+		s.kvBytes -= len(c.Key) + len(old.Value)
+		delete(s.kv, c.Key)
+		return Result{Version: old.Version}
+	}()
+	s.dedup.put(c.RequestID, KindDelete, now, r, s.cfg)
+	return r
+}
+
+// FenceRejections counts fenced writes refused since this replica started
+// (or restored): a metric, not replicated state.
+func (s *State) FenceRejections() uint64 { return s.fenceRejections }

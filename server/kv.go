@@ -1,0 +1,131 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/fsm"
+)
+
+// kvAPI implements leaseholdv1connect.KVHandler.
+type kvAPI struct{ s *Server }
+
+func fencePB(f *pb.Fence) (*leasehold.Fence, error) {
+	if f == nil {
+		return nil, nil
+	}
+	if err := leasehold.ValidateName("fence.resource", f.Resource, leasehold.MaxResourceLen, true); err != nil {
+		return nil, err
+	}
+	if f.Token == 0 {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "fence.token must be set (a lease's token; a degraded lease's 0 is never valid)")
+	}
+	return &leasehold.Fence{Resource: f.Resource, Token: f.Token}, nil
+}
+
+func keyOf(k string) error { return leasehold.ValidateName("key", k, leasehold.MaxKeyLen, true) }
+
+func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*connect.Response[pb.PutResponse], error) {
+	s, m := h.s, req.Msg
+	cmd := &fsm.Put{Key: m.Key, Value: m.Value, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion()}
+	err := keyOf(m.Key)
+	if err == nil && len(m.Value) > leasehold.MaxValueBytes {
+		err = leasehold.Errorf(leasehold.CodeInvalid, "value is %d bytes; the limit is %d", len(m.Value), leasehold.MaxValueBytes)
+	}
+	if err == nil {
+		cmd.Fence, err = fencePB(m.Fence)
+	}
+	if err == nil {
+		cmd.RequestID, err = requestID(m.RequestId)
+	}
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	m.RequestId = cmd.RequestID
+	res, err := s.node.Propose(ctx, cmd)
+	if addr, ok := leaderFor(req, err); ok {
+		return s.fwd.kvAt(addr).Put(ctx, forwarded(s.fwd, req, m))
+	}
+	if err = s.fenceResult(err, res, "put"); err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(&pb.PutResponse{Version: res.Version}), nil
+}
+
+func (h kvAPI) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest]) (*connect.Response[pb.DeleteResponse], error) {
+	s, m := h.s, req.Msg
+	cmd := &fsm.Delete{Key: m.Key, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion()}
+	err := keyOf(m.Key)
+	if err == nil {
+		cmd.Fence, err = fencePB(m.Fence)
+	}
+	if err == nil {
+		cmd.RequestID, err = requestID(m.RequestId)
+	}
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	m.RequestId = cmd.RequestID
+	res, err := s.node.Propose(ctx, cmd)
+	if addr, ok := leaderFor(req, err); ok {
+		return s.fwd.kvAt(addr).Delete(ctx, forwarded(s.fwd, req, m))
+	}
+	if err = s.fenceResult(err, res, "delete"); err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(&pb.DeleteResponse{Version: res.Version}), nil
+}
+
+// fenceResult merges a proposal's error and result, counting a refused
+// fence.
+func (s *Server) fenceResult(err error, res fsm.Result, op string) error {
+	if err == nil {
+		err = res.Err
+	}
+	if errors.Is(err, leasehold.ErrStaleToken) {
+		s.metrics.FenceRejections.WithLabelValues(op).Inc()
+	}
+	return err
+}
+
+func (h kvAPI) Get(ctx context.Context, req *connect.Request[pb.KVGetRequest]) (*connect.Response[pb.KVGetResponse], error) {
+	s := h.s
+	if err := keyOf(req.Msg.Key); err != nil {
+		return nil, api.ToConnect(err)
+	}
+	var it fsm.Item
+	var found bool
+	err := s.node.Read(ctx, func(st *fsm.State) { it, found = st.Get(req.Msg.Key) })
+	if addr, ok := leaderFor(req, err); ok {
+		return s.fwd.kvAt(addr).Get(ctx, forwarded(s.fwd, req, req.Msg))
+	}
+	if err == nil && !found {
+		err = leasehold.Errorf(leasehold.CodeNotFound, "key %q does not exist", req.Msg.Key)
+	}
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(&pb.KVGetResponse{Value: it.Value, Version: it.Version}), nil
+}
+
+func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenceRequest]) (*connect.Response[pb.CheckFenceResponse], error) {
+	s := h.s
+	f, err := fencePB(&pb.Fence{Resource: req.Msg.Resource, Token: req.Msg.Token})
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	var verdict error
+	err = s.node.Read(ctx, func(st *fsm.State) { verdict = st.CheckFence(f.Resource, f.Token) })
+	if addr, ok := leaderFor(req, err); ok {
+		return s.fwd.kvAt(addr).CheckFence(ctx, forwarded(s.fwd, req, req.Msg))
+	}
+	if err = s.fenceResult(err, fsm.Result{Err: verdict}, "check"); err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(&pb.CheckFenceResponse{}), nil
+}
