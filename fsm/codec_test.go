@@ -42,9 +42,10 @@ func sampleCommands() map[string]Command {
 		"unblock zero":     &Unblock{},
 		"put full": &Put{RequestID: "req-6", Key: "cfg/a", Value: []byte{0, 1, 2}, IfVersion: 9, HasIfVersion: true,
 			Fence: &leasehold.Fence{Resource: "a", Token: 1 << 50}},
-		"put plain":    &Put{Key: "k", Value: []byte("v")},
-		"delete full":  &Delete{RequestID: "req-7", Key: "k", HasIfVersion: true, Fence: &leasehold.Fence{Resource: "r", Token: 3}},
-		"delete plain": &Delete{Key: "k"},
+		"put plain":     &Put{Key: "k", Value: []byte("v")},
+		"delete full":   &Delete{RequestID: "req-7", Key: "k", HasIfVersion: true, Fence: &leasehold.Fence{Resource: "r", Token: 3}},
+		"delete plain":  &Delete{Key: "k"},
+		"force release": &ForceRelease{RequestID: "req-8", Resource: "r", LeaseID: 9, Actor: "alice", Reason: "stuck since 3am"},
 	}
 }
 

@@ -178,6 +178,8 @@ func newCommand(k Kind) Command {
 		return new(Put)
 	case KindDelete:
 		return new(Delete)
+	case KindForceRelease:
+		return new(ForceRelease)
 	}
 	return nil
 }

@@ -78,6 +78,11 @@ func (s *State) Snapshot() []byte {
 		e.uvarint(s.kv[k].Version)
 	}
 
+	e.uvarint(uint64(len(s.audit)))
+	for i := range s.audit {
+		encodeAudit(&e, &s.audit[i])
+	}
+
 	e.uvarint(uint64(s.dedup.len()))
 	s.dedup.each(func(rec *dedupRec) {
 		e.str(rec.id)
@@ -118,6 +123,7 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 			return nil, errCorrupt
 		}
 		s.leases[l.ID] = l
+		s.owned[l.Owner]++
 		for _, r := range l.Resources {
 			if _, held := s.holders[r]; held {
 				return nil, errCorrupt
@@ -160,6 +166,9 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		}
 		s.kv[k] = it
 		s.kvBytes += len(k) + len(it.Value)
+	}
+	for range d.count(10) {
+		s.audit = append(s.audit, decodeAudit(&d))
 	}
 	for range d.count(4) {
 		id := d.str()

@@ -23,6 +23,7 @@ const (
 	EndReleased EndReason = iota + 1
 	EndExpired
 	EndCanceled // a waiter's grant released because its requester went away
+	EndForced   // an operator forced the release
 )
 
 func (r EndReason) String() string {
@@ -33,6 +34,8 @@ func (r EndReason) String() string {
 		return "expired"
 	case EndCanceled:
 		return "canceled"
+	case EndForced:
+		return "forced"
 	}
 	return "unknown"
 }
@@ -90,11 +93,19 @@ type block struct {
 type Config struct {
 	DedupWindow time.Duration // how long a request ID is remembered
 	DedupMax    int           // most request IDs remembered at once
+	AuditMax    int           // most audit records kept (oldest go first)
+	// MaxWaitersPerResource refuses an acquire that would queue behind that
+	// many others on one resource (0: no limit).
+	MaxWaitersPerResource int
+	// MaxLeasesPerOwner refuses a grant to an owner already holding that
+	// many leases (0: no limit).
+	MaxLeasesPerOwner int
 }
 
 // DefaultConfig is what a node uses unless told otherwise.
 func DefaultConfig() Config {
-	return Config{DedupWindow: 5 * time.Minute, DedupMax: 1 << 20}
+	return Config{DedupWindow: 5 * time.Minute, DedupMax: 1 << 20, AuditMax: 10000,
+		MaxWaitersPerResource: 1000, MaxLeasesPerOwner: 100000}
 }
 
 // State is the whole replicated state.
@@ -112,6 +123,8 @@ type State struct {
 	dedup       dedup
 	kv          map[string]Item
 	kvBytes     int
+	audit       []AuditRecord
+	owned       map[string]int // owner -> leases held
 
 	fenceRejections uint64 // a metric; not part of the replicated state
 }
@@ -131,6 +144,7 @@ func New(cfg Config, obs Observer) *State {
 		queues:  make(map[string][]*waiter),
 		dedup:   newDedup(),
 		kv:      make(map[string]Item),
+		owned:   make(map[string]int),
 	}
 }
 
@@ -179,6 +193,8 @@ func (s *State) apply(ix uint64, now int64, c Command) Result {
 		return s.put(ix, now, c)
 	case *Delete:
 		return s.del(now, c)
+	case *ForceRelease:
+		return s.forceRelease(ix, now, c)
 	}
 	panic("fsm: no apply function for a registered command kind")
 }
@@ -217,14 +233,18 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	var r Result
 	if err := validateAcquire(c); err != nil {
 		r = Result{Err: err}
-	} else if err := s.blocker(c.Resources, nil); err == nil {
+	} else if err := s.ownerLimit(c.Owner); err != nil {
+		r = Result{Err: err}
+	} else if held := s.blocker(c.Resources, nil); held == nil {
 		l := s.grant(ix, now, c)
 		r = Result{Lease: l, Remaining: l.TTL}
-	} else if c.Wait > 0 {
+	} else if c.Wait == 0 {
+		r = Result{Err: held}
+	} else if err := s.queueLimit(c.Resources); err != nil {
+		r = Result{Err: err}
+	} else {
 		s.enqueue(now, c)
 		r = Result{Queued: true}
-	} else {
-		r = Result{Err: err}
 	}
 	s.dedup.put(c.RequestID, KindAcquire, now, r, s.cfg)
 	if r.Queued {
@@ -255,6 +275,25 @@ func (s *State) blocker(resources []string, w *waiter) error {
 	return nil
 }
 
+func (s *State) ownerLimit(owner string) error {
+	if max := s.cfg.MaxLeasesPerOwner; max > 0 && s.owned[owner] >= max {
+		return leasehold.Errorf(leasehold.CodeLimit,
+			"owner %q already holds %d leases (limit max_leases_per_owner)", owner, s.owned[owner])
+	}
+	return nil
+}
+
+func (s *State) queueLimit(resources []string) error {
+	max := s.cfg.MaxWaitersPerResource
+	for _, r := range resources {
+		if max > 0 && len(s.queues[r]) >= max {
+			return leasehold.Errorf(leasehold.CodeLimit,
+				"resource %q already has %d waiters (limit max_waiters_per_resource)", r, len(s.queues[r]))
+		}
+	}
+	return nil
+}
+
 func (s *State) grant(ix uint64, now int64, c *Acquire) *leasehold.Lease {
 	tok := s.nextToken(ix)
 	l := &lease{
@@ -269,6 +308,7 @@ func (s *State) grant(ix uint64, now int64, c *Acquire) *leasehold.Lease {
 		requestID:  c.RequestID,
 	}
 	s.leases[l.ID] = l
+	s.owned[l.Owner]++
 	for _, r := range c.Resources {
 		s.holders[r] = l.ID
 	}
@@ -411,6 +451,9 @@ func (s *State) release(ix uint64, now int64, c *Release) Result {
 // end removes a lease and frees its resources; the caller wakes waiters.
 func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	delete(s.leases, l.ID)
+	if s.owned[l.Owner]--; s.owned[l.Owner] <= 0 {
+		delete(s.owned, l.Owner)
+	}
 	for _, r := range l.Resources {
 		if s.holders[r] == l.ID {
 			delete(s.holders, r)
