@@ -375,9 +375,12 @@ func (s *State) wake(ix uint64, now int64, resources []string) {
 
 func (s *State) holderOf(id uint64, hash [32]byte, action string) (*lease, error) {
 	l := s.leases[id]
+	if l == nil && id > s.lastToken {
+		return nil, leasehold.Errorf(leasehold.CodeNotFound, "lease %d was never granted", id)
+	}
 	if l == nil {
 		return nil, leasehold.Errorf(leasehold.CodeNotFound,
-			"lease %d is gone: it expired, was released, or never existed", id)
+			"lease %d is gone: it expired or was released", id)
 	}
 	if subtle.ConstantTimeCompare(l.secretHash[:], hash[:]) != 1 {
 		return nil, leasehold.Errorf(leasehold.CodeNotHolder,

@@ -45,6 +45,11 @@ type Server struct {
 	http        *http.Server
 	fwd         *forwarder
 	forwardOnce sync.Once
+	// base is every request's parent context: Shutdown cancels it after a
+	// grace period, so requests blocked in a long wait end (and withdraw
+	// their place in line) instead of holding the shutdown up.
+	base       context.Context
+	cancelBase context.CancelFunc
 }
 
 // New builds a server. It registers node gauges and Go runtime metrics on
@@ -60,6 +65,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxRequestBytes = 16 << 20
 	}
 	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Node, cfg.NodeID)}
+	s.base, s.cancelBase = context.WithCancel(context.Background())
 	cfg.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -99,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return s.base },
 	}
 	return s, nil
 }
@@ -135,6 +142,8 @@ func (s *Server) Serve(l net.Listener) error {
 // Shutdown stops accepting requests and waits for those in flight until ctx
 // ends, then closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
+	t := time.AfterFunc(time.Second, s.cancelBase)
+	defer t.Stop()
 	err := s.http.Shutdown(ctx)
 	if err != nil {
 		s.http.Close()

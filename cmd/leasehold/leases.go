@@ -42,7 +42,9 @@ func newAcquire(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			l, err := c.AcquireMany(cmd.Context(), args, client.TTL(f.ttl), client.Wait(f.wait),
+			ctx, cancel := g.ctx(cmd.Context(), f.wait)
+			defer cancel()
+			l, err := c.AcquireMany(ctx, args, client.TTL(f.ttl), client.Wait(f.wait),
 				client.Owner(f.owner), client.Operation(f.operation), client.LockDelay(f.lockDelay),
 				client.MaxHold(f.maxHold), client.ManualRenew())
 			if err != nil {
@@ -93,7 +95,9 @@ func newRelease(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := c.ReleaseByID(cmd.Context(), id, secret); err != nil {
+			ctx, cancel := g.ctx(cmd.Context(), 0)
+			defer cancel()
+			if err := c.ReleaseByID(ctx, id, secret); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "released lease %d\n", id)
@@ -132,7 +136,9 @@ func newStatus(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := c.Get(cmd.Context(), args[0])
+			ctx, cancel := g.ctx(cmd.Context(), 0)
+			defer cancel()
+			r, err := c.Get(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -175,7 +181,9 @@ func newList(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			all, err := listAll(cmd.Context(), c, prefix)
+			ctx, cancel := g.ctx(cmd.Context(), 0)
+			defer cancel()
+			all, err := listAll(ctx, c, prefix)
 			if err != nil {
 				return err
 			}

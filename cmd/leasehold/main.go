@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -41,6 +42,17 @@ func main() {
 
 type globals struct {
 	endpoints string
+	timeout   time.Duration
+}
+
+// ctx bounds a command's calls to the cluster: they give up after
+// --timeout (plus wait, for a command that queues on purpose) instead of
+// retrying an unreachable cluster forever.
+func (g *globals) ctx(parent context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	if g.timeout <= 0 {
+		return context.WithCancel(parent)
+	}
+	return context.WithTimeout(parent, wait+g.timeout)
 }
 
 func newRoot() *cobra.Command {
@@ -57,6 +69,8 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.endpoints, "endpoints", def,
 		"comma-separated node URLs (env LEASEHOLD_ENDPOINTS)")
+	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second,
+		"give up when the cluster cannot be reached for this long (on top of --wait; 0: never)")
 	root.AddCommand(
 		newServe(),
 		newAcquire(g),
@@ -64,6 +78,8 @@ func newRoot() *cobra.Command {
 		newStatus(g),
 		newList(g),
 		newRun(g),
+		newBench(g),
+		newCluster(g),
 	)
 	return root
 }

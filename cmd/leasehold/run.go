@@ -45,16 +45,25 @@ released and run exits with CMD's status (75 if run had to stop CMD).`,
 			if cmd.ArgsLenAtDash() != 1 {
 				return errors.New("usage: leasehold run RESOURCE [flags] -- CMD [ARGS...]")
 			}
+			if !cmd.Flags().Changed("grace") {
+				f.grace = defaultGrace(f.ttl)
+			}
 			return run(cmd.Context(), g, f, args[0], args[1:])
 		},
 	}
 	fl := cmd.Flags()
 	fl.DurationVar(&f.ttl, "ttl", 15*time.Second, "lease time to live")
 	fl.DurationVar(&f.wait, "wait", time.Minute, "how long to queue for the resource")
-	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lease cannot be kept")
+	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lease cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the command does (default: the command's name)")
 	return cmd
+}
+
+// defaultGrace is --grace when it is not given: 2s, or less for a short TTL,
+// so that SIGTERM still comes well before the lease can lapse.
+func defaultGrace(ttl time.Duration) time.Duration {
+	return max(0, min(2*time.Second, (ttl/2-killMargin)/2))
 }
 
 func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []string) error {
@@ -70,8 +79,10 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 		return err
 	}
 	// The child's being alive is the progress: renew without progress notes.
-	l, err := c.Acquire(ctx, resource, client.TTL(f.ttl), client.Wait(f.wait), client.Owner(f.owner),
+	actx, cancel := g.ctx(ctx, f.wait)
+	l, err := c.Acquire(actx, resource, client.TTL(f.ttl), client.Wait(f.wait), client.Owner(f.owner),
 		client.Operation(f.operation), client.ProgressTimeout(0))
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -90,22 +101,27 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 		"LEASEHOLD_RESOURCE="+resource,
 		"LEASEHOLD_LEASE_ID="+strconv.FormatUint(l.ID(), 10),
 	)
-	// Its own process group, so the kill reaches everything it started.
-	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so the kill reaches everything it started;
+	// and killed with run, so it cannot outlive the lease if run dies.
+	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	// Pass SIGINT and SIGTERM on to the child; run keeps the lease until it
+	// exits. Registered before the start so that no signal is missed.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
 	if err := child.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
 
-	// Pass SIGINT and SIGTERM on to the child; run keeps the lease until it
-	// exits.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-
 	pgid := child.Process.Pid
 	waitErr, stopped := supervise(l, pgid, f.grace, exited, sigs)
+	// Nothing the child left running in its group may outlive the lease,
+	// which the deferred Release gives up.
+	syscall.Kill(-pgid, syscall.SIGKILL)
 	if stopped {
 		why := "no renewal succeeded in time"
 		if err := l.Err(); err != nil {

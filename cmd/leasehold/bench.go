@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/internal/bench"
+)
+
+type benchFlags struct {
+	embedded    bool
+	workload    string
+	clients     int
+	resources   int
+	leases      int
+	hold        time.Duration
+	ttl         time.Duration
+	wait        time.Duration
+	duration    time.Duration
+	ops         int64
+	warmup      time.Duration
+	seed        uint64
+	json        bool
+	plot        string
+	cpuprofile  string
+	maxBatch    int
+	maxInflight int
+}
+
+func newBench(g *globals) *cobra.Command {
+	f := &benchFlags{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure throughput, latency and fairness with the lock, renew or contend workload",
+		Long: `Runs a workload against --endpoints, or with --embedded against a node of its
+own (fsync'd log in a temp dir, API on loopback), and prints throughput and
+latency percentiles per operation.
+
+  lock     each client acquires a random resource of --resources and releases
+           it (after --hold); counts acquire+release pairs per second
+  renew    holds --leases leases and renews each at ttl/3 from a pool of
+           --clients workers; reports the renew rate and leases lost
+  contend  every client queues for one resource, holds it --hold, releases;
+           counts grants per second and how fairly clients were served
+
+Operations finishing during --warmup are not counted. The run ends after
+--duration, or after --ops measured operations if given.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.ops > 0 && !cmd.Flags().Changed("duration") {
+				f.duration = 0
+			}
+			return runBench(cmd, g, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.embedded, "embedded", false, "start an in-process node in a temp dir instead of using --endpoints")
+	fl.StringVar(&f.workload, "workload", bench.Lock, "lock, renew or contend")
+	fl.IntVar(&f.clients, "clients", 16, "concurrent clients (renew: size of the renewal pool)")
+	fl.IntVar(&f.resources, "resources", 1024, "lock: number of resources chosen from at random")
+	fl.IntVar(&f.leases, "leases", 1000, "renew: number of leases held")
+	fl.DurationVar(&f.hold, "hold", 0, "time spent holding each lease (critical section)")
+	fl.DurationVar(&f.ttl, "ttl", 0, "lease TTL (default 30s for renew, 15s otherwise)")
+	fl.DurationVar(&f.wait, "wait", 30*time.Second, "lock, contend: how long an acquire may queue behind a holder")
+	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long to measure, after the warm-up")
+	fl.Int64Var(&f.ops, "ops", 0, "measure this many operations (pairs, grants or renewals) instead of a duration")
+	fl.DurationVar(&f.warmup, "warmup", time.Second, "time before measuring; its operations are not counted")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed for the choice of resources")
+	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
+	fl.StringVar(&f.plot, "plot", "", "write a latency percentile plot to this .svg or .png file")
+	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (node included with --embedded)")
+	fl.IntVar(&f.maxBatch, "embedded-max-batch", 0, "with --embedded: commands merged into one log entry (0: node default)")
+	fl.IntVar(&f.maxInflight, "embedded-max-inflight", 0, "with --embedded: log entries awaiting commit at once (0: node default)")
+	for _, h := range []string{"cpuprofile", "embedded-max-batch", "embedded-max-inflight", "seed"} {
+		fl.MarkHidden(h)
+	}
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
+	ctx := cmd.Context()
+	cfg := bench.Config{
+		Workload: f.workload, Clients: f.clients, Resources: f.resources, Leases: f.leases,
+		Hold: f.hold, TTL: f.ttl, Wait: f.wait, Duration: f.duration, Ops: f.ops, Warmup: f.warmup,
+		Seed: f.seed,
+	}
+	if f.plot != "" && !strings.HasSuffix(f.plot, ".svg") && !strings.HasSuffix(f.plot, ".png") {
+		return fmt.Errorf("--plot %s: the file name must end in .svg or .png", f.plot)
+	}
+	if f.embedded {
+		cfg.Endpoints = []string{"http://placeholder"} // validated before the node starts
+	} else {
+		for _, e := range strings.Split(g.endpoints, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				cfg.Endpoints = append(cfg.Endpoints, e)
+			}
+		}
+		cfg.Target = strings.Join(cfg.Endpoints, ",")
+		cfg.Cleanup = true
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if f.embedded {
+		node, err := bench.StartEmbedded(ctx, bench.EmbeddedOptions{Tune: func(c *cluster.Config) {
+			if f.maxBatch > 0 {
+				c.MaxBatch = f.maxBatch
+			}
+			if f.maxInflight > 0 {
+				c.MaxInflight = f.maxInflight
+			}
+		}})
+		if err != nil {
+			return err
+		}
+		defer node.Close()
+		cfg.Endpoints = []string{node.URL}
+		cfg.Target = "embedded node (single voter, fsync'd raft-wal log in a temp dir)"
+	}
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		cfg.Progress = os.Stderr
+	}
+	if f.cpuprofile != "" {
+		pf, err := os.Create(f.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if f.json {
+		err = rep.WriteJSON(out)
+	} else {
+		err = rep.WriteText(out)
+	}
+	if err != nil {
+		return err
+	}
+	if f.plot != "" {
+		if err := rep.WritePlot(f.plot); err != nil {
+			return err
+		}
+		fmt.Fprintln(cmd.ErrOrStderr(), "plot written to", f.plot)
+	}
+	if rep.Interrupted {
+		return exitError{130}
+	}
+	return nil
+}
