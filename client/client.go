@@ -10,6 +10,7 @@ package client
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -50,6 +51,12 @@ type Config struct {
 	// RequestTimeout bounds one attempt of a call that does not wait.
 	// Default 5s.
 	RequestTimeout time.Duration
+	// Token is the bearer token sent with every request, if the cluster
+	// requires one.
+	Token string
+	// TLS configures https endpoints (a CA to trust, a client certificate
+	// for mTLS). Ignored when HTTPClient is given.
+	TLS *tls.Config
 }
 
 // Client talks to a leasehold cluster. It is safe for concurrent use.
@@ -72,6 +79,8 @@ func New(cfg Config) (*Client, error) {
 		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
+			TLSClientConfig:     cfg.TLS,
+			ForceAttemptHTTP2:   cfg.TLS != nil,
 		}}
 	}
 	if cfg.Logger == nil {
@@ -87,16 +96,30 @@ func New(cfg Config) (*Client, error) {
 		cfg.RequestTimeout = 5 * time.Second
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registerer)}
+	var opts []connect.ClientOption
+	if cfg.Token != "" {
+		opts = append(opts, connect.WithInterceptors(bearer(cfg.Token)))
+	}
 	for _, e := range cfg.Endpoints {
 		e = strings.TrimRight(strings.TrimSpace(e), "/")
 		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 			return nil, fmt.Errorf("client: endpoint %q must start with http:// or https://", e)
 		}
-		c.rpcs = append(c.rpcs, leaseholdv1connect.NewLeasesClient(cfg.HTTPClient, e))
-		c.admin = append(c.admin, leaseholdv1connect.NewClusterClient(cfg.HTTPClient, e))
-		c.kv = append(c.kv, leaseholdv1connect.NewKVClient(cfg.HTTPClient, e))
+		c.rpcs = append(c.rpcs, leaseholdv1connect.NewLeasesClient(cfg.HTTPClient, e, opts...))
+		c.admin = append(c.admin, leaseholdv1connect.NewClusterClient(cfg.HTTPClient, e, opts...))
+		c.kv = append(c.kv, leaseholdv1connect.NewKVClient(cfg.HTTPClient, e, opts...))
 	}
 	return c, nil
+}
+
+// bearer adds the token to every request.
+func bearer(token string) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	}
 }
 
 // safeExpiry turns an expiry reported by the server into one the client may

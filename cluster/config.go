@@ -6,6 +6,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,11 @@ type Config struct {
 	Join bool
 	// Dial opens connections to other nodes; tests replace it to cut links.
 	Dial Dialer
+	// TLS, if set, secures raft and forwarded traffic between nodes. It is
+	// used both to listen and to dial, so it must hold this node's
+	// certificate (for server and client auth), RootCAs and ClientCAs with
+	// ClientAuth = RequireAndVerifyClientCert.
+	TLS *tls.Config
 
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -47,6 +53,10 @@ type Config struct {
 	MaxInflight int
 	// ApplyTimeout bounds how long a proposal waits to enter the log.
 	ApplyTimeout time.Duration
+	// CommitLatency, if set, hears how long each log entry took from being
+	// handed to raft until it was applied (or failed), for metrics. It is
+	// called from the goroutine awaiting the commit: keep it quick.
+	CommitLatency func(time.Duration)
 
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,10 @@ type Node struct {
 	wg       sync.WaitGroup
 	closed   sync.Once
 	closeErr error
+
+	// leaderChanges counts this node's leadership transitions (gained or
+	// lost), for metrics; see LeaderChanges.
+	leaderChanges atomic.Uint64
 }
 
 type proposal struct {
@@ -148,7 +153,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("cluster: listen for raft on %s: %w", cfg.RaftAddr, err)
 	}
-	n.mux = newMux(ln, cfg.Dial)
+	n.mux = newMux(ln, cfg.Dial, cfg.TLS)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftLayer{subListener: newSubListener(n.mux, n.mux.raft), advertise: advAddr},
 		MaxPool: 3,
@@ -321,10 +326,17 @@ func (n *Node) submit(batch []*proposal) {
 	for i, p := range batch {
 		b.Cmds[i] = p.cmd
 	}
+	start := time.Now()
 	f := n.raft.Apply(b.Encode(nil), n.cfg.ApplyTimeout)
 	go func() {
 		err := f.Error()
+		took := time.Since(start)
 		<-n.inflight
+		if n.cfg.CommitLatency != nil {
+			// Metrics: from handing the entry to raft until it was
+			// committed and applied here (or failed).
+			n.cfg.CommitLatency(took)
+		}
 		var results []fsm.Result
 		if err == nil {
 			results, _ = f.Response().([]fsm.Result)
@@ -368,6 +380,7 @@ func (n *Node) leaderLoop() {
 		case <-n.stop:
 			return
 		case isLeader := <-n.raft.LeaderCh():
+			n.leaderChanges.Add(1) // metrics only: every gain and loss
 			if !isLeader {
 				n.timers.deactivate()
 				n.log.Info("stepped down")
@@ -484,6 +497,11 @@ func (n *Node) LeaseAge(id uint64) time.Duration { return n.timers.age(id) }
 
 // ExpiresIn is the time left on a lease's countdown, if this node leads.
 func (n *Node) ExpiresIn(id uint64) (time.Duration, bool) { return n.timers.expiresIn(id) }
+
+// LeaderChanges is how many times this node gained or lost leadership
+// since it started (raft may merge transitions that follow each other
+// faster than they are read). For metrics.
+func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
 
 // IsLeader reports whether this node leads and has taken over its timers.
 func (n *Node) IsLeader() bool { return n.timers.isActive() }

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -25,6 +27,7 @@ type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 type mux struct {
 	ln       net.Listener
 	dial     Dialer
+	tls      *tls.Config // nil: plain TCP
 	raft     chan net.Conn
 	forward  chan net.Conn
 	closed   chan struct{}
@@ -33,12 +36,17 @@ type mux struct {
 	wg       sync.WaitGroup
 }
 
-func newMux(ln net.Listener, dial Dialer) *mux {
+func newMux(ln net.Listener, dial Dialer, tlsCfg *tls.Config) *mux {
 	if dial == nil {
 		var d net.Dialer
 		dial = d.DialContext
 	}
-	m := &mux{ln: ln, dial: dial, raft: make(chan net.Conn), forward: make(chan net.Conn), closed: make(chan struct{})}
+	if tlsCfg != nil {
+		// Every node is both server and client to the others: with mutual
+		// TLS only holders of a certificate from the cluster's CA get in.
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	m := &mux{ln: ln, dial: dial, tls: tlsCfg, raft: make(chan net.Conn), forward: make(chan net.Conn), closed: make(chan struct{})}
 	m.wg.Add(1)
 	go m.accept()
 	return m
@@ -104,6 +112,18 @@ func (m *mux) dialKind(ctx context.Context, addr string, kind byte) (net.Conn, e
 	c, err := m.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if m.tls != nil {
+		cfg := m.tls.Clone()
+		if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("tls handshake with %s: %w", addr, err)
+		}
+		c = tc
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetWriteDeadline(dl)

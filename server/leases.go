@@ -69,8 +69,16 @@ func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, err
 		defer stop()
 	}
 	res, err := s.node.Propose(ctx, cmd)
-	if err != nil || !res.Queued {
+	if err != nil {
+		if ctx.Err() != nil {
+			// The caller left while the acquire was being committed: it may
+			// have queued, or been granted, with nobody to take the answer.
+			s.withdraw(cmd.RequestID)
+		}
 		return res, err
+	}
+	if !res.Queued {
+		return res, nil
 	}
 	foreign := res.ForeignSecret
 	// The leader's timer ends the wait; the extra second only covers a

@@ -143,7 +143,6 @@ func TestRetrySafety(t *testing.T) {
 // cancellations while the Acquire is being committed. None may leave a
 // waiter (or a grant) behind.
 func TestCanceledDuringProposeLeavesNoWaiter(t *testing.T) {
-	knownIssue(t, "a waiting Acquire canceled while its proposal commits leaves an orphan waiter (see report)")
 	t.Parallel()
 	n := startNode(t)
 	c := newClient(t, n)

@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -30,6 +31,15 @@ type Config struct {
 	Metrics  *Metrics             // registered on Registry
 	// NodeID names this node in forwarded requests.
 	NodeID string
+	// Auth checks bearer tokens; nil serves everyone as admin, which only
+	// a loopback or explicitly --insecure node should do.
+	Auth *Authenticator
+	// AcquireRate is the most acquisitions a second one client may make
+	// (0: no limit).
+	AcquireRate float64
+	// TLS, if set, serves the API over TLS (with client certificates if
+	// its ClientAuth asks for them).
+	TLS *tls.Config
 	// MaxRequestBytes bounds a request body. It is far above any valid
 	// request so that an oversized field gets a precise InvalidArgument
 	// instead of a size error.
@@ -83,12 +93,12 @@ func New(cfg Config) (*Server, error) {
 	)
 
 	mux := http.NewServeMux()
-	path, h := leaseholdv1connect.NewLeasesHandler(leases{s},
-		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
-	)
-	mux.Handle(path, h)
-	mux.Handle(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, connect.WithReadMaxBytes(64<<10)))
-	mux.Handle(leaseholdv1connect.NewKVHandler(kvAPI{s}, connect.WithReadMaxBytes(cfg.MaxRequestBytes)))
+	guard := connect.WithInterceptors(&guard{auth: cfg.Auth, rate: newRateLimiter(cfg.AcquireRate)})
+	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
+	codec := connect.WithCodec(protoCodec{})
+	mux.Handle(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
+	mux.Handle(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
+	mux.Handle(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -97,7 +107,11 @@ func New(cfg Config) (*Server, error) {
 
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true) // gRPC without TLS
+	if cfg.TLS != nil {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true) // gRPC without TLS
+	}
 	s.http = &http.Server{
 		Handler:           mux,
 		Protocols:         &protocols,
@@ -106,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return s.base },
+		TLSConfig:         cfg.TLS,
 	}
 	return s, nil
 }
@@ -130,9 +145,16 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 // answering requests that other nodes forward over the raft port.
 func (s *Server) Serve(l net.Listener) error {
 	s.forwardOnce.Do(func() {
+		// Forwarded requests arrive over the raft port, already inside its
+		// TLS when raft TLS is on.
 		go s.http.Serve(s.node.ForwardListener())
 	})
-	err := s.http.Serve(l)
+	var err error
+	if s.http.TLSConfig != nil {
+		err = s.http.ServeTLS(l, "", "")
+	} else {
+		err = s.http.Serve(l)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

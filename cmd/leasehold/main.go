@@ -41,8 +41,10 @@ func main() {
 }
 
 type globals struct {
-	endpoints string
-	timeout   time.Duration
+	endpoints                 string
+	timeout                   time.Duration
+	tokenFile                 string
+	caFile, certFile, keyFile string
 }
 
 // ctx bounds a command's calls to the cluster: they give up after
@@ -71,8 +73,14 @@ func newRoot() *cobra.Command {
 		"comma-separated node URLs (env LEASEHOLD_ENDPOINTS)")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second,
 		"give up when the cluster cannot be reached for this long (on top of --wait; 0: never)")
+	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", os.Getenv("LEASEHOLD_TOKEN_FILE"),
+		"file holding the bearer token (env LEASEHOLD_TOKEN_FILE)")
+	root.PersistentFlags().StringVar(&g.caFile, "ca-file", "", "CA certificate (PEM) to trust for https endpoints")
+	root.PersistentFlags().StringVar(&g.certFile, "cert-file", "", "client certificate (PEM) for mTLS")
+	root.PersistentFlags().StringVar(&g.keyFile, "key-file", "", "client certificate's key (PEM)")
 	root.AddCommand(
-		newServe(),
+		newAuth(),
+		newServe(g),
 		newAcquire(g),
 		newRelease(g),
 		newStatus(g),
@@ -92,5 +100,13 @@ func (g *globals) client() (*client.Client, error) {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return client.New(client.Config{Endpoints: eps, Logger: log})
+	token, err := readToken(g.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := clientTLS(g.caFile, g.certFile, g.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(client.Config{Endpoints: eps, Logger: log, Token: token, TLS: tlsCfg})
 }

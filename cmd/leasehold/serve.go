@@ -5,41 +5,43 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/server"
 )
 
 type serveFlags struct {
-	peers     string
-	join      string
-	advertise string
-	dataDir   string
-	apiAddr   string
-	raftAddr  string
-	nodeID    string
-	logLevel  string
-	logFormat string
+	authFile                                 string
+	insecure                                 bool
+	acquireRate                              float64
+	tlsCert, tlsKey, tlsClientCA             string
+	raftTLSCert, raftTLSKey, raftTLSCA       string
+	maxWaitersPerResource, maxLeasesPerOwner int
+	peers                                    string
+	join                                     string
+	advertise                                string
+	dataDir                                  string
+	apiAddr                                  string
+	raftAddr                                 string
+	nodeID                                   string
+	logLevel                                 string
+	logFormat                                string
 }
 
-func newServe() *cobra.Command {
+func newServe(g *globals) *cobra.Command {
 	f := &serveFlags{}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a leasehold node (an embedded single node unless told otherwise)",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), f) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), g, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", "./leasehold-data", "directory for the raft log and snapshots")
@@ -51,6 +53,17 @@ func newServe() *cobra.Command {
 	fl.StringVar(&f.advertise, "advertise", "", "raft address other nodes dial to reach this one (default --raft-addr)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.StringVar(&f.authFile, "auth-file", "", "JSON file of bearer tokens (hashed) and their roles; see 'leasehold auth token'")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback address without auth and raft TLS")
+	fl.Float64Var(&f.acquireRate, "acquire-rate", 2000, "most acquisitions a second per client (0: no limit)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "the API certificate's key (PEM)")
+	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "require API clients to show a certificate from this CA (mTLS)")
+	fl.StringVar(&f.raftTLSCert, "raft-tls-cert", "", "this node's certificate for mutual TLS between nodes")
+	fl.StringVar(&f.raftTLSKey, "raft-tls-key", "", "its key")
+	fl.StringVar(&f.raftTLSCA, "raft-tls-ca", "", "the CA that signs every node's certificate")
+	fl.IntVar(&f.maxWaitersPerResource, "max-waiters-per-resource", 1000, "refuse to queue more waiters on one resource (same on every node)")
+	fl.IntVar(&f.maxLeasesPerOwner, "max-leases-per-owner", 100000, "refuse more leases to one owner (same on every node)")
 	return cmd
 }
 
@@ -69,7 +82,7 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
-func serve(ctx context.Context, f *serveFlags) error {
+func serve(ctx context.Context, g *globals, f *serveFlags) error {
 	log, err := newLogger(f.logLevel, f.logFormat)
 	if err != nil {
 		return err
@@ -84,6 +97,29 @@ func serve(ctx context.Context, f *serveFlags) error {
 	if cfg.Peers, err = parsePeers(f.peers); err != nil {
 		return err
 	}
+	cfg.FSM.MaxWaitersPerResource = f.maxWaitersPerResource
+	cfg.FSM.MaxLeasesPerOwner = f.maxLeasesPerOwner
+	if cfg.TLS, err = raftTLS(f.raftTLSCert, f.raftTLSKey, f.raftTLSCA); err != nil {
+		return err
+	}
+	apiTLSCfg, err := apiTLS(f.tlsCert, f.tlsKey, f.tlsClientCA)
+	if err != nil {
+		return err
+	}
+	var auth *server.Authenticator
+	if f.authFile != "" {
+		if auth, err = server.LoadAuthFile(f.authFile); err != nil {
+			return err
+		}
+	}
+	// Secure by default: off loopback, demand auth (and raft TLS) unless
+	// the operator says --insecure.
+	if !f.insecure && !loopback(f.apiAddr) && auth == nil {
+		return fmt.Errorf("--api-addr %s is not a loopback address: give --auth-file (or --insecure to serve without auth)", f.apiAddr)
+	}
+	if !f.insecure && !loopback(f.raftAddr) && cfg.TLS == nil {
+		return fmt.Errorf("--raft-addr %s is not a loopback address: give --raft-tls-cert/key/ca (or --insecure)", f.raftAddr)
+	}
 
 	// Listen before opening the node so a taken port fails fast.
 	l, err := net.Listen("tcp", f.apiAddr)
@@ -94,24 +130,35 @@ func serve(ctx context.Context, f *serveFlags) error {
 
 	reg := prometheus.NewRegistry()
 	metrics := server.NewMetrics(reg)
+	cfg.CommitLatency = metrics.ObserveCommit
 	node, err := cluster.Open(cfg, metrics)
 	if err != nil {
 		return err
 	}
+	metrics.WatchNode(node)
 	defer node.Close()
-	srv, err := server.New(server.Config{Node: node, NodeID: f.nodeID, Logger: log, Registry: reg, Metrics: metrics})
+	srv, err := server.New(server.Config{Node: node, NodeID: f.nodeID, Logger: log, Registry: reg, Metrics: metrics,
+		Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg})
 	if err != nil {
 		return err
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
-	log.Info("leasehold serving", "api", "http://"+l.Addr().String(), "raft", f.raftAddr, "data_dir", f.dataDir, "node_id", f.nodeID)
+	scheme := "http://"
+	if apiTLSCfg != nil {
+		scheme = "https://"
+	}
+	log.Info("leasehold serving", "api", scheme+l.Addr().String(), "auth", auth != nil, "raft_tls", cfg.TLS != nil, "raft", f.raftAddr, "data_dir", f.dataDir, "node_id", f.nodeID)
 	if cfg.Join {
 		adv := f.advertise
 		if adv == "" {
 			adv = f.raftAddr
 		}
-		go join(ctx, log, f.join, f.nodeID, adv)
+		c, err := (&globals{endpoints: f.join, tokenFile: g.tokenFile, caFile: g.caFile, certFile: g.certFile, keyFile: g.keyFile}).client()
+		if err != nil {
+			return err
+		}
+		go join(ctx, log, c, f.join, f.nodeID, adv)
 	}
 
 	select {
@@ -159,17 +206,16 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 // join asks a running cluster to add this node as a voter, retrying until
 // it is a member or ctx ends. A node that is already a member (a restart)
 // is added again harmlessly.
-func join(ctx context.Context, log *slog.Logger, url, id, raftAddr string) {
-	c := leaseholdv1connect.NewClusterClient(http.DefaultClient, strings.TrimRight(url, "/"))
+func join(ctx context.Context, log *slog.Logger, c *client.Client, via, id, raftAddr string) {
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, 35*time.Second)
-		_, err := c.AddVoter(cctx, connect.NewRequest(&pb.AddVoterRequest{Id: id, RaftAddr: raftAddr}))
+		err := c.AddVoter(cctx, id, raftAddr)
 		cancel()
 		if err == nil {
-			log.Info("joined the cluster", "via", url)
+			log.Info("joined the cluster", "via", via)
 			return
 		}
-		log.Warn("could not join yet; retrying", "via", url, "err", err)
+		log.Warn("could not join yet; retrying", "via", via, "err", err)
 		select {
 		case <-ctx.Done():
 			return

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold/server"
+)
+
+// certPool reads PEM certificates from path.
+func certPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// apiTLS is the API's server TLS config: a certificate, and with clientCA
+// set, required client certificates (mTLS).
+func apiTLS(cert, key, clientCA string) (*tls.Config, error) {
+	if cert == "" && key == "" {
+		if clientCA != "" {
+			return nil, fmt.Errorf("--tls-client-ca needs --tls-cert and --tls-key")
+		}
+		return nil, nil
+	}
+	kp, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		if cfg.ClientCAs, err = certPool(clientCA); err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// raftTLS is the node-to-node mutual TLS config: this node's certificate
+// serves and dials; the CA verifies the other side both ways.
+func raftTLS(cert, key, ca string) (*tls.Config, error) {
+	if cert == "" && key == "" && ca == "" {
+		return nil, nil
+	}
+	if cert == "" || key == "" || ca == "" {
+		return nil, fmt.Errorf("raft TLS needs all of --raft-tls-cert, --raft-tls-key and --raft-tls-ca")
+	}
+	kp, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("--raft-tls-cert/--raft-tls-key: %w", err)
+	}
+	pool, err := certPool(ca)
+	if err != nil {
+		return nil, fmt.Errorf("--raft-tls-ca: %w", err)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{kp},
+		RootCAs:      pool,
+		ClientCAs:    pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS12,
+	}, nil
+}
+
+// clientTLS is the CLI's TLS config for https endpoints.
+func clientTLS(ca, cert, key string) (*tls.Config, error) {
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pool, err := certPool(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		cfg.RootCAs = pool
+	}
+	if cert != "" || key != "" {
+		kp, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("--cert-file/--key-file: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{kp}
+	}
+	return cfg, nil
+}
+
+// loopback reports whether addr (host:port) only listens on loopback.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// readToken reads a bearer token from a file (the first line, trimmed).
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+func newAuth() *cobra.Command {
+	cmd := &cobra.Command{Use: "auth", Short: "Make bearer tokens for the auth file"}
+	var role string
+	var prefixes []string
+	token := &cobra.Command{
+		Use:   "token NAME",
+		Short: "Make a random token; print it once, and the auth-file entry that stores only its hash",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b := make([]byte, 32)
+			rand.Read(b)
+			tok := hex.EncodeToString(b)
+			entry := server.TokenEntry{Name: args[0], SHA256: server.HashToken(tok), Role: role, Prefixes: prefixes}
+			if _, err := server.NewAuthenticator(server.AuthFile{Tokens: []server.TokenEntry{entry}}); err != nil {
+				return err
+			}
+			line, _ := json.Marshal(entry)
+			fmt.Fprintf(cmd.OutOrStdout(), "token (give it to %s; it is not stored): %s\nauth-file entry:\n%s\n", args[0], tok, line)
+			return nil
+		},
+	}
+	token.Flags().StringVar(&role, "role", "worker", "worker, operator or admin")
+	token.Flags().StringSliceVar(&prefixes, "prefix", nil, "resource/key prefixes a worker may touch (repeatable)")
+	cmd.AddCommand(token)
+	return cmd
+}
