@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -158,6 +159,11 @@ func TestRenewSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOps(t, rep, "renew", "renew lag")
+	var svg bytes.Buffer
+	if err := rep.WriteSVG(&svg); err != nil {
+		t.Fatal(err)
+	}
+	checkSVG(t, &svg)
 	r := rep.Renew
 	if r == nil || r.Granted != 40 || r.Lost != 0 || r.HeldAtEnd != 40 || r.Released != 40 {
 		t.Fatalf("renew report %+v", r)

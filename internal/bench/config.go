@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/leasehold/leasehold/client"
 )
 
 // Workload names.
@@ -22,6 +24,10 @@ const (
 type Config struct {
 	// Endpoints are the node URLs the clients talk to.
 	Endpoints []string
+	// NewClient, if set, makes the clients (with credentials and TLS);
+	// each worker of lock and contend gets its own. By default a plain
+	// client of Endpoints that logs nothing.
+	NewClient func() (*client.Client, error)
 	// Target describes the endpoints in the report (e.g. "embedded node").
 	Target string
 

@@ -54,7 +54,7 @@ func progressLine(r *runner, w workload, n int64, cur float64, elapsed time.Dura
 			if of == "" {
 				of = fmt.Sprintf("%s %s", commas(n), w.unit())
 			}
-			of += fmt.Sprintf(", %.0fs/%s", win.Seconds(), r.cfg.Duration)
+			of += fmt.Sprintf(", %.1fs/%s", win.Seconds(), r.cfg.Duration)
 		}
 		frac = min(max(frac, 0), 1)
 		full := int(frac * barWidth)

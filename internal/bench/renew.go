@@ -263,14 +263,14 @@ func (w *renewWorkload) finish(rep *Report, st []*stats) {
 		LostDeadline: w.lostLate.Load(),
 		Period:       w.period.String(),
 		RequiredRate: float64(setupHist.Count()) / w.period.Seconds(),
-		SetupSeconds: setup.Seconds(),
+		SetupSeconds: round3(setup.Seconds()),
 	}
 	if setup > 0 {
-		rr.SetupRate = float64(setupHist.Count()) / setup.Seconds()
+		rr.SetupRate = rate(setupHist.Count(), setup)
 	}
 	rep.Renew = rr
 	// The setup acquires are not part of the measurement.
-	rep.Ops = rep.Ops[:opSetupAcq]
+	rep.Ops, rep.hists = rep.Ops[:opSetupAcq], rep.hists[:opSetupAcq]
 }
 
 // release gives back every lease still held, from a pool of workers, until

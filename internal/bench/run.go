@@ -3,9 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +23,7 @@ const (
 
 // runner is the state shared by a run's workers.
 type runner struct {
-	cfg   Config
+	cfg Config
 	ctx context.Context // canceled on interrupt
 	// opCtx carries the operations. It is canceled drainTimeout after the
 	// measurement ends (normally or on interrupt), not at once: an acquire
@@ -153,9 +151,6 @@ func (s *stats) fail(r *runner, err error) {
 	if r.opCtx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return
 	}
-	if os.Getenv("BENCH_DEBUG") != "" {
-		fmt.Fprintf(os.Stderr, "DEBUG %s phase=%d opctx=%v: %v\n", time.Now().Format("15:04:05.000"), r.phase.Load(), r.opCtx.Err(), err)
-	}
 	s.errs[errorCode(err)]++
 }
 
@@ -197,6 +192,9 @@ type workload interface {
 }
 
 func newClient(cfg Config) (*client.Client, error) {
+	if cfg.NewClient != nil {
+		return cfg.NewClient()
+	}
 	return client.New(client.Config{
 		Endpoints: cfg.Endpoints,
 		Logger:    slog.New(slog.DiscardHandler),

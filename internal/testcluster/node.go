@@ -56,6 +56,11 @@ func FreeAddr(t testing.TB) string {
 // waits until it leads, and stops it when the test ends.
 func StartNode(t testing.TB, dir string, opts ...Option) *Node {
 	t.Helper()
+	return startNode(t, dir, nil, opts...)
+}
+
+func startNode(t testing.TB, dir string, srv func(*server.Config), opts ...Option) *Node {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -66,7 +71,11 @@ func StartNode(t testing.TB, dir string, opts ...Option) *Node {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	n, err := Open(cfg, "127.0.0.1:0")
+	var srvOpts []func(*server.Config)
+	if srv != nil {
+		srvOpts = append(srvOpts, srv)
+	}
+	n, err := Open(cfg, "127.0.0.1:0", srvOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +90,26 @@ func StartNode(t testing.TB, dir string, opts ...Option) *Node {
 
 // Open starts a node with cfg and serves its API on apiAddr. It does not
 // wait for a leader. The caller stops it.
-func Open(cfg cluster.Config, apiAddr string) (*Node, error) {
+func Open(cfg cluster.Config, apiAddr string, srvOpts ...func(*server.Config)) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	metrics := server.NewMetrics(reg)
-	cn, err := cluster.Open(cfg, metrics)
+	// The node reports commit latency to this registry's metrics; n.Config
+	// keeps cfg as given, so a restart wires the new registry.
+	ncfg := cfg
+	ncfg.CommitLatency = metrics.ObserveCommit
+	if own := cfg.CommitLatency; own != nil {
+		ncfg.CommitLatency = func(d time.Duration) { own(d); metrics.ObserveCommit(d) }
+	}
+	cn, err := cluster.Open(ncfg, metrics)
 	if err != nil {
 		return nil, fmt.Errorf("open node %s: %w", cfg.NodeID, err)
 	}
-	srv, err := server.New(server.Config{Node: cn, NodeID: cfg.NodeID, Logger: cfg.Logger, Registry: reg, Metrics: metrics})
+	metrics.WatchNode(cn)
+	scfg := server.Config{Node: cn, NodeID: cfg.NodeID, Logger: cfg.Logger, Registry: reg, Metrics: metrics}
+	for _, o := range srvOpts {
+		o(&scfg)
+	}
+	srv, err := server.New(scfg)
 	if err != nil {
 		cn.Close()
 		return nil, err

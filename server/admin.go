@@ -1,0 +1,272 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+	"github.com/leasehold/leasehold/fsm"
+)
+
+// adminAPI implements leaseholdv1connect.AdminHandler: inspection, forced
+// release and the audit log. Roles are checked by the guard interceptor
+// (auth.go), not here.
+type adminAPI struct {
+	s     *Server
+	mu    sync.Mutex
+	peers map[string]leaseholdv1connect.AdminClient // by raft address, for forwarding
+}
+
+func newAdminAPI(s *Server) *adminAPI {
+	return &adminAPI{s: s, peers: make(map[string]leaseholdv1connect.AdminClient)}
+}
+
+// at is the Admin client for the node at raft address addr, over the
+// forwarder's transport.
+func (h *adminAPI) at(addr string) leaseholdv1connect.AdminClient {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.peers[addr]
+	if c == nil {
+		c = leaseholdv1connect.NewAdminClient(h.s.fwd.http, "http://"+addr)
+		h.peers[addr] = c
+	}
+	return c
+}
+
+// Health marks (see Lock in admin.proto).
+const (
+	// progressStaleTTLs: a progress note older than this many TTLs is stale.
+	progressStaleTTLs = 3
+)
+
+func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksRequest]) (*connect.Response[pb.LocksResponse], error) {
+	s, m := h.s, req.Msg
+	after, limit, err := locksParams(m)
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	out := &pb.LocksResponse{}
+	err = s.node.Read(ctx, func(st *fsm.State) {
+		now := time.Now()
+		if m.Resource != "" {
+			var holder *leasehold.Lease
+			if l, ok := st.Holder(m.Resource); ok {
+				holder = &l
+			}
+			out.Locks = []*pb.Lock{s.lockPB(st, now, m.Resource, holder, true)}
+			return
+		}
+		ls := st.Leases(after, limit+1, m.Prefix)
+		if len(ls) > limit {
+			ls = ls[:limit]
+			out.NextPageToken = strconv.FormatUint(ls[limit-1].ID, 10)
+		}
+		for i := range ls {
+			for _, r := range ls[i].Resources {
+				if strings.HasPrefix(r, m.Prefix) {
+					out.Locks = append(out.Locks, s.lockPB(st, now, r, &ls[i], false))
+				}
+			}
+		}
+	})
+	if addr, ok := leaderFor(req, err); ok {
+		return h.at(addr).Locks(ctx, forwarded(s.fwd, req, m))
+	}
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func locksParams(m *pb.LocksRequest) (after uint64, limit int, err error) {
+	if err := leasehold.ValidateName("resource", m.Resource, leasehold.MaxResourceLen, false); err != nil {
+		return 0, 0, err
+	}
+	if m.Resource != "" && (m.Prefix != "" || m.PageSize != 0 || m.PageToken != "") {
+		return 0, 0, leasehold.Errorf(leasehold.CodeInvalid,
+			"resource names one resource: give it without prefix, page_size or page_token")
+	}
+	return listParams(&pb.ListRequest{Prefix: m.Prefix, PageSize: m.PageSize, PageToken: m.PageToken})
+}
+
+// lockPB describes resource and its holder l (nil: free) as an operator
+// sees it. It runs inside node.Read, on the leader: the countdown and age
+// come from the leader's timers, wall times only serve display. full adds
+// the waiter list and the lock-delay.
+func (s *Server) lockPB(st *fsm.State, now time.Time, resource string, l *leasehold.Lease, full bool) *pb.Lock {
+	out := &pb.Lock{Resource: resource}
+	ws := st.Waiters(resource)
+	out.Waiters = uint32(len(ws))
+	if len(ws) > 0 {
+		oldest := ws[0].QueuedAt
+		for _, w := range ws[1:] {
+			if w.QueuedAt.Before(oldest) {
+				oldest = w.QueuedAt
+			}
+		}
+		out.OldestWait = durationpb.New(max(0, now.Sub(oldest)))
+	}
+	if full {
+		for _, w := range ws {
+			out.WaiterList = append(out.WaiterList, &pb.QueuedWaiter{
+				Resources: slices.Clone(w.Resources), Owner: w.Owner, Operation: w.Operation,
+				Wait: durPB(w.Wait), QueuedAt: timePB(w.QueuedAt), Waiting: durationpb.New(max(0, now.Sub(w.QueuedAt))),
+			})
+		}
+		if d, ok := st.LockDelay(resource); ok {
+			out.LockDelay = durPB(d)
+		}
+	}
+	if l == nil {
+		return out
+	}
+	out.LeaseId, out.Owner, out.Operation, out.Token = l.ID, l.Owner, l.Operation, l.Token
+	out.LeaseResources = slices.Clone(l.Resources)
+	out.Metadata = maps.Clone(l.Metadata)
+	out.AcquiredAt, out.RenewedAt = timePB(l.AcquiredAt), timePB(l.RenewedAt)
+	out.Ttl, out.MaxHold = durPB(l.TTL), durPB(l.MaxHold)
+	out.RenewCount = l.RenewCount
+	out.Progress, out.ProgressAt = l.Progress, timePB(l.ProgressAt)
+	held := s.node.LeaseAge(l.ID)
+	out.HeldFor = durationpb.New(held)
+	left, known := s.node.ExpiresIn(l.ID)
+	if known {
+		out.ExpiresIn = durationpb.New(left)
+	}
+	out.RenewalOverdue = known && renewalOverdue(l, held, left)
+	out.ProgressStale = l.Progress != "" && !l.ProgressAt.IsZero() && now.Sub(l.ProgressAt) > progressStaleTTLs*l.TTL
+	return out
+}
+
+// renewalOverdue: no successful renewal for more than half the TTL. A
+// renewal restarts the countdown at the TTL, so that is a countdown below
+// TTL/2 on a lease older than TTL/2. A lease within TTL/2 of its max hold
+// cannot be renewed past it, so its short countdown is no sign of trouble.
+func renewalOverdue(l *leasehold.Lease, held, left time.Duration) bool {
+	half := l.TTL / 2
+	if l.MaxHold > 0 && l.MaxHold-(held+left) < half {
+		return false
+	}
+	return held > half && left < half
+}
+
+func (h *adminAPI) ForceRelease(ctx context.Context, req *connect.Request[pb.ForceReleaseRequest]) (*connect.Response[pb.ForceReleaseResponse], error) {
+	s, m := h.s, req.Msg
+	cmd, err := forceReleaseCommand(m, Identity(ctx))
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	// A forwarded copy must carry the request ID chosen here; the leader
+	// authenticates the caller again from the forwarded credentials.
+	m.RequestId = cmd.RequestID
+	res, err := s.node.Propose(ctx, cmd)
+	if addr, ok := leaderFor(req, err); ok {
+		return h.at(addr).ForceRelease(ctx, forwarded(s.fwd, req, m))
+	}
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		s.log.Info("forced release refused", "actor", cmd.Actor, "resource", cmd.Resource,
+			slog.Uint64("lease", cmd.LeaseID), "err", err)
+		return nil, api.ToConnect(err)
+	}
+	if !res.Dup { // a retry was logged and counted the first time
+		s.metrics.ForcedReleases.Inc()
+		s.log.Warn("forced release: the holder may still be writing; only fenced resources are safe from it",
+			"actor", cmd.Actor, "reason", cmd.Reason, "resource", cmd.Resource,
+			slog.Uint64("lease", res.Lease.ID), slog.Uint64("token", res.Lease.Token),
+			"owner", res.Lease.Owner, "operation", res.Lease.Operation)
+	}
+	return connect.NewResponse(&pb.ForceReleaseResponse{Lease: leasePB(res.Lease, -1)}), nil
+}
+
+func forceReleaseCommand(m *pb.ForceReleaseRequest, actor string) (*fsm.ForceRelease, error) {
+	if err := leasehold.ValidateName("resource", m.Resource, leasehold.MaxResourceLen, true); err != nil {
+		return nil, err
+	}
+	if m.LeaseId == 0 {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid,
+			"lease_id must be set: the id of the lease seen holding the resource (leasehold locks show RESOURCE), so a newer holder is never released by mistake")
+	}
+	if m.Reason == "" {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid,
+			"reason must say why the release is forced (1 to %d bytes); it is kept in the audit log", fsm.MaxReasonLen)
+	}
+	if err := leasehold.ValidateName("reason", m.Reason, fsm.MaxReasonLen, true); err != nil {
+		return nil, err
+	}
+	if err := leasehold.ValidateName("actor", actor, leasehold.MaxOwnerLen, true); err != nil {
+		return nil, err
+	}
+	id, err := requestID(m.RequestId)
+	if err != nil {
+		return nil, err
+	}
+	return &fsm.ForceRelease{RequestID: id, Resource: m.Resource, LeaseID: m.LeaseId, Actor: actor, Reason: m.Reason}, nil
+}
+
+func (h *adminAPI) Audit(ctx context.Context, req *connect.Request[pb.AuditRequest]) (*connect.Response[pb.AuditResponse], error) {
+	s, m := h.s, req.Msg
+	since, limit, err := auditParams(m)
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	out := &pb.AuditResponse{}
+	err = s.node.Read(ctx, func(st *fsm.State) {
+		var from time.Time
+		if since > 0 {
+			from = time.Now().Add(-since)
+		}
+		recs := st.Audit(from, math.MaxInt)
+		if len(recs) > limit {
+			out.Truncated = true
+			recs = recs[len(recs)-limit:]
+		}
+		for _, a := range recs {
+			out.Records = append(out.Records, &pb.AuditRecord{
+				Index: a.Index, Time: timePB(a.Time), Actor: a.Actor, Action: a.Action, Resource: a.Resource,
+				LeaseId: a.LeaseID, Token: a.Token, Owner: a.Owner, Operation: a.Operation, Reason: a.Reason,
+			})
+		}
+	})
+	if addr, ok := leaderFor(req, err); ok {
+		return h.at(addr).Audit(ctx, forwarded(s.fwd, req, m))
+	}
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func auditParams(m *pb.AuditRequest) (since time.Duration, limit int, err error) {
+	if since, err = duration("since", m.Since, 0); err != nil {
+		return 0, 0, err
+	}
+	if since < 0 {
+		return 0, 0, leasehold.Errorf(leasehold.CodeInvalid, "since is %v; it must not be negative", since)
+	}
+	switch {
+	case m.Limit < 0 || m.Limit > leasehold.MaxListLimit:
+		return 0, 0, leasehold.Errorf(leasehold.CodeInvalid, "limit is %d; it must be between 1 and %d", m.Limit, leasehold.MaxListLimit)
+	case m.Limit == 0:
+		limit = leasehold.DefaultListLimit
+	default:
+		limit = int(m.Limit)
+	}
+	return since, limit, nil
+}
