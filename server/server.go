@@ -60,6 +60,9 @@ type Server struct {
 	// their place in line) instead of holding the shutdown up.
 	base       context.Context
 	cancelBase context.CancelFunc
+	// tls is kept apart from http.TLSConfig, which net/http fills in on
+	// first use even for plain listeners.
+	tls bool
 }
 
 // New builds a server. It registers node gauges and Go runtime metrics on
@@ -76,6 +79,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Node, cfg.NodeID)}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
+	s.tls = cfg.TLS != nil
 	cfg.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -151,7 +155,7 @@ func (s *Server) Serve(l net.Listener) error {
 		go s.http.Serve(s.node.ForwardListener())
 	})
 	var err error
-	if s.http.TLSConfig != nil {
+	if s.tls {
 		err = s.http.ServeTLS(l, "", "")
 	} else {
 		err = s.http.Serve(l)
