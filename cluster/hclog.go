@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -34,7 +35,16 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 		return
 	}
 	all := append([]any{"component", a.name}, a.args...)
-	a.l.Log(context.Background(), lv, msg, append(all, args...)...)
+	for _, v := range args {
+		// hclog.Fmt defers formatting to the logger.
+		if f, ok := v.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				v = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+		all = append(all, v)
+	}
+	a.l.Log(context.Background(), lv, msg, all...)
 }
 
 func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
