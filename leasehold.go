@@ -43,6 +43,7 @@ type Lease struct {
 	RenewedAt  time.Time // leader's wall clock, for display only
 	RenewCount uint64
 	Progress   string
+	ProgressAt time.Time // leader's wall clock when Progress was last reported, for display only
 }
 
 // ValidateName checks a resource name, owner or operation: non-empty when

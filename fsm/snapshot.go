@@ -9,13 +9,17 @@ import (
 	"github.com/leasehold/leasehold"
 )
 
-// Snapshot layout (version 1): magic, version, counters, then leases by id,
+// Snapshot layout (version 2): magic, version, counters, then leases by id,
 // lock-delays by resource, waiters by arrival, dedup records by arrival.
 // Everything is written in a fixed order, so equal states give equal bytes.
+// Version 2 added each lease's ProgressAt; version 1 snapshots still
+// restore (with ProgressAt unknown, i.e. zero).
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = 1
+	snapVersion = 2
+	// snapOldest is the oldest snapshot version Restore reads.
+	snapOldest = 1
 )
 
 // Snapshot encodes the whole state.
@@ -98,10 +102,11 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 	if len(data) < len(snapMagic)+1 || string(data[:len(snapMagic)]) != snapMagic {
 		return nil, errors.New("fsm: not a leasehold snapshot")
 	}
-	if v := data[len(snapMagic)]; v != snapVersion {
-		return nil, fmt.Errorf("fsm: snapshot version %d is not supported by this node (%d)", v, snapVersion)
+	v := data[len(snapMagic)]
+	if v < snapOldest || v > snapVersion {
+		return nil, fmt.Errorf("fsm: snapshot version %d is not supported by this node (%d to %d)", v, snapOldest, snapVersion)
 	}
-	d := decoder{b: data[len(snapMagic)+1:]}
+	d := decoder{b: data[len(snapMagic)+1:], snapV1: v == 1}
 	s := New(cfg, obs)
 	s.lastIndex = d.uvarint()
 	s.lastToken = d.uvarint()
@@ -203,6 +208,7 @@ func encodeLease(e *encoder, l *leasehold.Lease) {
 	e.varint(timeNanos(l.RenewedAt))
 	e.uvarint(l.RenewCount)
 	e.str(l.Progress)
+	e.varint(timeNanos(l.ProgressAt)) // since snapshot version 2
 }
 
 func decodeLease(d *decoder, l *leasehold.Lease) {
@@ -219,6 +225,9 @@ func decodeLease(d *decoder, l *leasehold.Lease) {
 	l.RenewedAt = nanosTime(d.varint())
 	l.RenewCount = d.uvarint()
 	l.Progress = d.str()
+	if !d.snapV1 {
+		l.ProgressAt = nanosTime(d.varint())
+	}
 }
 
 func encodeResult(e *encoder, r Result) {

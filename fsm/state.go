@@ -423,6 +423,7 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 	l.RenewedAt = time.Unix(0, now).UTC()
 	if c.Progress != "" {
 		l.Progress = c.Progress
+		l.ProgressAt = l.RenewedAt
 	}
 	view := l.Lease
 	s.obs.Renewed(&view, remaining)

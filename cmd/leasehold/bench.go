@@ -103,6 +103,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		}
 		cfg.Target = strings.Join(cfg.Endpoints, ",")
 		cfg.Cleanup = true
+		cfg.NewClient = g.client // --token-file and TLS flags apply
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -88,6 +88,7 @@ func newRoot() *cobra.Command {
 		newRun(g),
 		newBench(g),
 		newCluster(g),
+		newLocks(g), newForceRelease(g), newAudit(g),
 	)
 	return root
 }

@@ -1,0 +1,370 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/client"
+)
+
+// Operators' commands: locks, locks show, force-release and audit.
+
+const (
+	markOverdue = "renewal-overdue"
+	markStale   = "progress-stale"
+)
+
+var markHelp = map[string]string{
+	markOverdue: "no renewal for over half the TTL: the holder is stuck, cut off or gone, and the lease is about to expire",
+	markStale:   "the last progress note is older than 3 TTLs: the holder renews without visible progress",
+}
+
+func marks(l *pb.Lock) []string {
+	var m []string
+	if l.RenewalOverdue {
+		m = append(m, markOverdue)
+	}
+	if l.ProgressStale {
+		m = append(m, markStale)
+	}
+	return m
+}
+
+// stamp shows a leader's wall-clock time for display.
+func stamp(ts *timestamppb.Timestamp, layout string) string {
+	if ts == nil {
+		return "never"
+	}
+	return ts.AsTime().Local().Format(layout)
+}
+
+// clip shortens s to n runes for a table cell.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// pdur shows a duration, or "-" if unset.
+func pdur(d *durationpb.Duration) string {
+	if d == nil {
+		return "-"
+	}
+	return d.AsDuration().Round(time.Millisecond).String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newLocks(g *globals) *cobra.Command {
+	var asJSON bool
+	var prefix string
+	cmd := &cobra.Command{
+		Use:   "locks",
+		Short: "Show who holds which resource, for how long, how it renews and progresses, and who waits",
+		Long: "Lists every held resource with its lease, owner, operation, fencing token, age, countdown,\n" +
+			"renewals, last progress note and waiters, and marks the unhealthy ones:\n" +
+			"  " + markOverdue + ": " + markHelp[markOverdue] + "\n" +
+			"  " + markStale + ": " + markHelp[markStale] + "\n" +
+			"Needs the operator role.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.ctx(cmd.Context(), 0)
+			defer cancel()
+			locks, err := c.Locks(ctx, client.LocksQuery{Prefix: prefix})
+			if err != nil {
+				return err
+			}
+			sort.SliceStable(locks, func(i, j int) bool { return locks[i].Resource < locks[j].Resource })
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(w, &pb.LocksResponse{Locks: locks})
+			}
+			if len(locks) == 0 {
+				fmt.Fprintln(w, "no resource is held")
+				return nil
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RESOURCE\tLEASE\tTOKEN\tOWNER\tOPERATION\tHELD\tEXPIRES IN\tTTL\tRENEWALS\tLAST RENEWAL\tPROGRESS\tWAITERS\tOLDEST WAIT\tMARKS")
+			seen := map[string]bool{}
+			for _, l := range locks {
+				m := marks(l)
+				for _, k := range m {
+					seen[k] = true
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n",
+					l.Resource, l.LeaseId, l.Token, orDash(l.Owner), orDash(l.Operation), pdur(l.HeldFor), pdur(l.ExpiresIn),
+					pdur(l.Ttl), l.RenewCount, stamp(l.RenewedAt, "15:04:05"), orDash(clip(l.Progress, 32)), l.Waiters,
+					pdur(l.OldestWait), orDash(strings.Join(m, ",")))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, k := range []string{markOverdue, markStale} {
+				if seen[k] {
+					fmt.Fprintf(w, "%s: %s\n", k, markHelp[k])
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "only resources starting with this")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(newLocksShow(g))
+	return cmd
+}
+
+func newLocksShow(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show RESOURCE",
+		Short: "Show one resource in full: its holder, health marks and every waiter",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.ctx(cmd.Context(), 0)
+			defer cancel()
+			l, err := lockOf(ctx, c, args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(w, l)
+			}
+			printLock(w, l)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// lockOf asks for one resource, held or free, with its waiters.
+func lockOf(ctx context.Context, c *client.Client, resource string) (*pb.Lock, error) {
+	ls, err := c.Locks(ctx, client.LocksQuery{Resource: resource})
+	if err != nil {
+		return nil, err
+	}
+	if len(ls) != 1 {
+		return nil, fmt.Errorf("the server answered with %d entries for one resource", len(ls))
+	}
+	return ls[0], nil
+}
+
+// printLock prints one resource in full.
+func printLock(w io.Writer, l *pb.Lock) {
+	const full = "2006-01-02 15:04:05 MST"
+	if l.LeaseId == 0 {
+		fmt.Fprintf(w, "%s: free\n", l.Resource)
+	} else {
+		fmt.Fprintf(w, "%s: held by lease %d\n", l.Resource, l.LeaseId)
+		fmt.Fprintf(w, "  owner:        %s\n", orDash(l.Owner))
+		fmt.Fprintf(w, "  operation:    %s\n", orDash(l.Operation))
+		fmt.Fprintf(w, "  token:        %d\n", l.Token)
+		if len(l.LeaseResources) > 1 {
+			fmt.Fprintf(w, "  lease holds:  %s\n", strings.Join(l.LeaseResources, ", "))
+		}
+		fmt.Fprintf(w, "  acquired at:  %s (held for %s)\n", stamp(l.AcquiredAt, full), pdur(l.HeldFor))
+		fmt.Fprintf(w, "  expires in:   %s (ttl %s", pdur(l.ExpiresIn), pdur(l.Ttl))
+		if l.MaxHold != nil {
+			fmt.Fprintf(w, ", max hold %s", pdur(l.MaxHold))
+		}
+		fmt.Fprintln(w, ")")
+		fmt.Fprintf(w, "  renewals:     %d, last at %s\n", l.RenewCount, stamp(l.RenewedAt, full))
+		if l.Progress != "" {
+			fmt.Fprintf(w, "  progress:     %s (reported at %s)\n", l.Progress, stamp(l.ProgressAt, full))
+		}
+		if len(l.Metadata) > 0 {
+			keys := make([]string, 0, len(l.Metadata))
+			for k := range l.Metadata {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = fmt.Sprintf("%s=%q", k, l.Metadata[k])
+			}
+			fmt.Fprintf(w, "  metadata:     %s\n", strings.Join(parts, " "))
+		}
+		for _, m := range marks(l) {
+			fmt.Fprintf(w, "  MARK %s: %s\n", m, markHelp[m])
+		}
+	}
+	if l.LockDelay != nil {
+		fmt.Fprintf(w, "  in lock-delay (%s) after an expiry or a forced release\n", pdur(l.LockDelay))
+	}
+	if l.Waiters == 0 {
+		fmt.Fprintln(w, "  waiters:      none")
+		return
+	}
+	fmt.Fprintf(w, "  waiters:      %d, the first queued for %s\n", l.Waiters, pdur(l.OldestWait))
+	for i, wt := range l.WaiterList {
+		fmt.Fprintf(w, "  %3d. owner %s, operation %s, wants %s, queued for %s (waits up to %s)\n",
+			i+1, orDash(wt.Owner), orDash(wt.Operation), strings.Join(wt.Resources, ", "), pdur(wt.Waiting), pdur(wt.Wait))
+	}
+}
+
+// stdinIsTerminal reports whether r is an interactive terminal, where a
+// person can answer a confirmation.
+var stdinIsTerminal = func(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func newForceRelease(g *globals) *cobra.Command {
+	var leaseID uint64
+	var reason string
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "force-release RESOURCE --lease ID --reason TEXT [--yes]",
+		Short: "End the lease holding RESOURCE without its secret, and record who did it and why",
+		Long: "Ends the lease holding RESOURCE if it is still the lease given with --lease (see\n" +
+			"leasehold locks show RESOURCE), so a newer holder is never released by mistake. The\n" +
+			"holder is not told and may still be writing: only resources that check fencing tokens\n" +
+			"are safe from it. The actor (your identity), the reason, the time, the lease and its\n" +
+			"token go to the replicated audit log (leasehold audit). Asks for confirmation unless\n" +
+			"--yes; without a terminal it needs --yes. Needs the admin role.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			resource := args[0]
+			if leaseID == 0 {
+				return errors.New("--lease is required: the id of the lease holding the resource (leasehold locks show " + resource + ")")
+			}
+			if strings.TrimSpace(reason) == "" {
+				return errors.New("--reason is required: why the release is forced (kept in the audit log)")
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.ctx(cmd.Context(), 0)
+			defer cancel()
+			l, err := lockOf(ctx, c, resource)
+			if err != nil {
+				return err
+			}
+			if l.LeaseId == 0 {
+				return fmt.Errorf("%s is not held: nothing to release", resource)
+			}
+			if l.LeaseId != leaseID {
+				return fmt.Errorf("%s is held by lease %d (owner %s, operation %s), not lease %d: look again with leasehold locks show %s",
+					resource, l.LeaseId, orDash(l.Owner), orDash(l.Operation), leaseID, resource)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "About to force the release of %s:\n", resource)
+			printLock(w, l)
+			fmt.Fprintf(w, "\nRisk: the holder is not told and may still be writing. Only resources that check the\n"+
+				"fencing token are safe from it (they refuse token %d once a newer holder writes).\n", l.Token)
+			if len(l.LeaseResources) > 1 {
+				fmt.Fprintf(w, "The whole lease ends: it also frees %s.\n", strings.Join(l.LeaseResources, ", "))
+			}
+			fmt.Fprintf(w, "Reason for the audit log: %s\n", reason)
+			if !yes {
+				in := cmd.InOrStdin()
+				if !stdinIsTerminal(in) {
+					return errors.New("not released: confirmation needs a terminal; pass --yes to confirm without one")
+				}
+				fmt.Fprint(cmd.ErrOrStderr(), `Type "yes" to force the release: `)
+				answer, err := bufio.NewReader(in).ReadString('\n')
+				if err != nil && answer == "" {
+					return errors.New("not released: no answer on stdin; pass --yes to confirm without a terminal")
+				}
+				if strings.TrimSpace(answer) != "yes" {
+					return errors.New("not released: not confirmed")
+				}
+			}
+			ended, err := c.ForceRelease(ctx, resource, leaseID, reason)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "released lease %d (token %d, owner %s); recorded in the audit log\n",
+				ended.GetId(), ended.GetToken(), orDash(ended.GetOwner()))
+			return nil
+		},
+	}
+	cmd.Flags().Uint64Var(&leaseID, "lease", 0, "the id of the lease expected to hold RESOURCE (required)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the audit log: 1 to 512 bytes (required)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	return cmd
+}
+
+func newAudit(g *globals) *cobra.Command {
+	var asJSON bool
+	var since time.Duration
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Show the audit log of operator actions (forced releases), oldest first",
+		Long:  "Shows who forced which release, when and why. Needs the operator role.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if since < 0 {
+				return fmt.Errorf("--since %v: must not be negative", since)
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.ctx(cmd.Context(), 0)
+			defer cancel()
+			recs, truncated, err := c.Audit(ctx, since, limit)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(w, &pb.AuditResponse{Records: recs, Truncated: truncated})
+			}
+			if truncated {
+				fmt.Fprintf(cmd.ErrOrStderr(), "showing the newest %d records; older ones were left out (raise --limit or narrow --since)\n", len(recs))
+			}
+			if len(recs) == 0 {
+				fmt.Fprintln(w, "no audit records")
+				return nil
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tRESOURCE\tLEASE\tTOKEN\tOWNER\tOPERATION\tREASON")
+			for _, a := range recs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", stamp(a.Time, "2006-01-02 15:04:05 MST"),
+					a.Actor, a.Action, a.Resource, a.LeaseId, a.Token, orDash(a.Owner), orDash(a.Operation), a.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().DurationVar(&since, "since", 0, "only records from this long ago until now (0: every record kept)")
+	cmd.Flags().IntVar(&limit, "limit", 100, "show at most the newest this many records (1 to 1000)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
