@@ -213,7 +213,8 @@ type node struct {
 	raftAddr string
 	url      string
 	starts   int
-	p        *proc // the current process
+	args     []string // extra serve flags
+	p        *proc    // the current process
 }
 
 func newNode(t testing.TB) *node {
@@ -266,7 +267,7 @@ func (n *node) tryStart() error {
 	n.t.Helper()
 	n.starts++
 	n.p = startProc(n.t, n.dir, fmt.Sprintf("serve-%d", n.starts), childEnv(),
-		"serve", "--data-dir", n.dataDir, "--api-addr", n.apiAddr, "--raft-addr", n.raftAddr)
+		append([]string{"serve", "--data-dir", n.dataDir, "--api-addr", n.apiAddr, "--raft-addr", n.raftAddr}, n.args...)...)
 	p := n.p
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	var exitErr error

@@ -1,0 +1,117 @@
+package main_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/server"
+)
+
+// TestSecretsStaySecret acquires with a known secret under bearer-token
+// auth, drives every operator surface, and finds neither the secret nor
+// any bearer token in inspection output (text and JSON), the audit log,
+// /metrics, or the server's own debug logs (invariant 9).
+func TestSecretsStaySecret(t *testing.T) {
+	const (
+		secret      = "5ec4e75ec4e75ec4e75ec4e75ec4e75e"
+		workerTok   = "wrk-7f3a9c1e5b2d8f4a6c0e9b7d5f3a1c8e"
+		adminTok    = "adm-2b8d4f6a0c9e7b5d3f1a8c6e4b2d0f9a"
+		wrongSecret = "00000000000000000000000000000001"
+	)
+	dir := t.TempDir()
+	authFile := filepath.Join(dir, "auth.json")
+	auth := fmt.Sprintf(`{"tokens":[
+		{"name":"ci-worker","sha256":%q,"role":"worker","prefixes":["jobs/"]},
+		{"name":"alice","sha256":%q,"role":"admin"}]}`, server.HashToken(workerTok), server.HashToken(adminTok))
+	if err := os.WriteFile(authFile, []byte(auth), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminTokFile := filepath.Join(dir, "admin-token")
+	os.WriteFile(adminTokFile, []byte(adminTok+"\n"), 0o600)
+
+	n := newNode(t)
+	n.args = []string{"--auth-file", authFile, "--log-level", "debug", "--log-format", "json"}
+	n.start()
+
+	call := func(token, procedure, body string) string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", n.url+procedure, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("HTTP %d %s", resp.StatusCode, b)
+	}
+	acq := call(workerTok, "/leasehold.v1.Leases/Acquire",
+		fmt.Sprintf(`{"resources":["jobs/x"],"ttl":"60s","secret":%q,"owner":"w1","operation":"nightly"}`, secret))
+	if !strings.Contains(acq, "HTTP 200") {
+		t.Fatalf("acquire: %s", acq)
+	}
+	var leaseID uint64
+	fmt.Sscanf(acq[strings.Index(acq, `"id":"`)+6:], "%d", &leaseID)
+	var outputs []string
+	add := func(what, s string) { outputs = append(outputs, what+":\n"+s) }
+	add("renew", call(workerTok, "/leasehold.v1.Leases/Renew", fmt.Sprintf(`{"leaseId":"%d","secret":%q,"progress":"rows 1-10"}`, leaseID, secret)))
+	add("renew with a wrong secret", call(workerTok, "/leasehold.v1.Leases/Renew", fmt.Sprintf(`{"leaseId":"%d","secret":%q}`, leaseID, wrongSecret)))
+	add("worker inspecting", call(workerTok, "/leasehold.v1.Leases/Get", `{"resource":"jobs/x"}`))
+
+	env := append(childEnv(), "LEASEHOLD_TOKEN_FILE="+adminTokFile)
+	cli := func(args ...string) {
+		t.Helper()
+		r := lhEnv(t, env, append([]string{args[0], "--endpoints", n.url}, args[1:]...)...)
+		if r.code != 0 {
+			t.Fatalf("leasehold %s: %s", strings.Join(args, " "), r)
+		}
+		add("leasehold "+strings.Join(args, " "), r.stdout+r.stderr)
+	}
+	cli("locks")
+	cli("locks", "--json")
+	cli("locks", "show", "jobs/x")
+	cli("locks", "show", "jobs/x", "--json")
+	cli("status", "jobs/x", "--json")
+	cli("list", "--json")
+	cli("force-release", "jobs/x", "--lease", fmt.Sprint(leaseID), "--reason", "secrets test", "--yes")
+	cli("audit")
+	cli("audit", "--json")
+	add("release after the forced release", call(workerTok, "/leasehold.v1.Leases/Release", fmt.Sprintf(`{"leaseId":"%d","secret":%q}`, leaseID, secret)))
+
+	resp, err := http.Get(n.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	add("/metrics", string(metrics))
+
+	n.signal(syscall.SIGTERM)
+	if !n.p.wait(10 * time.Second) {
+		t.Fatal("serve did not stop")
+	}
+	add("server log", n.p.stdout()+n.p.stderr())
+	if !strings.Contains(n.p.stderr(), "force") {
+		t.Fatalf("the server log does not mention the forced release; is it logging at all?\n%s", n.p.stderr())
+	}
+
+	for _, o := range outputs {
+		for name, s := range map[string]string{"the lease secret": secret, "the worker token": workerTok, "the admin token": adminTok, "the wrong secret": wrongSecret} {
+			if strings.Contains(o, s) {
+				t.Errorf("%s appears in %s", name, o[:strings.Index(o, ":\n")])
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(outputs, "\n"), "secrets test") {
+		t.Fatal("the audit output does not hold the forced release's reason")
+	}
+}
