@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -17,35 +16,13 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/fsm"
 )
 
 // adminAPI implements leaseholdv1connect.AdminHandler: inspection, forced
 // release and the audit log. Roles are checked by the guard interceptor
 // (auth.go), not here.
-type adminAPI struct {
-	s     *Server
-	mu    sync.Mutex
-	peers map[string]leaseholdv1connect.AdminClient // by raft address, for forwarding
-}
-
-func newAdminAPI(s *Server) *adminAPI {
-	return &adminAPI{s: s, peers: make(map[string]leaseholdv1connect.AdminClient)}
-}
-
-// at is the Admin client for the node at raft address addr, over the
-// forwarder's transport.
-func (h *adminAPI) at(addr string) leaseholdv1connect.AdminClient {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c := h.peers[addr]
-	if c == nil {
-		c = leaseholdv1connect.NewAdminClient(h.s.fwd.http, "http://"+addr)
-		h.peers[addr] = c
-	}
-	return c
-}
+type adminAPI struct{ s *Server }
 
 // Health marks (see Lock in admin.proto).
 const (
@@ -84,7 +61,7 @@ func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksReque
 		}
 	})
 	if addr, ok := leaderFor(req, err); ok {
-		return h.at(addr).Locks(ctx, forwarded(s.fwd, req, m))
+		return h.s.fwd.at(addr).admin.Locks(ctx, forwarded(s.fwd, req, m))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)
@@ -175,7 +152,7 @@ func (h *adminAPI) ForceRelease(ctx context.Context, req *connect.Request[pb.For
 	m.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return h.at(addr).ForceRelease(ctx, forwarded(s.fwd, req, m))
+		return h.s.fwd.at(addr).admin.ForceRelease(ctx, forwarded(s.fwd, req, m))
 	}
 	if err == nil {
 		err = res.Err
@@ -245,7 +222,7 @@ func (h *adminAPI) Audit(ctx context.Context, req *connect.Request[pb.AuditReque
 		}
 	})
 	if addr, ok := leaderFor(req, err); ok {
-		return h.at(addr).Audit(ctx, forwarded(s.fwd, req, m))
+		return h.s.fwd.at(addr).admin.Audit(ctx, forwarded(s.fwd, req, m))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)

@@ -26,9 +26,15 @@ type forwarder struct {
 	selfID string
 	http   *http.Client
 	mu     sync.Mutex
-	leases map[string]leaseholdv1connect.LeasesClient
-	nodes  map[string]leaseholdv1connect.ClusterClient
-	kvs    map[string]leaseholdv1connect.KVClient
+	peers  map[string]*peer // by raft address
+}
+
+// peer holds the API clients for one other node.
+type peer struct {
+	leases  leaseholdv1connect.LeasesClient
+	cluster leaseholdv1connect.ClusterClient
+	kv      leaseholdv1connect.KVClient
+	admin   leaseholdv1connect.AdminClient
 }
 
 func newForwarder(node *cluster.Node, selfID string) *forwarder {
@@ -42,43 +48,26 @@ func newForwarder(node *cluster.Node, selfID string) *forwarder {
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     time.Minute,
 		}},
-		leases: make(map[string]leaseholdv1connect.LeasesClient),
-		nodes:  make(map[string]leaseholdv1connect.ClusterClient),
-		kvs:    make(map[string]leaseholdv1connect.KVClient),
+		peers: make(map[string]*peer),
 	}
 }
 
-func (f *forwarder) leasesAt(addr string) leaseholdv1connect.LeasesClient {
+// at returns the clients for the node at raft address addr.
+func (f *forwarder) at(addr string) *peer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := f.leases[addr]
-	if c == nil {
-		c = leaseholdv1connect.NewLeasesClient(f.http, "http://"+addr)
-		f.leases[addr] = c
+	p := f.peers[addr]
+	if p == nil {
+		url := "http://" + addr
+		p = &peer{
+			leases:  leaseholdv1connect.NewLeasesClient(f.http, url),
+			cluster: leaseholdv1connect.NewClusterClient(f.http, url),
+			kv:      leaseholdv1connect.NewKVClient(f.http, url),
+			admin:   leaseholdv1connect.NewAdminClient(f.http, url),
+		}
+		f.peers[addr] = p
 	}
-	return c
-}
-
-func (f *forwarder) clusterAt(addr string) leaseholdv1connect.ClusterClient {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.nodes[addr]
-	if c == nil {
-		c = leaseholdv1connect.NewClusterClient(f.http, "http://"+addr)
-		f.nodes[addr] = c
-	}
-	return c
-}
-
-func (f *forwarder) kvAt(addr string) leaseholdv1connect.KVClient {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.kvs[addr]
-	if c == nil {
-		c = leaseholdv1connect.NewKVClient(f.http, "http://"+addr)
-		f.kvs[addr] = c
-	}
-	return c
+	return p
 }
 
 // leaderFor returns the leader's raft address if err says this node does

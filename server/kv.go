@@ -30,18 +30,28 @@ func fencePB(f *pb.Fence) (*leasehold.Fence, error) {
 
 func keyOf(k string) error { return leasehold.ValidateName("key", k, leasehold.MaxKeyLen, true) }
 
+// writeParams checks what Put and Delete share: the key, the fence and the
+// request ID (made if empty).
+func writeParams(key string, f *pb.Fence, reqID string) (*leasehold.Fence, string, error) {
+	if err := keyOf(key); err != nil {
+		return nil, "", err
+	}
+	fence, err := fencePB(f)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := requestID(reqID)
+	return fence, id, err
+}
+
 func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*connect.Response[pb.PutResponse], error) {
 	s, m := h.s, req.Msg
 	cmd := &fsm.Put{Key: m.Key, Value: m.Value, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion()}
-	err := keyOf(m.Key)
-	if err == nil && len(m.Value) > leasehold.MaxValueBytes {
+	var err error
+	if len(m.Value) > leasehold.MaxValueBytes {
 		err = leasehold.Errorf(leasehold.CodeInvalid, "value is %d bytes; the limit is %d", len(m.Value), leasehold.MaxValueBytes)
-	}
-	if err == nil {
-		cmd.Fence, err = fencePB(m.Fence)
-	}
-	if err == nil {
-		cmd.RequestID, err = requestID(m.RequestId)
+	} else {
+		cmd.Fence, cmd.RequestID, err = writeParams(m.Key, m.Fence, m.RequestId)
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)
@@ -49,7 +59,7 @@ func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*c
 	m.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.kvAt(addr).Put(ctx, forwarded(s.fwd, req, m))
+		return s.fwd.at(addr).kv.Put(ctx, forwarded(s.fwd, req, m))
 	}
 	if err = s.fenceResult(err, res, "put"); err != nil {
 		return nil, api.ToConnect(err)
@@ -60,20 +70,14 @@ func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*c
 func (h kvAPI) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest]) (*connect.Response[pb.DeleteResponse], error) {
 	s, m := h.s, req.Msg
 	cmd := &fsm.Delete{Key: m.Key, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion()}
-	err := keyOf(m.Key)
-	if err == nil {
-		cmd.Fence, err = fencePB(m.Fence)
-	}
-	if err == nil {
-		cmd.RequestID, err = requestID(m.RequestId)
-	}
-	if err != nil {
+	var err error
+	if cmd.Fence, cmd.RequestID, err = writeParams(m.Key, m.Fence, m.RequestId); err != nil {
 		return nil, api.ToConnect(err)
 	}
 	m.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.kvAt(addr).Delete(ctx, forwarded(s.fwd, req, m))
+		return s.fwd.at(addr).kv.Delete(ctx, forwarded(s.fwd, req, m))
 	}
 	if err = s.fenceResult(err, res, "delete"); err != nil {
 		return nil, api.ToConnect(err)
@@ -102,7 +106,7 @@ func (h kvAPI) Get(ctx context.Context, req *connect.Request[pb.KVGetRequest]) (
 	var found bool
 	err := s.node.Read(ctx, func(st *fsm.State) { it, found = st.Get(req.Msg.Key) })
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.kvAt(addr).Get(ctx, forwarded(s.fwd, req, req.Msg))
+		return s.fwd.at(addr).kv.Get(ctx, forwarded(s.fwd, req, req.Msg))
 	}
 	if err == nil && !found {
 		err = leasehold.Errorf(leasehold.CodeNotFound, "key %q does not exist", req.Msg.Key)
@@ -122,7 +126,7 @@ func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenc
 	var verdict error
 	err = s.node.Read(ctx, func(st *fsm.State) { verdict = st.CheckFence(f.Resource, f.Token) })
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.kvAt(addr).CheckFence(ctx, forwarded(s.fwd, req, req.Msg))
+		return s.fwd.at(addr).kv.CheckFence(ctx, forwarded(s.fwd, req, req.Msg))
 	}
 	if err = s.fenceResult(err, fsm.Result{Err: verdict}, "check"); err != nil {
 		return nil, api.ToConnect(err)

@@ -34,7 +34,7 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 	req.Msg.RequestId, req.Msg.Secret = cmd.RequestID, secret
 	res, err := s.acquire(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.leasesAt(addr).Acquire(ctx, forwarded(s.fwd, req, req.Msg))
+		return s.fwd.at(addr).leases.Acquire(ctx, forwarded(s.fwd, req, req.Msg))
 	}
 	if err == nil {
 		err = res.Err
@@ -117,7 +117,7 @@ func (h leases) Renew(ctx context.Context, req *connect.Request[pb.RenewRequest]
 	req.Msg.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.leasesAt(addr).Renew(ctx, forwarded(s.fwd, req, req.Msg))
+		return s.fwd.at(addr).leases.Renew(ctx, forwarded(s.fwd, req, req.Msg))
 	}
 	if err == nil {
 		err = res.Err
@@ -144,7 +144,7 @@ func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequ
 	req.Msg.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.leasesAt(addr).Release(ctx, forwarded(s.fwd, req, req.Msg))
+		return s.fwd.at(addr).leases.Release(ctx, forwarded(s.fwd, req, req.Msg))
 	}
 	if err == nil {
 		err = res.Err
@@ -178,7 +178,7 @@ func (h leases) Get(ctx context.Context, req *connect.Request[pb.GetRequest]) (*
 		}
 	})
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.leasesAt(addr).Get(ctx, forwarded(s.fwd, req, req.Msg))
+		return s.fwd.at(addr).leases.Get(ctx, forwarded(s.fwd, req, req.Msg))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)
@@ -204,7 +204,7 @@ func (h leases) List(ctx context.Context, req *connect.Request[pb.ListRequest]) 
 		}
 	})
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.leasesAt(addr).List(ctx, forwarded(s.fwd, req, req.Msg))
+		return s.fwd.at(addr).leases.List(ctx, forwarded(s.fwd, req, req.Msg))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)

@@ -103,7 +103,7 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
 	mux.Handle(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
 	mux.Handle(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
-	mux.Handle(leaseholdv1connect.NewAdminHandler(newAdminAPI(s), guard, small, codec))
+	mux.Handle(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, small, codec))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
