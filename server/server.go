@@ -99,7 +99,8 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	guard := connect.WithInterceptors(&guard{auth: cfg.Auth, rate: newRateLimiter(cfg.AcquireRate)})
 	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
-	codec := connect.WithCodec(protoCodec{})
+	// Replies are small: compressing them costs more CPU than it saves.
+	codec := connect.WithOptions(connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8<<10))
 	mux.Handle(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
 	mux.Handle(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
 	mux.Handle(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
