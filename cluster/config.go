@@ -64,6 +64,10 @@ type Config struct {
 	SnapshotInterval   time.Duration
 	SnapshotThreshold  uint64
 	TrailingLogs       uint64
+	// WALSegmentSize is the size of one log segment file. Compacted entries
+	// are dropped a whole segment at a time, so a lagging node can be sent
+	// old entries until their segment goes (then it gets a snapshot).
+	WALSegmentSize int
 }
 
 // DefaultConfig is a single embedded node's configuration.
@@ -76,7 +80,7 @@ func DefaultConfig() Config {
 		Logger:             slog.Default(),
 		FSM:                fsm.DefaultConfig(),
 		MaxBatch:           512,
-		MaxInflight:        4,
+		MaxInflight:        2,
 		ApplyTimeout:       5 * time.Second,
 		HeartbeatTimeout:   500 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
@@ -84,6 +88,7 @@ func DefaultConfig() Config {
 		SnapshotInterval:   30 * time.Second,
 		SnapshotThreshold:  8192,
 		TrailingLogs:       10240,
+		WALSegmentSize:     64 << 20,
 	}
 }
 

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ type machine struct {
 	timers *timers
 	waits  *waits
 	events eventSink
+	log    *slog.Logger
 }
 
 // eventSink receives applied events for metrics and logs.
@@ -31,8 +33,8 @@ type eventSink interface {
 	Renewed(l *leasehold.Lease)
 }
 
-func newMachine(cfg fsm.Config, t *timers, w *waits, ev eventSink) *machine {
-	m := &machine{cfg: cfg, timers: t, waits: w, events: ev}
+func newMachine(cfg fsm.Config, t *timers, w *waits, ev eventSink, log *slog.Logger) *machine {
+	m := &machine{cfg: cfg, timers: t, waits: w, events: ev, log: log}
 	m.state = fsm.New(cfg, m)
 	return m
 }
@@ -107,6 +109,9 @@ func (m *machine) Renewed(l *leasehold.Lease, remaining time.Duration) {
 }
 
 func (m *machine) Ended(l *leasehold.Lease, why fsm.EndReason) {
+	if why != fsm.EndReleased {
+		m.log.Info("lease ended", "lease", l.ID, "why", why.String(), "owner", l.Owner, "operation", l.Operation)
+	}
 	m.timers.ended(l.ID)
 	m.events.Ended(l, why)
 }

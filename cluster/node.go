@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,13 +90,13 @@ func Open(cfg Config, events Events) (*Node, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		lock:     lock,
-		timers:   newTimers(cfg.Clock),
+		timers:   newTimers(cfg.Clock, cfg.Logger),
 		waits:    newWaits(),
 		props:    make(chan *proposal, 4096),
 		inflight: make(chan struct{}, cfg.MaxInflight),
 		stop:     make(chan struct{}),
 	}
-	n.m = newMachine(cfg.FSM, n.timers, n.waits, events)
+	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.Logger)
 	if err := n.start(); err != nil {
 		n.shutdown()
 		return nil, err
@@ -129,7 +130,8 @@ func (n *Node) start() error {
 	// raft-wal v0.4 does not close a meta store it opened itself, so an
 	// in-process restart would block on its file lock: own it here.
 	n.meta = &metadb.BoltMetaDB{}
-	w, err := raftwal.Open(walDir, raftwal.WithLogger(newHclog(n.log, "wal")), raftwal.WithMetaStore(n.meta))
+	w, err := raftwal.Open(walDir, raftwal.WithLogger(newHclog(n.log, "wal")), raftwal.WithMetaStore(n.meta),
+		raftwal.WithSegmentSize(cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)))
 	if err != nil {
 		return fmt.Errorf("cluster: open log: %w", err)
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"log/slog"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ type timers struct {
 	blocks  map[string]clock.Timer
 	pending []fsm.Command
 	kick    chan struct{}
+	log     *slog.Logger
 }
 
 type leaseTimer struct {
@@ -34,9 +36,10 @@ type leaseTimer struct {
 	deadline time.Time
 }
 
-func newTimers(c clock.Clock) *timers {
+func newTimers(c clock.Clock, log *slog.Logger) *timers {
 	return &timers{
 		clock:  c,
+		log:    log,
 		leases: make(map[uint64]*leaseTimer),
 		waits:  make(map[string]clock.Timer),
 		blocks: make(map[string]clock.Timer),
@@ -80,7 +83,10 @@ func (t *timers) armLease(id, renewCount uint64, start time.Time, d time.Duratio
 	t.leases[id] = &leaseTimer{
 		start:    start,
 		deadline: now.Add(d),
-		t:        t.clock.AfterFunc(d, func() { t.fire(&fsm.Expire{LeaseID: id, RenewCount: renewCount}) }),
+		t: t.clock.AfterFunc(d, func() {
+			t.log.Debug("lease countdown ran out; proposing expiry", "lease", id, "renew_count", renewCount, "after", d)
+			t.fire(&fsm.Expire{LeaseID: id, RenewCount: renewCount})
+		}),
 	}
 }
 

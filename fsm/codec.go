@@ -50,8 +50,6 @@ func (e *encoder) strMap(m map[string]string) {
 type decoder struct {
 	b   []byte
 	err error
-	// snapV1: reading a version 1 snapshot, whose leases lack ProgressAt.
-	snapV1 bool
 }
 
 func (d *decoder) fail() {

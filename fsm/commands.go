@@ -43,6 +43,9 @@ type Acquire struct {
 	MaxHold    time.Duration
 	Metadata   map[string]string
 	SecretHash [32]byte
+	// Attempt names one try of the request (request IDs repeat across
+	// retries); a Cancel withdraws only what its own attempt made.
+	Attempt string
 }
 
 // Renew extends a lease by its TTL. Age is stamped by the leader: how long
@@ -69,9 +72,14 @@ type Expire struct {
 	RenewCount uint64
 }
 
-// Cancel withdraws a waiting acquire by its request ID. If the acquire was
-// granted in the meantime, the grant is released.
-type Cancel struct{ RequestID string }
+// Cancel withdraws a waiting acquire by its request ID and attempt, when
+// its caller went away. If the acquire was granted in the meantime, the
+// grant is released. It does nothing to a waiter or grant that another
+// attempt (a retry) made or has claimed.
+type Cancel struct {
+	RequestID string
+	Attempt   string
+}
 
 // WaitTimeout ends a waiting acquire that reached its wait bound.
 type WaitTimeout struct{ RequestID string }
@@ -102,6 +110,7 @@ func (c *Acquire) encode(e *encoder) {
 	e.varint(int64(c.MaxHold))
 	e.strMap(c.Metadata)
 	e.hash(c.SecretHash)
+	e.str(c.Attempt)
 }
 
 func (c *Acquire) decode(d *decoder) {
@@ -115,6 +124,7 @@ func (c *Acquire) decode(d *decoder) {
 	c.MaxHold = time.Duration(d.varint())
 	c.Metadata = d.strMap()
 	c.SecretHash = d.hash()
+	c.Attempt = d.str()
 }
 
 func (c *Renew) encode(e *encoder) {
@@ -148,8 +158,8 @@ func (c *Release) decode(d *decoder) {
 func (c *Expire) encode(e *encoder) { e.uvarint(c.LeaseID); e.uvarint(c.RenewCount) }
 func (c *Expire) decode(d *decoder) { c.LeaseID = d.uvarint(); c.RenewCount = d.uvarint() }
 
-func (c *Cancel) encode(e *encoder) { e.str(c.RequestID) }
-func (c *Cancel) decode(d *decoder) { c.RequestID = d.str() }
+func (c *Cancel) encode(e *encoder) { e.str(c.RequestID); e.str(c.Attempt) }
+func (c *Cancel) decode(d *decoder) { c.RequestID = d.str(); c.Attempt = d.str() }
 
 func (c *WaitTimeout) encode(e *encoder) { e.str(c.RequestID) }
 func (c *WaitTimeout) decode(d *decoder) { c.RequestID = d.str() }

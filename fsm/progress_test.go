@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold"
 )
 
 // TestProgressAt: a renewal with a note stamps ProgressAt with the entry's
@@ -39,50 +38,3 @@ func TestProgressAt(t *testing.T) {
 
 // TestRestoreVersion1: a snapshot written before leases carried ProgressAt
 // still restores, with ProgressAt unknown (zero).
-func TestRestoreVersion1(t *testing.T) {
-	l := leasehold.Lease{ID: 5, Token: 5, Resources: []string{"x"}, Owner: "o", Operation: "op", TTL: time.Second,
-		AcquiredAt: time.Unix(0, t0).UTC(), RenewedAt: time.Unix(0, t0+int64(time.Second)).UTC(), RenewCount: 1, Progress: "p"}
-	e := encoder{}
-	e.b = append(e.b, snapMagic...)
-	e.byte1(1)
-	e.uvarint(7) // last index
-	e.uvarint(5) // last token
-	e.uvarint(0) // next arrival
-	e.uvarint(1) // one lease, in the version 1 layout
-	e.uvarint(l.ID)
-	e.uvarint(l.Token)
-	e.strs(l.Resources)
-	e.str(l.Owner)
-	e.str(l.Operation)
-	e.varint(int64(l.TTL))
-	e.varint(int64(l.LockDelay))
-	e.varint(int64(l.MaxHold))
-	e.strMap(l.Metadata)
-	e.varint(timeNanos(l.AcquiredAt))
-	e.varint(timeNanos(l.RenewedAt))
-	e.uvarint(l.RenewCount)
-	e.str(l.Progress)
-	e.hash(secret("a"))
-	e.varint(0)    // held for
-	e.str("req-a") // request id
-	e.bool(false)  // claimed
-	e.uvarint(0)   // lock-delays
-	e.uvarint(0)   // waiters
-	e.uvarint(0)   // keys
-	e.uvarint(0)   // audit records
-	e.uvarint(0)   // dedup records
-	s, err := Restore(e.b, DefaultConfig(), nil)
-	if err != nil {
-		t.Fatalf("restore a version 1 snapshot: %v", err)
-	}
-	got, ok := s.Lease(5)
-	if !ok || got.Progress != "p" || !got.ProgressAt.IsZero() || got.RenewCount != 1 {
-		t.Fatalf("lease from a version 1 snapshot: %+v (found %v)", got, ok)
-	}
-	// It is written back in the current version and restores again.
-	if snap := s.Snapshot(); snap[len(snapMagic)] != snapVersion {
-		t.Fatalf("snapshot written in version %d", snap[len(snapMagic)])
-	} else if _, err := Restore(snap, DefaultConfig(), nil); err != nil {
-		t.Fatal(err)
-	}
-}

@@ -52,6 +52,7 @@ type model struct {
 	holders   map[string]uint64
 	blocks    map[string]mBlock
 	waiters   []*Acquire // in arrival order
+	claimedW  map[string]bool // waiters a retry re-attached to
 	dedup     []mRec     // in the order the answers were recorded
 	events    []string
 
@@ -66,7 +67,7 @@ type model struct {
 func newModel(cfg Config) *model {
 	return &model{
 		cfg: cfg, leases: map[uint64]*mLease{}, holders: map[string]uint64{},
-		blocks: map[string]mBlock{}, secretOf: map[uint64][32]byte{}, history: map[string][]uint64{},
+		blocks: map[string]mBlock{}, claimedW: map[string]bool{}, secretOf: map[uint64][32]byte{}, history: map[string][]uint64{},
 	}
 }
 
@@ -204,6 +205,7 @@ func (m *model) settle(ix uint64, now int64) {
 		}
 		w := m.waiters[i]
 		m.waiters = slices.Delete(m.waiters, i, i+1)
+		delete(m.claimedW, w.RequestID)
 		r := m.grant(ix, w)
 		m.put(w.RequestID, KindAcquire, now, r)
 		m.event("waitended req=%s %s", w.RequestID, summarize(r))
@@ -213,6 +215,7 @@ func (m *model) settle(ix uint64, now int64) {
 func (m *model) endWait(now int64, i int, r Result) Result {
 	w := m.waiters[i]
 	m.waiters = slices.Delete(m.waiters, i, i+1)
+	delete(m.claimedW, w.RequestID)
 	m.put(w.RequestID, KindAcquire, now, r)
 	m.event("waitended req=%s %s", w.RequestID, summarize(r))
 	return r
@@ -231,6 +234,10 @@ func (m *model) apply(ix uint64, now int64, cmds []Command) []Result {
 func (m *model) cmd(ix uint64, now int64, c Command) Result {
 	switch c := c.(type) {
 	case *Acquire:
+		if i := m.waiterIndex(c.RequestID); i >= 0 {
+			m.claimedW[c.RequestID] = true
+			return Result{Queued: true, Dup: true, ForeignSecret: m.waiters[i].SecretHash != c.SecretHash}
+		}
 		if r, ok := m.lookup(c.RequestID, KindAcquire); ok {
 			if r.Lease == nil {
 				return r
@@ -244,9 +251,6 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 			r.ForeignSecret = l.secret != c.SecretHash
 			l.claimed = true
 			return r
-		}
-		if i := m.waiterIndex(c.RequestID); i >= 0 {
-			return Result{Queued: true, Dup: true, ForeignSecret: m.waiters[i].SecretHash != c.SecretHash}
 		}
 		var r Result
 		switch {
@@ -332,6 +336,9 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 
 	case *Cancel:
 		if i := m.waiterIndex(c.RequestID); i >= 0 {
+			if m.claimedW[c.RequestID] {
+				return Result{}
+			}
 			return m.endWait(now, i, errResult(leasehold.CodeCanceled))
 		}
 		if c.RequestID == "" {

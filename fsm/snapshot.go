@@ -9,17 +9,17 @@ import (
 	"github.com/leasehold/leasehold"
 )
 
-// Snapshot layout (version 2): magic, version, counters, then leases by id,
-// lock-delays by resource, waiters by arrival, dedup records by arrival.
-// Everything is written in a fixed order, so equal states give equal bytes.
-// Version 2 added each lease's ProgressAt; version 1 snapshots still
-// restore (with ProgressAt unknown, i.e. zero).
+// Snapshot layout (version 3): magic, version, counters, then leases by id,
+// lock-delays by resource, waiters by arrival, the key-value space by key,
+// the audit log and dedup records by arrival. Everything is written in a
+// fixed order, so equal states give equal bytes. A node refuses a version it
+// does not know, rather than guess.
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = 2
+	snapVersion = 3
 	// snapOldest is the oldest snapshot version Restore reads.
-	snapOldest = 1
+	snapOldest = 3
 )
 
 // Snapshot encodes the whole state.
@@ -43,6 +43,7 @@ func (s *State) Snapshot() []byte {
 		e.hash(l.secretHash)
 		e.varint(int64(l.heldFor))
 		e.str(l.requestID)
+		e.str(l.attempt)
 		e.bool(l.claimed)
 	}
 
@@ -68,6 +69,7 @@ func (s *State) Snapshot() []byte {
 		w.Acquire.encode(&e)
 		e.uvarint(w.arrival)
 		e.varint(w.queuedAt)
+		e.bool(w.claimed)
 	}
 
 	keys := make([]string, 0, len(s.kv))
@@ -106,7 +108,7 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 	if v < snapOldest || v > snapVersion {
 		return nil, fmt.Errorf("fsm: snapshot version %d is not supported by this node (%d to %d)", v, snapOldest, snapVersion)
 	}
-	d := decoder{b: data[len(snapMagic)+1:], snapV1: v == 1}
+	d := decoder{b: data[len(snapMagic)+1:]}
 	s := New(cfg, obs)
 	s.lastIndex = d.uvarint()
 	s.lastToken = d.uvarint()
@@ -118,6 +120,7 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		l.secretHash = d.hash()
 		l.heldFor = time.Duration(d.varint())
 		l.requestID = d.str()
+		l.attempt = d.str()
 		l.claimed = d.bool()
 		if d.err != nil {
 			break
@@ -150,6 +153,7 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		w.Acquire.decode(&d)
 		w.arrival = d.uvarint()
 		w.queuedAt = d.varint()
+		w.claimed = d.bool()
 		if d.err != nil {
 			break
 		}
@@ -208,7 +212,7 @@ func encodeLease(e *encoder, l *leasehold.Lease) {
 	e.varint(timeNanos(l.RenewedAt))
 	e.uvarint(l.RenewCount)
 	e.str(l.Progress)
-	e.varint(timeNanos(l.ProgressAt)) // since snapshot version 2
+	e.varint(timeNanos(l.ProgressAt))
 }
 
 func decodeLease(d *decoder, l *leasehold.Lease) {
@@ -225,9 +229,7 @@ func decodeLease(d *decoder, l *leasehold.Lease) {
 	l.RenewedAt = nanosTime(d.varint())
 	l.RenewCount = d.uvarint()
 	l.Progress = d.str()
-	if !d.snapV1 {
-		l.ProgressAt = nanosTime(d.varint())
-	}
+	l.ProgressAt = nanosTime(d.varint())
 }
 
 func encodeResult(e *encoder, r Result) {

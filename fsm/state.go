@@ -72,6 +72,7 @@ type lease struct {
 	secretHash [32]byte
 	heldFor    time.Duration // age last stamped by a leader, for MaxHold
 	requestID  string
+	attempt    string // the attempt of the acquire that made it
 	// claimed: a retry of the acquire was answered with this lease, so a
 	// Cancel from the first request's (gone) caller must not release it.
 	claimed bool
@@ -81,6 +82,7 @@ type waiter struct {
 	Acquire
 	arrival  uint64 // global arrival order
 	queuedAt int64  // leader wall clock, display only
+	claimed  bool   // a retry re-attached to it: only a timeout ends it
 }
 
 type block struct {
@@ -212,6 +214,10 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
+	if w := s.waiters[c.RequestID]; w != nil && c.RequestID != "" {
+		w.claimed = true
+		return Result{Queued: true, Dup: true, ForeignSecret: w.SecretHash != c.SecretHash}
+	}
 	if r, ok := s.dedup.lookup(c.RequestID, KindAcquire); ok {
 		if r.Lease == nil {
 			return r
@@ -226,9 +232,6 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 		r.ForeignSecret = l.secretHash != c.SecretHash
 		l.claimed = true
 		return r
-	}
-	if w := s.waiters[c.RequestID]; w != nil && c.RequestID != "" {
-		return Result{Queued: true, Dup: true, ForeignSecret: w.SecretHash != c.SecretHash}
 	}
 	var r Result
 	if err := validateAcquire(c); err != nil {
@@ -306,6 +309,7 @@ func (s *State) grant(ix uint64, now int64, c *Acquire) *leasehold.Lease {
 		},
 		secretHash: c.SecretHash,
 		requestID:  c.RequestID,
+		attempt:    c.Attempt,
 	}
 	s.leases[l.ID] = l
 	s.owned[l.Owner]++
@@ -495,6 +499,9 @@ func (s *State) unblock(ix uint64, now int64, c *Unblock) Result {
 
 func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
 	if w := s.waiters[c.RequestID]; w != nil {
+		if w.claimed || w.Attempt != c.Attempt {
+			return Result{}
+		}
 		r := Result{Err: leasehold.Errorf(leasehold.CodeCanceled, "the waiting acquire was canceled")}
 		s.endWait(ix, now, w, r)
 		return r
@@ -505,7 +512,7 @@ func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
 		return Result{}
 	}
 	l := s.leases[rec.Lease.ID]
-	if l == nil || l.requestID != c.RequestID || l.claimed {
+	if l == nil || l.requestID != c.RequestID || l.claimed || l.attempt != c.Attempt {
 		return Result{}
 	}
 	view := s.end(l, EndCanceled)

@@ -61,7 +61,7 @@ func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksReque
 		}
 	})
 	if addr, ok := leaderFor(req, err); ok {
-		return h.s.fwd.at(addr).admin.Locks(ctx, forwarded(s.fwd, req, m))
+		return relay(h.s.fwd.at(addr).admin.Locks(ctx, forwarded(s.fwd, req, m)))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)
@@ -152,7 +152,7 @@ func (h *adminAPI) ForceRelease(ctx context.Context, req *connect.Request[pb.For
 	m.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return h.s.fwd.at(addr).admin.ForceRelease(ctx, forwarded(s.fwd, req, m))
+		return relay(h.s.fwd.at(addr).admin.ForceRelease(ctx, forwarded(s.fwd, req, m)))
 	}
 	if err == nil {
 		err = res.Err
@@ -222,7 +222,7 @@ func (h *adminAPI) Audit(ctx context.Context, req *connect.Request[pb.AuditReque
 		}
 	})
 	if addr, ok := leaderFor(req, err); ok {
-		return h.s.fwd.at(addr).admin.Audit(ctx, forwarded(s.fwd, req, m))
+		return relay(h.s.fwd.at(addr).admin.Audit(ctx, forwarded(s.fwd, req, m)))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)

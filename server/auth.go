@@ -211,6 +211,7 @@ var anonymous = Principal{Name: "anonymous", Role: RoleAdmin}
 type guard struct {
 	auth *Authenticator // nil: no auth (loopback or --insecure)
 	rate *rateLimiter
+	base context.Context // canceled when the server shuts down
 }
 
 func (g *guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
@@ -248,7 +249,14 @@ func (g *guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				return nil, api.ToConnect(err)
 			}
 		}
-		return next(context.WithValue(ctx, principalKey{}, p), req)
+		res, err := next(context.WithValue(ctx, principalKey{}, p), req)
+		if err != nil && g.base.Err() != nil && connect.CodeOf(err) == connect.CodeCanceled {
+			// Cut off by this node's shutdown, not by the caller: tell the
+			// caller to retry (with the same request ID) elsewhere.
+			err = api.ToConnect(leasehold.Errorf(leasehold.CodeUnavailable,
+				"this node is shutting down; retry on another node"))
+		}
+		return res, err
 	}
 }
 

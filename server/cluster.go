@@ -34,7 +34,7 @@ func (h clusterAPI) Members(ctx context.Context, req *connect.Request[pb.Members
 func (h clusterAPI) AddVoter(ctx context.Context, req *connect.Request[pb.AddVoterRequest]) (*connect.Response[pb.AddVoterResponse], error) {
 	err := h.s.node.AddVoter(req.Msg.Id, req.Msg.RaftAddr)
 	if addr, ok := leaderFor(req, err); ok {
-		return h.s.fwd.at(addr).cluster.AddVoter(ctx, forwarded(h.s.fwd, req, req.Msg))
+		return relay(h.s.fwd.at(addr).cluster.AddVoter(ctx, forwarded(h.s.fwd, req, req.Msg)))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)
@@ -46,7 +46,7 @@ func (h clusterAPI) AddVoter(ctx context.Context, req *connect.Request[pb.AddVot
 func (h clusterAPI) RemoveServer(ctx context.Context, req *connect.Request[pb.RemoveServerRequest]) (*connect.Response[pb.RemoveServerResponse], error) {
 	err := h.s.node.RemoveServer(req.Msg.Id)
 	if addr, ok := leaderFor(req, err); ok {
-		return h.s.fwd.at(addr).cluster.RemoveServer(ctx, forwarded(h.s.fwd, req, req.Msg))
+		return relay(h.s.fwd.at(addr).cluster.RemoveServer(ctx, forwarded(h.s.fwd, req, req.Msg)))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)
@@ -58,7 +58,7 @@ func (h clusterAPI) RemoveServer(ctx context.Context, req *connect.Request[pb.Re
 func (h clusterAPI) TransferLeader(ctx context.Context, req *connect.Request[pb.TransferLeaderRequest]) (*connect.Response[pb.TransferLeaderResponse], error) {
 	err := h.s.node.TransferLeadership(req.Msg.Id)
 	if addr, ok := leaderFor(req, err); ok {
-		return h.s.fwd.at(addr).cluster.TransferLeader(ctx, forwarded(h.s.fwd, req, req.Msg))
+		return relay(h.s.fwd.at(addr).cluster.TransferLeader(ctx, forwarded(h.s.fwd, req, req.Msg)))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)

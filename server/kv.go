@@ -59,7 +59,7 @@ func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*c
 	m.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.at(addr).kv.Put(ctx, forwarded(s.fwd, req, m))
+		return relay(s.fwd.at(addr).kv.Put(ctx, forwarded(s.fwd, req, m)))
 	}
 	if err = s.fenceResult(err, res, "put"); err != nil {
 		return nil, api.ToConnect(err)
@@ -77,7 +77,7 @@ func (h kvAPI) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest
 	m.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.at(addr).kv.Delete(ctx, forwarded(s.fwd, req, m))
+		return relay(s.fwd.at(addr).kv.Delete(ctx, forwarded(s.fwd, req, m)))
 	}
 	if err = s.fenceResult(err, res, "delete"); err != nil {
 		return nil, api.ToConnect(err)
@@ -106,7 +106,7 @@ func (h kvAPI) Get(ctx context.Context, req *connect.Request[pb.KVGetRequest]) (
 	var found bool
 	err := s.node.Read(ctx, func(st *fsm.State) { it, found = st.Get(req.Msg.Key) })
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.at(addr).kv.Get(ctx, forwarded(s.fwd, req, req.Msg))
+		return relay(s.fwd.at(addr).kv.Get(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
 	if err == nil && !found {
 		err = leasehold.Errorf(leasehold.CodeNotFound, "key %q does not exist", req.Msg.Key)
@@ -126,7 +126,7 @@ func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenc
 	var verdict error
 	err = s.node.Read(ctx, func(st *fsm.State) { verdict = st.CheckFence(f.Resource, f.Token) })
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.at(addr).kv.CheckFence(ctx, forwarded(s.fwd, req, req.Msg))
+		return relay(s.fwd.at(addr).kv.CheckFence(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
 	if err = s.fenceResult(err, fsm.Result{Err: verdict}, "check"); err != nil {
 		return nil, api.ToConnect(err)

@@ -34,7 +34,7 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 	req.Msg.RequestId, req.Msg.Secret = cmd.RequestID, secret
 	res, err := s.acquire(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.at(addr).leases.Acquire(ctx, forwarded(s.fwd, req, req.Msg))
+		return relay(s.fwd.at(addr).leases.Acquire(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
 	if err == nil {
 		err = res.Err
@@ -73,7 +73,7 @@ func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, err
 		if ctx.Err() != nil {
 			// The caller left while the acquire was being committed: it may
 			// have queued, or been granted, with nobody to take the answer.
-			s.withdraw(cmd.RequestID)
+			return res, s.leftEarly(ctx, cmd)
 		}
 		return res, err
 	}
@@ -90,19 +90,52 @@ func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, err
 		r.ForeignSecret = r.ForeignSecret || foreign
 		return r, nil
 	case <-ctx.Done():
-		s.withdraw(cmd.RequestID)
-		return fsm.Result{}, ctx.Err()
+		return fsm.Result{}, s.leftEarly(ctx, cmd)
 	case <-fallback.C:
-		s.withdraw(cmd.RequestID)
+		go s.withdraw(cmd.RequestID, cmd.Attempt, 0)
 		return fsm.Result{}, leasehold.Errorf(leasehold.CodeWaitTimeout, "waited %v for %q without a grant", cmd.Wait, cmd.Resources)
 	}
 }
 
-func (s *Server) withdraw(requestID string) {
+// withdrawGrace is how long a caller that went away has to come back
+// (retrying the same request ID, say after a broken connection) before its
+// place in line, or a grant nobody took, is given up.
+const withdrawGrace = 2 * time.Second
+
+// leftEarly answers for an acquire whose caller's context ended first. On
+// shutdown the attempt stays, and the caller is told to retry elsewhere;
+// otherwise it is withdrawn after the grace period, unless a retry claims
+// it first.
+func (s *Server) leftEarly(ctx context.Context, cmd *fsm.Acquire) error {
+	if s.base.Err() != nil {
+		return leasehold.Errorf(leasehold.CodeUnavailable,
+			"this node is shutting down; retry the acquire with the same request_id on another node")
+	}
+	go s.withdraw(cmd.RequestID, cmd.Attempt, withdrawGrace)
+	return ctx.Err()
+}
+
+// withdraw cancels one attempt of an acquire after grace: its place in
+// line, or the grant it got with nobody to take it. A retry's waiter or
+// grant is never touched (the Cancel is scoped to the attempt).
+func (s *Server) withdraw(requestID, attempt string, grace time.Duration) {
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-s.base.Done():
+			return // shutting down: the leader's wait timer ends it
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 	defer cancel()
-	if _, err := s.node.Propose(ctx, &fsm.Cancel{RequestID: requestID}); err != nil {
+	res, err := s.node.Propose(ctx, &fsm.Cancel{RequestID: requestID, Attempt: attempt})
+	switch {
+	case err != nil:
 		s.log.Warn("could not withdraw a waiting acquire; the leader's wait timer will end it", "err", err)
+	case res.Lease != nil:
+		s.log.Info("released a grant whose caller went away", "lease", res.Lease.ID, "request_id", requestID)
 	}
 }
 
@@ -117,7 +150,7 @@ func (h leases) Renew(ctx context.Context, req *connect.Request[pb.RenewRequest]
 	req.Msg.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.at(addr).leases.Renew(ctx, forwarded(s.fwd, req, req.Msg))
+		return relay(s.fwd.at(addr).leases.Renew(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
 	if err == nil {
 		err = res.Err
@@ -144,7 +177,7 @@ func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequ
 	req.Msg.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.at(addr).leases.Release(ctx, forwarded(s.fwd, req, req.Msg))
+		return relay(s.fwd.at(addr).leases.Release(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
 	if err == nil {
 		err = res.Err
@@ -178,7 +211,7 @@ func (h leases) Get(ctx context.Context, req *connect.Request[pb.GetRequest]) (*
 		}
 	})
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.at(addr).leases.Get(ctx, forwarded(s.fwd, req, req.Msg))
+		return relay(s.fwd.at(addr).leases.Get(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)
@@ -204,7 +237,7 @@ func (h leases) List(ctx context.Context, req *connect.Request[pb.ListRequest]) 
 		}
 	})
 	if addr, ok := leaderFor(req, err); ok {
-		return s.fwd.at(addr).leases.List(ctx, forwarded(s.fwd, req, req.Msg))
+		return relay(s.fwd.at(addr).leases.List(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)

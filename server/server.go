@@ -97,7 +97,7 @@ func New(cfg Config) (*Server, error) {
 	)
 
 	mux := http.NewServeMux()
-	guard := connect.WithInterceptors(&guard{auth: cfg.Auth, rate: newRateLimiter(cfg.AcquireRate)})
+	guard := connect.WithInterceptors(&guard{auth: cfg.Auth, rate: newRateLimiter(cfg.AcquireRate), base: s.base})
 	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
 	// Replies are small: compressing them costs more CPU than it saves.
 	codec := connect.WithOptions(connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8<<10))

@@ -103,6 +103,7 @@ func acquireCommand(m *pb.AcquireRequest) (cmd *fsm.Acquire, secret string, err 
 	if secret, cmd.SecretHash, err = secretHash(m.Secret); err != nil {
 		return nil, "", err
 	}
+	cmd.Attempt = randomHex(8)
 	return cmd, secret, nil
 }
 

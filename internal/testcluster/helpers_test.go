@@ -241,7 +241,7 @@ func readyz(url string) int {
 	return resp.StatusCode
 }
 
-// durations summarises measured times.
+// median is the middle of measured times.
 func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)

@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -180,11 +181,11 @@ func TestPartitionedLeaderCannotRenew(t *testing.T) {
 	}
 	idx, size := waitSameState(t, c, 10*time.Second)
 	t.Logf("no divergence: all replicas at index %d with identical state (%d bytes)", idx, size)
-	var terms []uint64
-	for i := range 3 {
-		terms = append(terms, c.Node(i).Cluster.LocalStatus().Term)
-	}
-	if terms[0] != terms[1] || terms[1] != terms[2] {
-		t.Errorf("terms after healing: %v", terms)
-	}
+	waitFor(t, 5*time.Second, "one term on every replica", func() (bool, string) {
+		var terms []uint64
+		for i := range 3 {
+			terms = append(terms, c.Node(i).Cluster.LocalStatus().Term)
+		}
+		return terms[0] == terms[1] && terms[1] == terms[2], fmt.Sprint(terms)
+	})
 }

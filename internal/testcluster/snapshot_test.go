@@ -34,6 +34,7 @@ func TestWipedNodeCatchesUpBySnapshot(t *testing.T) {
 		cfg.SnapshotThreshold = threshold
 		cfg.TrailingLogs = trailing
 		cfg.SnapshotInterval = 200 * time.Millisecond
+		cfg.WALSegmentSize = 64 << 10 // compacted entries go a segment at a time
 		if cfg.Join && cfg.NodeID == rejoining {
 			// The rejoining node never snapshots on its own, so any
 			// snapshot in its data dir came from the leader.
@@ -76,14 +77,16 @@ func TestWipedNodeCatchesUpBySnapshot(t *testing.T) {
 		}
 	}
 	churn(40, "snap/churn") // 80 entries: past the snapshot threshold
-	// raft-wal only forgets compacted entries a whole segment (64 MiB) at a
-	// time: until the first segment is sealed and dropped, the leader can
-	// still read index 1 and would send the whole log instead of a snapshot.
-	// So write past one segment (large refused acquires fill it quickly).
+	// raft-wal only forgets compacted entries a whole segment at a time:
+	// until the first segment is sealed and dropped, the leader can still
+	// read index 1 and would send the whole log instead of a snapshot. So
+	// write past a few (small) segments.
 	lead = c.WaitLeader(10 * time.Second)
 	ln := c.Node(lead)
-	filled, took := fillLog(t, ln.Cluster, 70<<20)
-	t.Logf("wrote %d MiB of log in %v", filled>>20, took.Round(time.Millisecond))
+	filled, took := fillLog(t, c, 1<<20)
+	lead = c.WaitLeader(10 * time.Second)
+	ln = c.Node(lead)
+	t.Logf("wrote %d KiB of log in %v", filled>>10, took.Round(time.Millisecond))
 	if err := ln.Cluster.Snapshot(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		t.Fatalf("leader snapshot: %v", err)
 	}
@@ -91,7 +94,10 @@ func TestWipedNodeCatchesUpBySnapshot(t *testing.T) {
 		segs, _ := filepath.Glob(filepath.Join(ln.Config.DataDir, "wal", "*.wal"))
 		for _, s := range segs {
 			if strings.HasPrefix(filepath.Base(s), "00000000000000000001-") {
-				ln.Cluster.Snapshot() // compacts again, with a later index
+				// Compaction keeps the last TrailingLogs entries: add small
+				// ones until the first segment lies wholly behind them.
+				churn(trailing/2, "snap/trail")
+				ln.Cluster.Snapshot()
 				return false, fmt.Sprintf("segments %v", segs)
 			}
 		}
@@ -165,18 +171,19 @@ func TestWipedNodeCatchesUpBySnapshot(t *testing.T) {
 // far over its limit, so each costs a length check) but that still travel
 // through the log, until about size bytes went in. The state barely grows.
 // (The API edge refuses such requests; only a test can propose them.)
-func fillLog(t *testing.T, n *cluster.Node, size int) (int, time.Duration) {
+// Proposals go to whichever node leads; one that fails is retried.
+func fillLog(t *testing.T, c *Cluster, size int) (int, time.Duration) {
 	t.Helper()
-	const per = 512 << 10
+	const per = 256 << 10
 	start := time.Now()
 	owner := strings.Repeat("o", per)
 	count := size / per
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for range 4 {
+	var retries atomic.Int64
+	errs := make(chan error, 2)
+	deadline := time.Now().Add(60 * time.Second)
+	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -186,13 +193,32 @@ func fillLog(t *testing.T, n *cluster.Node, size int) (int, time.Duration) {
 					return
 				}
 				cmd := &fsm.Acquire{RequestID: fmt.Sprintf("fill-%d", i), Resources: []string{"snap/fill"}, Owner: owner, TTL: time.Minute}
-				res, err := n.Propose(ctx, cmd)
-				if err == nil && !errors.Is(res.Err, leasehold.ErrInvalid) {
-					err = fmt.Errorf("filler acquire %d: %v, want invalid", i, res.Err)
-				}
-				if err != nil {
-					errs <- err
-					return
+				for {
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("filling the log took over 60s")
+						return
+					}
+					var n *Node
+					if l := c.Leader(); l >= 0 {
+						n = c.Node(l)
+					}
+					if n == nil {
+						time.Sleep(20 * time.Millisecond)
+						continue
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					res, err := n.Cluster.Propose(ctx, cmd)
+					cancel()
+					if err != nil {
+						retries.Add(1) // same request ID: a retry never applies twice
+						time.Sleep(20 * time.Millisecond)
+						continue
+					}
+					if !errors.Is(res.Err, leasehold.ErrInvalid) {
+						errs <- fmt.Errorf("filler acquire %d: %v, want invalid", i, res.Err)
+						return
+					}
+					break
 				}
 			}
 		}()
@@ -201,6 +227,9 @@ func fillLog(t *testing.T, n *cluster.Node, size int) (int, time.Duration) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	if r := retries.Load(); r > 0 {
+		t.Logf("filling the log: %d proposals retried", r)
 	}
 	return count * per, time.Since(start)
 }

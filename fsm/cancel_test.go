@@ -1,0 +1,46 @@
+package fsm
+
+import (
+	"testing"
+	"time"
+)
+
+// A Cancel comes from one attempt whose caller went away; it must never
+// undo what a retry of the same request (another attempt) was given.
+func TestCancelIsScopedToItsAttempt(t *testing.T) {
+	acq := func(attempt string, wait time.Duration) *Acquire {
+		return &Acquire{RequestID: "r", Attempt: attempt, Resources: []string{"x"}, TTL: time.Second, Wait: wait}
+	}
+	t.Run("a retry's fresh grant survives the first attempt's cancel", func(t *testing.T) {
+		s, ix := kvState()
+		// Attempt A never reached the log; its retry B did and was granted.
+		if r := applyOne(s, ix, acq("B", 0)); r.Lease == nil {
+			t.Fatalf("grant: %+v", r)
+		}
+		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "A"}); r != (Result{}) {
+			t.Fatalf("cancel from A: %+v", r)
+		}
+		if _, held := s.Holder("x"); !held {
+			t.Fatal("A's cancel released B's grant")
+		}
+		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "B"}); r.Lease == nil {
+			t.Fatal("B's own cancel did not release its unclaimed grant")
+		}
+	})
+	t.Run("a waiter a retry re-attached to stays queued", func(t *testing.T) {
+		s, ix := kvState()
+		applyOne(s, ix, &Acquire{RequestID: "h", Resources: []string{"x"}, TTL: time.Second})
+		if r := applyOne(s, ix, acq("A", time.Minute)); !r.Queued {
+			t.Fatalf("queue: %+v", r)
+		}
+		if r := applyOne(s, ix, acq("B", time.Minute)); !r.Queued || !r.Dup {
+			t.Fatalf("retry: %+v", r)
+		}
+		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "A"}); r != (Result{}) {
+			t.Fatalf("cancel after the retry re-attached: %+v", r)
+		}
+		if len(s.Waiters("x")) != 1 {
+			t.Fatal("the re-attached waiter was removed")
+		}
+	})
+}
