@@ -78,6 +78,9 @@ func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, err
 		return res, err
 	}
 	if !res.Queued {
+		if ctx.Err() != nil && res.Lease != nil {
+			return fsm.Result{}, s.leftEarly(ctx, cmd) // granted as the caller left
+		}
 		return res, nil
 	}
 	foreign := res.ForeignSecret
@@ -87,6 +90,10 @@ func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, err
 	defer fallback.Stop()
 	select {
 	case r := <-outcome:
+		if ctx.Err() != nil && r.Lease != nil {
+			// Granted as the caller left: nobody will take this answer.
+			return fsm.Result{}, s.leftEarly(ctx, cmd)
+		}
 		r.ForeignSecret = r.ForeignSecret || foreign
 		return r, nil
 	case <-ctx.Done():

@@ -31,6 +31,7 @@ type benchFlags struct {
 	cpuprofile  string
 	maxBatch    int
 	maxInflight int
+	noGzip      bool
 }
 
 func newBench(g *globals) *cobra.Command {
@@ -77,7 +78,8 @@ Operations finishing during --warmup are not counted. The run ends after
 	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (node included with --embedded)")
 	fl.IntVar(&f.maxBatch, "embedded-max-batch", 0, "with --embedded: commands merged into one log entry (0: node default)")
 	fl.IntVar(&f.maxInflight, "embedded-max-inflight", 0, "with --embedded: log entries awaiting commit at once (0: node default)")
-	for _, h := range []string{"cpuprofile", "embedded-max-batch", "embedded-max-inflight", "seed"} {
+	fl.BoolVar(&f.noGzip, "no-gzip", false, "with --embedded: clients do not offer gzip, so responses come uncompressed")
+	for _, h := range []string{"cpuprofile", "embedded-max-batch", "embedded-max-inflight", "no-gzip", "seed"} {
 		fl.MarkHidden(h)
 	}
 	return cmd
@@ -88,7 +90,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 	cfg := bench.Config{
 		Workload: f.workload, Clients: f.clients, Resources: f.resources, Leases: f.leases,
 		Hold: f.hold, TTL: f.ttl, Wait: f.wait, Duration: f.duration, Ops: f.ops, Warmup: f.warmup,
-		Seed: f.seed,
+		Seed: f.seed, NoCompression: f.noGzip,
 	}
 	if f.plot != "" && !strings.HasSuffix(f.plot, ".svg") && !strings.HasSuffix(f.plot, ".png") {
 		return fmt.Errorf("--plot %s: the file name must end in .svg or .png", f.plot)
@@ -122,6 +124,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		}
 		defer node.Close()
 		cfg.Endpoints = []string{node.URL}
+		cfg.LogIndex = func() uint64 { return node.Node.Stats().CommitIndex }
 		cfg.Target = "embedded node (single voter, fsync'd raft-wal log in a temp dir)"
 	}
 	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {

@@ -45,7 +45,8 @@ func smokeConfig(tb testing.TB, workload string) Config {
 	return Config{
 		Endpoints: []string{sharedNode(tb).URL}, Target: "embedded", Workload: workload,
 		Clients: 4, Resources: 64, Leases: 40, Duration: 1500 * time.Millisecond, Warmup: 200 * time.Millisecond,
-		Wait: 10 * time.Second,
+		Wait:     10 * time.Second,
+		LogIndex: func() uint64 { return sharedNode(tb).Node.Stats().CommitIndex },
 	}
 }
 
@@ -104,6 +105,9 @@ func TestLockSmoke(t *testing.T) {
 	checkOps(t, rep, "acquire", "release")
 	if rep.Throughput.Unit != "pairs" || rep.Throughput.Count == 0 || rep.Throughput.PerSecond <= 0 {
 		t.Errorf("throughput %+v", rep.Throughput)
+	}
+	if rep.LogEntries == 0 || rep.LogEntriesPerOp <= 0 || rep.CPUPerOpUs <= 0 {
+		t.Errorf("log entries %d (%v per pair), cpu %vµs per pair", rep.LogEntries, rep.LogEntriesPerOp, rep.CPUPerOpUs)
 	}
 	if n := rep.Ops[1].Count; n != rep.Throughput.Count {
 		t.Errorf("%d releases measured for %d pairs", n, rep.Throughput.Count)

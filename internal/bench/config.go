@@ -49,6 +49,16 @@ type Config struct {
 	Ops      int64
 	Warmup   time.Duration
 
+	// NoCompression keeps the default clients from advertising gzip, so
+	// that the node answers uncompressed (to measure what compressing
+	// small responses costs).
+	NoCompression bool
+
+	// LogIndex, if set, reads the node's commit index (an embedded node),
+	// so that the report can say how many log entries the measured
+	// operations took.
+	LogIndex func() uint64
+
 	// Cleanup releases the leases still held when a renew run ends (when
 	// not interrupted); without it they lapse at their TTL.
 	Cleanup bool

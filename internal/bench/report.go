@@ -37,7 +37,19 @@ type Report struct {
 	Interrupted bool `json:"interrupted"`
 
 	Throughput Throughput `json:"throughput"`
-	Ops        []OpReport `json:"ops"`
+	// ProcessCPUSeconds is the CPU time this process used while measuring
+	// (with an embedded node: client and node together), and CPUPerOpUs
+	// that over Throughput.Count, in microseconds. Unlike throughput, it
+	// hardly depends on what else the machine runs.
+	ProcessCPUSeconds float64 `json:"process_cpu_s"`
+	CPUPerOpUs        float64 `json:"cpu_per_op_us"`
+	// LogEntries is how many raft log entries the node committed while
+	// measuring (embedded node only), and LogEntriesPerOp that over
+	// Throughput.Count: below the commands per operation means requests
+	// shared entries (and fsyncs).
+	LogEntries      uint64     `json:"log_entries,omitempty"`
+	LogEntriesPerOp float64    `json:"log_entries_per_op,omitempty"`
+	Ops             []OpReport `json:"ops"`
 	// Errors counts failed operations by leasehold error code, over the
 	// whole run (warm-up and set-up included).
 	Errors   map[string]int64 `json:"errors"`
@@ -150,6 +162,21 @@ func newReport(cfg Config, w workload, r *runner, st []*stats, total time.Durati
 	}
 	n := r.measuredCount()
 	rep.Throughput = Throughput{Unit: w.unit(), Count: n, PerSecond: rate(n, window)}
+	r.mu.Lock()
+	cpu := r.cpuEnd - r.cpuStart
+	if r.idxEnd > r.idxStart {
+		rep.LogEntries = r.idxEnd - r.idxStart
+		if n > 0 {
+			rep.LogEntriesPerOp = round3(float64(rep.LogEntries) / float64(n))
+		}
+	}
+	r.mu.Unlock()
+	if cpu > 0 {
+		rep.ProcessCPUSeconds = round3(cpu.Seconds())
+		if n > 0 {
+			rep.CPUPerOpUs = math.Round(float64(cpu.Microseconds())/float64(n)*10) / 10
+		}
+	}
 	for i, name := range w.opNames() {
 		h := &Hist{}
 		for _, s := range st {
@@ -263,8 +290,17 @@ func (rep *Report) WriteText(w io.Writer) error {
 		b.WriteString(", INTERRUPTED")
 	}
 	b.WriteString("\n\n")
-	fmt.Fprintf(&b, "throughput  %s %s/s  (%s %s)\n\n",
+	fmt.Fprintf(&b, "throughput  %s %s/s  (%s %s)\n",
 		commasF(rep.Throughput.PerSecond), rep.Throughput.Unit, commas(rep.Throughput.Count), rep.Throughput.Unit)
+	if rep.CPUPerOpUs > 0 {
+		fmt.Fprintf(&b, "cpu         %.1fs of this process, %s per %s\n", rep.ProcessCPUSeconds,
+			fmtMs(rep.CPUPerOpUs/1e3), strings.TrimSuffix(rep.Throughput.Unit, "s"))
+	}
+	if rep.LogEntries > 0 {
+		fmt.Fprintf(&b, "raft log    %s entries committed, %.3f per %s\n", commas(int64(rep.LogEntries)),
+			rep.LogEntriesPerOp, strings.TrimSuffix(rep.Throughput.Unit, "s"))
+	}
+	b.WriteString("\n")
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "operation\tcount\tper sec\tmean\tp50\tp90\tp99\tp99.9\tmax\t")

@@ -104,6 +104,7 @@ func TestFairness(t *testing.T) {
 func TestWriteText(t *testing.T) {
 	rep, st := fakeReport(t, 4)
 	rep.Fairness = fairness(st, opAcquire)
+	rep.ProcessCPUSeconds, rep.CPUPerOpUs, rep.LogEntries, rep.LogEntriesPerOp = 2.32, 580, 2000, 0.5
 	rep.Renew = &RenewReport{Leases: 100000, Granted: 100000, SetupSeconds: 12.5, SetupRate: 8000, Period: "10s",
 		RequiredRate: 10000, Lost: 3, LostNotFound: 1, LostDeadline: 2, HeldAtEnd: 99997}
 	var b bytes.Buffer
@@ -115,6 +116,8 @@ func TestWriteText(t *testing.T) {
 		"leasehold bench: lock on [http://x]",
 		"4 clients, 1024 resources",
 		"throughput  2,000 pairs/s  (4,000 pairs)",
+		"cpu         2.3s of this process, 580µs per pair",
+		"raft log    2,000 entries committed, 0.500 per pair",
 		"operation", "p99.9",
 		"acquire  4,000    2,000  2.50ms  2.01ms  4.00ms  4.00ms  4.00ms  4.00ms",
 		"max/mean 1.60x (target <= 2x: ok)",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,10 @@ type runner struct {
 	mu           sync.Mutex
 	measureStart time.Time
 	measureEnd   time.Time
+	cpuStart     time.Duration // process CPU time when measuring began
+	cpuEnd       time.Duration
+	idxStart     uint64 // commit index when measuring began (Config.LogIndex)
+	idxEnd       uint64
 	interrupted  bool
 	stopped      chan struct{} // closed when the measurement ends
 	stopOnce     sync.Once
@@ -48,10 +53,16 @@ func (r *runner) setPhase(p int32) {
 	now := time.Now()
 	switch p {
 	case phaseMeasure:
-		r.measureStart = now
+		r.measureStart, r.cpuStart = now, processCPU()
+		if r.cfg.LogIndex != nil {
+			r.idxStart = r.cfg.LogIndex()
+		}
 	case phaseDone:
 		if r.phase.Load() == phaseMeasure {
-			r.measureEnd = now
+			r.measureEnd, r.cpuEnd = now, processCPU()
+			if r.cfg.LogIndex != nil {
+				r.idxEnd = r.cfg.LogIndex()
+			}
 		}
 	}
 	r.phase.Store(p)
@@ -195,10 +206,24 @@ func newClient(cfg Config) (*client.Client, error) {
 	if cfg.NewClient != nil {
 		return cfg.NewClient()
 	}
-	return client.New(client.Config{
-		Endpoints: cfg.Endpoints,
-		Logger:    slog.New(slog.DiscardHandler),
-	})
+	cc := client.Config{Endpoints: cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)}
+	if cfg.NoCompression {
+		cc.HTTPClient = &http.Client{Transport: noCompression{&http.Transport{
+			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
+		}}}
+	}
+	return client.New(cc)
+}
+
+// noCompression drops the headers with which a Connect client offers to
+// accept gzip.
+type noCompression struct{ base http.RoundTripper }
+
+func (t noCompression) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Del("Accept-Encoding")
+	r.Header.Del("Connect-Accept-Encoding")
+	return t.base.RoundTrip(r)
 }
 
 // Run runs the workload cfg describes and returns its report. It returns
