@@ -243,6 +243,7 @@ func (l *Lease) renew(ctx context.Context, bounded bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deadline = l.c.safeExpiry(sent, expires)
+	l.c.log.Debug("lease renewed", "lease", l.id, "sent", sent, "expires_in", expires, "deadline", l.deadline)
 	l.nextRenew = sent.Add(expires / 3)
 	if l.note == note {
 		l.note = ""

@@ -307,9 +307,14 @@ func runLockClient(id int, cl *client.Client, cfg historyConfig, rec *recorder, 
 				rec.op(id, lockIn{op: opRenew, resource: res, lease: g.id}, lockOut{res: resOK}, rs, re)
 			case errors.Is(err, leasehold.ErrNotFound) || errors.Is(err, leasehold.ErrNotHolder):
 				rec.count("renew not found")
-				if rs.Before(g.deadline) {
-					rec.violate("lease %d (token %d) on %s: renew sent %v before the local deadline got %v",
-						g.id, g.token, res, g.deadline.Sub(rs), err)
+				// The lease ended before the renewal was applied, which is
+				// before its answer came back: only an answer that came back
+				// before the local deadline proves the lease ended early. (A
+				// request sent in time can be delayed by a failover past
+				// the deadline, and then rightly find the lease gone.)
+				if re.Before(g.deadline) {
+					rec.violate("lease %d (token %d) on %s: renew answered %v before the local deadline: %v",
+						g.id, g.token, res, g.deadline.Sub(re), err)
 				}
 				rec.op(id, lockIn{op: opRenew, resource: res, lease: g.id}, lockOut{res: resNotFound}, rs, re)
 				lost = true
@@ -341,9 +346,9 @@ func runLockClient(id int, cl *client.Client, cfg historyConfig, rec *recorder, 
 			rec.op(id, lockIn{op: opRelease, resource: res, lease: g.id}, lockOut{res: resOK}, rs, re)
 		case errors.Is(err, leasehold.ErrNotFound):
 			rec.count("release not found")
-			if rs.Before(g.deadline) {
-				rec.violate("lease %d (token %d) on %s: release sent %v before the local deadline got %v",
-					g.id, g.token, res, g.deadline.Sub(rs), err)
+			if re.Before(g.deadline) { // see "renew not found" above
+				rec.violate("lease %d (token %d) on %s: release answered %v before the local deadline: %v",
+					g.id, g.token, res, g.deadline.Sub(re), err)
 			}
 			rec.op(id, lockIn{op: opRelease, resource: res, lease: g.id}, lockOut{res: resNotFound}, rs, re)
 		default:
