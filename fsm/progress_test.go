@@ -3,7 +3,6 @@ package fsm
 import (
 	"testing"
 	"time"
-
 )
 
 // TestProgressAt: a renewal with a note stamps ProgressAt with the entry's

@@ -51,9 +51,9 @@ type model struct {
 	leases    map[uint64]*mLease
 	holders   map[string]uint64
 	blocks    map[string]mBlock
-	waiters   []*Acquire // in arrival order
+	waiters   []*Acquire      // in arrival order
 	claimedW  map[string]bool // waiters a retry re-attached to
-	dedup     []mRec     // in the order the answers were recorded
+	dedup     []mRec          // in the order the answers were recorded
 	events    []string
 
 	// for the generator
