@@ -63,6 +63,7 @@ type Config struct {
 type Client struct {
 	cfg     Config
 	log     *slog.Logger
+	urls    []string
 	rpcs    []leaseholdv1connect.LeasesClient
 	admin   []leaseholdv1connect.ClusterClient
 	kv      []leaseholdv1connect.KVClient
@@ -105,6 +106,7 @@ func New(cfg Config) (*Client, error) {
 		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 			return nil, fmt.Errorf("client: endpoint %q must start with http:// or https://", e)
 		}
+		c.urls = append(c.urls, e)
 		c.rpcs = append(c.rpcs, leaseholdv1connect.NewLeasesClient(cfg.HTTPClient, e, opts...))
 		c.admin = append(c.admin, leaseholdv1connect.NewClusterClient(cfg.HTTPClient, e, opts...))
 		c.kv = append(c.kv, leaseholdv1connect.NewKVClient(cfg.HTTPClient, e, opts...))
@@ -153,6 +155,7 @@ func call[Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 		resp, err := f(c.rpcs[i], tctx, connect.NewRequest(msg))
 		cancel()
 		if err == nil {
+			c.follow(resp.Header().Get(leaderHeader))
 			return resp.Msg, nil
 		}
 		if ctx.Err() != nil {
@@ -187,6 +190,24 @@ func call[Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 		case <-t.C:
 		}
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// leaderHeader is server.LeaderHeader (the client does not import the
+// server).
+const leaderHeader = "Leasehold-Leader"
+
+// follow makes the leader the current endpoint when an answer names it and
+// it is one of the configured endpoints, saving a forwarding hop.
+func (c *Client) follow(leader string) {
+	if leader == "" {
+		return
+	}
+	for i, u := range c.urls {
+		if u == strings.TrimRight(leader, "/") {
+			c.cur.Store(int32(i))
+			return
+		}
 	}
 }
 

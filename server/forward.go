@@ -102,3 +102,22 @@ func relay[T any](r *connect.Response[T], err error) (*connect.Response[T], erro
 	}
 	return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("forwarding to the leader failed: %v; retry", err))
 }
+
+// LeaderHeader names the leader's API URL in answers (see
+// Config.AdvertiseURL).
+const LeaderHeader = "Leasehold-Leader"
+
+// leaderHint marks this node's answers with its URL while it leads. A
+// forwarded request's answer comes back through the follower with the
+// leader's mark on it.
+func leaderHint(node *cluster.Node, url string) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			if err == nil && res != nil && url != "" && node.IsLeader() {
+				res.Header().Set(LeaderHeader, url)
+			}
+			return res, err
+		}
+	}
+}

@@ -31,6 +31,11 @@ type Config struct {
 	Metrics  *Metrics             // registered on Registry
 	// NodeID names this node in forwarded requests.
 	NodeID string
+	// AdvertiseURL is this node's API URL as clients reach it. While this
+	// node leads, every answer carries it (header Leasehold-Leader), so a
+	// client that lists it among its endpoints can go to the leader
+	// directly instead of through a forwarding follower.
+	AdvertiseURL string
 	// Auth checks bearer tokens; nil serves everyone as admin, which only
 	// a loopback or explicitly --insecure node should do.
 	Auth *Authenticator
@@ -97,7 +102,8 @@ func New(cfg Config) (*Server, error) {
 	)
 
 	mux := http.NewServeMux()
-	guard := connect.WithInterceptors(&guard{auth: cfg.Auth, rate: newRateLimiter(cfg.AcquireRate), base: s.base})
+	guard := connect.WithInterceptors(&guard{auth: cfg.Auth, rate: newRateLimiter(cfg.AcquireRate), base: s.base},
+		leaderHint(cfg.Node, cfg.AdvertiseURL))
 	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
 	// Replies are small: compressing them costs more CPU than it saves.
 	codec := connect.WithOptions(connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8<<10))

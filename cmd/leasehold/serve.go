@@ -27,6 +27,7 @@ type serveFlags struct {
 	peers                                    string
 	join                                     string
 	advertise                                string
+	apiURL                                   string
 	dataDir                                  string
 	apiAddr                                  string
 	raftAddr                                 string
@@ -51,6 +52,7 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.peers, "peers", "", "bootstrap a new cluster of these voters: ID=RAFTADDR,... (include this node)")
 	fl.StringVar(&f.join, "join", "", "join a running cluster through this node's API URL (http://HOST:PORT)")
 	fl.StringVar(&f.advertise, "advertise", "", "raft address other nodes dial to reach this one (default --raft-addr)")
+	fl.StringVar(&f.apiURL, "advertise-api", "", "API URL clients use for this node, sent to them while it leads (default from --api-addr)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.authFile, "auth-file", "", "JSON file of bearer tokens (hashed) and their roles; see 'leasehold auth token'")
@@ -137,17 +139,21 @@ func serve(ctx context.Context, g *globals, f *serveFlags) error {
 	}
 	metrics.WatchNode(node)
 	defer node.Close()
-	srv, err := server.New(server.Config{Node: node, NodeID: f.nodeID, Logger: log, Registry: reg, Metrics: metrics,
-		Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg})
+	scheme := "http://"
+	if apiTLSCfg != nil {
+		scheme = "https://"
+	}
+	apiURL := f.apiURL
+	if host, _, _ := net.SplitHostPort(l.Addr().String()); apiURL == "" && !net.ParseIP(host).IsUnspecified() {
+		apiURL = scheme + l.Addr().String()
+	}
+	srv, err := server.New(server.Config{Node: node, NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Registry: reg,
+		Metrics: metrics, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg})
 	if err != nil {
 		return err
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
-	scheme := "http://"
-	if apiTLSCfg != nil {
-		scheme = "https://"
-	}
 	log.Info("leasehold serving", "api", scheme+l.Addr().String(), "auth", auth != nil, "raft_tls", cfg.TLS != nil, "raft", f.raftAddr, "data_dir", f.dataDir, "node_id", f.nodeID)
 	if cfg.Join {
 		adv := f.advertise

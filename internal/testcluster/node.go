@@ -105,17 +105,19 @@ func Open(cfg cluster.Config, apiAddr string, srvOpts ...func(*server.Config)) (
 		return nil, fmt.Errorf("open node %s: %w", cfg.NodeID, err)
 	}
 	metrics.WatchNode(cn)
-	scfg := server.Config{Node: cn, NodeID: cfg.NodeID, Logger: cfg.Logger, Registry: reg, Metrics: metrics}
+	l, err := net.Listen("tcp", apiAddr)
+	if err != nil {
+		cn.Close()
+		return nil, err
+	}
+	scfg := server.Config{Node: cn, NodeID: cfg.NodeID, Logger: cfg.Logger, Registry: reg, Metrics: metrics,
+		AdvertiseURL: "http://" + l.Addr().String()}
 	for _, o := range srvOpts {
 		o(&scfg)
 	}
 	srv, err := server.New(scfg)
 	if err != nil {
-		cn.Close()
-		return nil, err
-	}
-	l, err := net.Listen("tcp", apiAddr)
-	if err != nil {
+		l.Close()
 		cn.Close()
 		return nil, err
 	}
