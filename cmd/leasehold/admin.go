@@ -62,6 +62,7 @@ func clip(s string, n int) string {
 }
 
 // pdur shows a duration, or "-" if unset.
+// pdur shows a duration, or "-" when it is unset.
 func pdur(d *durationpb.Duration) string {
 	if d == nil {
 		return "-"

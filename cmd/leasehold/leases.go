@@ -118,13 +118,6 @@ func printJSON(w io.Writer, m proto.Message) error {
 	return err
 }
 
-func dur(d interface{ AsDuration() time.Duration }) string {
-	if d == nil {
-		return "-"
-	}
-	return d.AsDuration().Round(time.Millisecond).String()
-}
-
 func newStatus(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -151,16 +144,16 @@ func newStatus(g *globals) *cobra.Command {
 			} else {
 				h := r.Holder
 				fmt.Fprintf(w, "%s: held by lease %d\n  owner:      %s\n  operation:  %s\n  token:      %d\n  ttl:        %s\n  expires in: %s\n  renewals:   %d\n",
-					r.Resource, h.Id, h.Owner, h.Operation, h.Token, dur(h.Ttl), dur(h.ExpiresIn), h.RenewCount)
+					r.Resource, h.Id, h.Owner, h.Operation, h.Token, pdur(h.Ttl), pdur(h.ExpiresIn), h.RenewCount)
 				if h.Progress != "" {
 					fmt.Fprintf(w, "  progress:   %s\n", h.Progress)
 				}
 			}
 			if r.LockDelay != nil {
-				fmt.Fprintf(w, "  in lock-delay (%s) after an expiry\n", dur(r.LockDelay))
+				fmt.Fprintf(w, "  in lock-delay (%s) after an expiry\n", pdur(r.LockDelay))
 			}
 			for i, wt := range r.Waiters {
-				fmt.Fprintf(w, "  waiter %d: owner %s, operation %s, waiting up to %s\n", i+1, wt.Owner, wt.Operation, dur(wt.Wait))
+				fmt.Fprintf(w, "  waiter %d: owner %s, operation %s, waiting up to %s\n", i+1, wt.Owner, wt.Operation, pdur(wt.Wait))
 			}
 			return nil
 		},
@@ -195,7 +188,7 @@ func newList(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "LEASE\tTOKEN\tRESOURCES\tOWNER\tOPERATION\tEXPIRES IN\tRENEWALS")
 			for _, l := range all {
 				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\n", l.Id, l.Token, strings.Join(l.Resources, ","),
-					l.Owner, l.Operation, dur(l.ExpiresIn), l.RenewCount)
+					l.Owner, l.Operation, pdur(l.ExpiresIn), l.RenewCount)
 			}
 			return tw.Flush()
 		},
