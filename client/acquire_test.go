@@ -504,13 +504,13 @@ func TestWithLockContextEndsOnLoss(t *testing.T) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(3 * time.Second):
-			return errors.New("fn's context still alive 3s after the lease was released behind its back (TTL 600ms)")
+			return errors.New("fn's context still alive 3s after the lease was released behind its back (TTL 2s)")
 		}
 		if cause := context.Cause(ctx); !errors.Is(cause, client.ErrLeaseLost) {
 			return fmt.Errorf("fn's context cause %v, want ErrLeaseLost", cause)
 		}
 		return nil
-	}, client.TTL(600*time.Millisecond), client.ProgressTimeout(0))
+	}, client.TTL(2*time.Second), client.ProgressTimeout(0))
 	if err == nil {
 		t.Fatal("WithLock reported success for a lease lost during fn")
 	}

@@ -268,7 +268,7 @@ func TestLeaseContext(t *testing.T) {
 	})
 
 	t.Run("taken away", func(t *testing.T) {
-		l := mustAcquire(t, c, []string{"ctx/taken"}, client.TTL(600*time.Millisecond), client.ProgressTimeout(0))
+		l := mustAcquire(t, c, []string{"ctx/taken"}, client.TTL(2*time.Second), client.ProgressTimeout(0))
 		ctx := l.Context(context.Background())
 		if err := c.ReleaseByID(ctxFor(t, callTimeout), l.ID(), l.Secret()); err != nil {
 			t.Fatal(err)

@@ -318,7 +318,8 @@ func TestLocksFieldsAndMarks(t *testing.T) {
 	}
 
 	// Renewed without a note for more than 3 TTLs after the last one: stale.
-	const ttl = 500 * time.Millisecond
+	// (A TTL of a second leaves room for a slow commit on a loaded machine.)
+	const ttl = time.Second
 	st := mustAcquire(t, c, &pb.AcquireRequest{Resources: []string{"adm/locks/stale"}, Ttl: dur(ttl)})
 	renewWith := func(note string) {
 		t.Helper()
