@@ -3,10 +3,8 @@ package client
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/leasehold/leasehold"
@@ -17,23 +15,6 @@ import (
 // Operators' calls: inspection (operator role), forced release (admin
 // role) and the audit log (operator role). Any node answers; the leader
 // serves them.
-
-// adminCall runs one Admin RPC with call's retries and endpoint rotation.
-// Admin calls are rare, so the Connect client for the current endpoint is
-// made per call instead of kept in Client.
-func adminCall[Req, Res any](ctx context.Context, c *Client,
-	f func(leaseholdv1connect.AdminClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
-	msg *Req) (*Res, error) {
-	return call(ctx, c, c.cfg.RequestTimeout, func(_ leaseholdv1connect.LeasesClient, ctx context.Context, r *connect.Request[Req]) (*connect.Response[Res], error) {
-		i := int(c.cur.Load()) % len(c.cfg.Endpoints)
-		e := strings.TrimRight(strings.TrimSpace(c.cfg.Endpoints[i]), "/") // as New does
-		var opts []connect.ClientOption
-		if c.cfg.Token != "" {
-			opts = append(opts, connect.WithInterceptors(bearer(c.cfg.Token)))
-		}
-		return f(leaseholdv1connect.NewAdminClient(c.cfg.HTTPClient, e, opts...), ctx, r)
-	}, msg)
-}
 
 // LocksQuery selects what Locks shows.
 type LocksQuery struct {
@@ -53,7 +34,7 @@ const maxLocksPages = 1000
 // one resource, whose LeaseId is 0 if it is free.
 func (c *Client) Locks(ctx context.Context, q LocksQuery) ([]*pb.Lock, error) {
 	if q.Resource != "" {
-		r, err := adminCall(ctx, c, leaseholdv1connect.AdminClient.Locks, &pb.LocksRequest{Resource: q.Resource, Prefix: q.Prefix})
+		r, err := call(ctx, c, c.cfg.RequestTimeout, adminOf, leaseholdv1connect.AdminClient.Locks, &pb.LocksRequest{Resource: q.Resource, Prefix: q.Prefix})
 		if err != nil {
 			return nil, err
 		}
@@ -62,7 +43,7 @@ func (c *Client) Locks(ctx context.Context, q LocksQuery) ([]*pb.Lock, error) {
 	var all []*pb.Lock
 	token := ""
 	for range maxLocksPages {
-		r, err := adminCall(ctx, c, leaseholdv1connect.AdminClient.Locks,
+		r, err := call(ctx, c, c.cfg.RequestTimeout, adminOf, leaseholdv1connect.AdminClient.Locks,
 			&pb.LocksRequest{Prefix: q.Prefix, PageSize: leasehold.MaxListLimit, PageToken: token})
 		if err != nil {
 			return nil, err
@@ -83,7 +64,7 @@ func (c *Client) Locks(ctx context.Context, q LocksQuery) ([]*pb.Lock, error) {
 // again), leasehold.ErrNotFound that it is not held. A retry after a lost
 // reply never releases twice.
 func (c *Client) ForceRelease(ctx context.Context, resource string, leaseID uint64, reason string) (*pb.Lease, error) {
-	r, err := adminCall(ctx, c, leaseholdv1connect.AdminClient.ForceRelease, &pb.ForceReleaseRequest{
+	r, err := call(ctx, c, c.cfg.RequestTimeout, adminOf, leaseholdv1connect.AdminClient.ForceRelease, &pb.ForceReleaseRequest{
 		Resource: resource, LeaseId: leaseID, Reason: reason, RequestId: randomHex(16),
 	})
 	if err != nil {
@@ -100,7 +81,7 @@ func (c *Client) Audit(ctx context.Context, since time.Duration, limit int) (rec
 	if since != 0 {
 		req.Since = durationpb.New(since)
 	}
-	r, err := adminCall(ctx, c, leaseholdv1connect.AdminClient.Audit, req)
+	r, err := call(ctx, c, c.cfg.RequestTimeout, adminOf, leaseholdv1connect.AdminClient.Audit, req)
 	if err != nil {
 		return nil, false, err
 	}

@@ -63,11 +63,8 @@ type Config struct {
 type Client struct {
 	cfg     Config
 	log     *slog.Logger
-	urls    []string
-	rpcs    []leaseholdv1connect.LeasesClient
-	admin   []leaseholdv1connect.ClusterClient
-	kv      []leaseholdv1connect.KVClient
-	cur     atomic.Int32
+	nodes   []endpoint
+	cur     atomic.Int32 // index into nodes of the endpoint in use
 	metrics *metrics
 }
 
@@ -106,13 +103,31 @@ func New(cfg Config) (*Client, error) {
 		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 			return nil, fmt.Errorf("client: endpoint %q must start with http:// or https://", e)
 		}
-		c.urls = append(c.urls, e)
-		c.rpcs = append(c.rpcs, leaseholdv1connect.NewLeasesClient(cfg.HTTPClient, e, opts...))
-		c.admin = append(c.admin, leaseholdv1connect.NewClusterClient(cfg.HTTPClient, e, opts...))
-		c.kv = append(c.kv, leaseholdv1connect.NewKVClient(cfg.HTTPClient, e, opts...))
+		c.nodes = append(c.nodes, endpoint{
+			url:     e,
+			leases:  leaseholdv1connect.NewLeasesClient(cfg.HTTPClient, e, opts...),
+			cluster: leaseholdv1connect.NewClusterClient(cfg.HTTPClient, e, opts...),
+			kv:      leaseholdv1connect.NewKVClient(cfg.HTTPClient, e, opts...),
+			admin:   leaseholdv1connect.NewAdminClient(cfg.HTTPClient, e, opts...),
+		})
 	}
 	return c, nil
 }
+
+// endpoint holds the service clients for one node.
+type endpoint struct {
+	url     string
+	leases  leaseholdv1connect.LeasesClient
+	cluster leaseholdv1connect.ClusterClient
+	kv      leaseholdv1connect.KVClient
+	admin   leaseholdv1connect.AdminClient
+}
+
+// Service pickers for call.
+func leasesOf(e *endpoint) leaseholdv1connect.LeasesClient   { return e.leases }
+func clusterOf(e *endpoint) leaseholdv1connect.ClusterClient { return e.cluster }
+func kvOf(e *endpoint) leaseholdv1connect.KVClient           { return e.kv }
+func adminOf(e *endpoint) leaseholdv1connect.AdminClient     { return e.admin }
 
 // bearer adds the token to every request.
 func bearer(token string) connect.UnaryInterceptorFunc {
@@ -137,22 +152,22 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// call runs one RPC against the current endpoint, moving on to the next and
-// retrying while the error is Unavailable, until ctx ends. The request
-// carries the same request ID on every attempt, so a retry never acts
-// twice.
-func call[Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
-	f func(leaseholdv1connect.LeasesClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+// call runs RPC f of the service svc picks, against the current endpoint,
+// moving on to the next and retrying while the error is Unavailable, until
+// ctx ends. The request carries the same request ID on every attempt, so a
+// retry never acts twice. perTry > 0 bounds each attempt.
+func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration, svc func(*endpoint) S,
+	f func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 	msg *Req) (*Res, error) {
 	backoff := 20 * time.Millisecond
 	var last error // the last transport failure, kept for the error when ctx ends
 	for attempt := 0; ; attempt++ {
-		i := int(c.cur.Load()) % len(c.rpcs)
+		i := int(c.cur.Load()) % len(c.nodes)
 		tctx, cancel := ctx, context.CancelFunc(func() {})
 		if perTry > 0 {
 			tctx, cancel = context.WithTimeout(ctx, perTry)
 		}
-		resp, err := f(c.rpcs[i], tctx, connect.NewRequest(msg))
+		resp, err := f(svc(&c.nodes[i]), tctx, connect.NewRequest(msg))
 		cancel()
 		if err == nil {
 			c.follow(resp.Header().Get(leaderHeader))
@@ -179,8 +194,8 @@ func call[Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 			return nil, e
 		}
 		last = e
-		if len(c.rpcs) > 1 {
-			c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.rpcs)))
+		if len(c.nodes) > 1 {
+			c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.nodes)))
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -203,8 +218,8 @@ func (c *Client) follow(leader string) {
 	if leader == "" {
 		return
 	}
-	for i, u := range c.urls {
-		if u == strings.TrimRight(leader, "/") {
+	for i := range c.nodes {
+		if c.nodes[i].url == strings.TrimRight(leader, "/") {
 			c.cur.Store(int32(i))
 			return
 		}
@@ -213,12 +228,12 @@ func (c *Client) follow(leader string) {
 
 // Get shows a resource: its holder, token, expiry and waiters.
 func (c *Client) Get(ctx context.Context, resource string) (*pb.GetResponse, error) {
-	return call(ctx, c, c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.Get, &pb.GetRequest{Resource: resource})
+	return call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.Get, &pb.GetRequest{Resource: resource})
 }
 
 // List returns one page of held leases.
 func (c *Client) List(ctx context.Context, prefix string, pageSize int, pageToken string) (*pb.ListResponse, error) {
-	return call(ctx, c, c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.List,
+	return call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.List,
 		&pb.ListRequest{Prefix: prefix, PageSize: int32(pageSize), PageToken: pageToken})
 }
 
@@ -226,7 +241,7 @@ func (c *Client) List(ctx context.Context, prefix string, pageSize int, pageToke
 // does). It returns an error wrapping leasehold.ErrNotFound if the lease had
 // already ended.
 func (c *Client) ReleaseByID(ctx context.Context, id uint64, secret string) error {
-	_, err := call(ctx, c, c.cfg.RequestTimeout, leaseholdv1connect.LeasesClient.Release,
+	_, err := call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.Release,
 		&pb.ReleaseRequest{LeaseId: id, Secret: secret, RequestId: randomHex(16)})
 	if errors.Is(err, leasehold.ErrNotFound) {
 		c.metrics.workAfterLoss.Inc()

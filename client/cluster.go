@@ -3,48 +3,37 @@ package client
 import (
 	"context"
 
-	"connectrpc.com/connect"
-
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 )
 
 // Membership and status calls. Any node answers; changes are forwarded to
-// the leader.
-
-func clusterCall[Req, Res any](ctx context.Context, c *Client,
-	f func(leaseholdv1connect.ClusterClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
-	msg *Req) (*Res, error) {
-	return call(ctx, c, 0, func(_ leaseholdv1connect.LeasesClient, ctx context.Context, r *connect.Request[Req]) (*connect.Response[Res], error) {
-		i := int(c.cur.Load()) % len(c.admin)
-		return f(c.admin[i], ctx, r)
-	}, msg)
-}
+// the leader. They are not bounded per attempt: a change can take a while.
 
 // Members lists the servers in the raft configuration.
 func (c *Client) Members(ctx context.Context) (*pb.MembersResponse, error) {
-	return clusterCall(ctx, c, leaseholdv1connect.ClusterClient.Members, &pb.MembersRequest{})
+	return call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.Members, &pb.MembersRequest{})
 }
 
 // AddVoter adds a node as a voter.
 func (c *Client) AddVoter(ctx context.Context, id, raftAddr string) error {
-	_, err := clusterCall(ctx, c, leaseholdv1connect.ClusterClient.AddVoter, &pb.AddVoterRequest{Id: id, RaftAddr: raftAddr})
+	_, err := call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.AddVoter, &pb.AddVoterRequest{Id: id, RaftAddr: raftAddr})
 	return err
 }
 
 // RemoveServer removes a node from the configuration.
 func (c *Client) RemoveServer(ctx context.Context, id string) error {
-	_, err := clusterCall(ctx, c, leaseholdv1connect.ClusterClient.RemoveServer, &pb.RemoveServerRequest{Id: id})
+	_, err := call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.RemoveServer, &pb.RemoveServerRequest{Id: id})
 	return err
 }
 
 // TransferLeader hands leadership to id (or any up-to-date follower if "").
 func (c *Client) TransferLeader(ctx context.Context, id string) error {
-	_, err := clusterCall(ctx, c, leaseholdv1connect.ClusterClient.TransferLeader, &pb.TransferLeaderRequest{Id: id})
+	_, err := call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.TransferLeader, &pb.TransferLeaderRequest{Id: id})
 	return err
 }
 
 // ClusterStatus reports every member's role, term, commit and applied index.
 func (c *Client) ClusterStatus(ctx context.Context) (*pb.StatusResponse, error) {
-	return clusterCall(ctx, c, leaseholdv1connect.ClusterClient.Status, &pb.StatusRequest{})
+	return call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.Status, &pb.StatusRequest{})
 }

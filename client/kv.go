@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 
-	"connectrpc.com/connect"
-
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 )
@@ -32,22 +30,13 @@ func Fence(resource string, token uint64) WriteOption {
 	return func(o *writeOptions) { o.fence = &pb.Fence{Resource: resource, Token: token} }
 }
 
-func kvCall[Req, Res any](ctx context.Context, c *Client,
-	f func(leaseholdv1connect.KVClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
-	msg *Req) (*Res, error) {
-	return call(ctx, c, c.cfg.RequestTimeout, func(_ leaseholdv1connect.LeasesClient, ctx context.Context, r *connect.Request[Req]) (*connect.Response[Res], error) {
-		i := int(c.cur.Load()) % len(c.kv)
-		return f(c.kv[i], ctx, r)
-	}, msg)
-}
-
 // Put writes value at key and returns its new version.
 func (c *Client) Put(ctx context.Context, key string, value []byte, opts ...WriteOption) (uint64, error) {
 	var o writeOptions
 	for _, f := range opts {
 		f(&o)
 	}
-	r, err := kvCall(ctx, c, leaseholdv1connect.KVClient.Put,
+	r, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.Put,
 		&pb.PutRequest{Key: key, Value: value, IfVersion: o.ifVersion, Fence: o.fence, RequestId: randomHex(16)})
 	if err != nil {
 		return 0, err
@@ -61,7 +50,7 @@ func (c *Client) Delete(ctx context.Context, key string, opts ...WriteOption) er
 	for _, f := range opts {
 		f(&o)
 	}
-	_, err := kvCall(ctx, c, leaseholdv1connect.KVClient.Delete,
+	_, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.Delete,
 		&pb.DeleteRequest{Key: key, IfVersion: o.ifVersion, Fence: o.fence, RequestId: randomHex(16)})
 	return err
 }
@@ -69,7 +58,7 @@ func (c *Client) Delete(ctx context.Context, key string, opts ...WriteOption) er
 // GetKey reads key (linearizably) and its version. A missing key is an
 // error matching leasehold.ErrNotFound.
 func (c *Client) GetKey(ctx context.Context, key string) (value []byte, version uint64, err error) {
-	r, err := kvCall(ctx, c, leaseholdv1connect.KVClient.Get, &pb.KVGetRequest{Key: key})
+	r, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.Get, &pb.KVGetRequest{Key: key})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -81,6 +70,6 @@ func (c *Client) GetKey(ctx context.Context, key string) (value []byte, version 
 // Use it before each protected write when the resource cannot check tokens
 // itself and can afford one round trip.
 func (c *Client) CheckFence(ctx context.Context, resource string, token uint64) error {
-	_, err := kvCall(ctx, c, leaseholdv1connect.KVClient.CheckFence, &pb.CheckFenceRequest{Resource: resource, Token: token})
+	_, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.CheckFence, &pb.CheckFenceRequest{Resource: resource, Token: token})
 	return err
 }

@@ -90,11 +90,10 @@ func newLocks(g *globals) *cobra.Command {
 			"Needs the operator role.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := g.ctx(cmd.Context(), 0)
 			defer cancel()
 			locks, err := c.Locks(ctx, client.LocksQuery{Prefix: prefix})
 			if err != nil {
@@ -146,11 +145,10 @@ func newLocksShow(g *globals) *cobra.Command {
 		Short: "Show one resource in full: its holder, health marks and every waiter",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := g.ctx(cmd.Context(), 0)
 			defer cancel()
 			l, err := lockOf(ctx, c, args[0])
 			if err != nil {
@@ -266,11 +264,10 @@ func newForceRelease(g *globals) *cobra.Command {
 			if strings.TrimSpace(reason) == "" {
 				return errors.New("--reason is required: why the release is forced (kept in the audit log)")
 			}
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := g.ctx(cmd.Context(), 0)
 			defer cancel()
 			l, err := lockOf(ctx, c, resource)
 			if err != nil {
@@ -334,11 +331,10 @@ func newAudit(g *globals) *cobra.Command {
 			if since < 0 {
 				return fmt.Errorf("--since %v: must not be negative", since)
 			}
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := g.ctx(cmd.Context(), 0)
 			defer cancel()
 			recs, truncated, err := c.Audit(ctx, since, limit)
 			if err != nil {

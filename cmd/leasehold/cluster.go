@@ -3,9 +3,14 @@ package main
 import (
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 )
+
+// membershipWait is how long a membership change may take on the leader,
+// on top of --timeout.
+const membershipWait = 30 * time.Second
 
 func newCluster(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -18,11 +23,12 @@ func newCluster(g *globals) *cobra.Command {
 		Short: "List the servers in the raft configuration",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, membershipWait)
 			if err != nil {
 				return err
 			}
-			r, err := c.Members(cmd.Context())
+			defer cancel()
+			r, err := c.Members(ctx)
 			if err != nil {
 				return err
 			}
@@ -44,11 +50,12 @@ func newCluster(g *globals) *cobra.Command {
 		Short: "Add a node (started with --join or empty) as a voter",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, membershipWait)
 			if err != nil {
 				return err
 			}
-			if err := c.AddVoter(cmd.Context(), args[0], args[1]); err != nil {
+			defer cancel()
+			if err := c.AddVoter(ctx, args[0], args[1]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "added %s at %s\n", args[0], args[1])
@@ -60,11 +67,12 @@ func newCluster(g *globals) *cobra.Command {
 		Short: "Remove a node from the cluster",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, membershipWait)
 			if err != nil {
 				return err
 			}
-			if err := c.RemoveServer(cmd.Context(), args[0]); err != nil {
+			defer cancel()
+			if err := c.RemoveServer(ctx, args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[0])
@@ -76,15 +84,16 @@ func newCluster(g *globals) *cobra.Command {
 		Short: "Hand leadership to ID, or to the most up-to-date follower",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, membershipWait)
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			id := ""
 			if len(args) == 1 {
 				id = args[0]
 			}
-			if err := c.TransferLeader(cmd.Context(), id); err != nil {
+			if err := c.TransferLeader(ctx, id); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "leadership transferred")
@@ -97,11 +106,12 @@ func newCluster(g *globals) *cobra.Command {
 		Short: "Show each node's role, term, commit and applied index",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, membershipWait)
 			if err != nil {
 				return err
 			}
-			r, err := c.ClusterStatus(cmd.Context())
+			defer cancel()
+			r, err := c.ClusterStatus(ctx)
 			if err != nil {
 				return err
 			}

@@ -38,11 +38,10 @@ func newAcquire(g *globals) *cobra.Command {
 			"(leasehold release --lease ID --secret S). Keep the secret out of logs.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, f.wait)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := g.ctx(cmd.Context(), f.wait)
 			defer cancel()
 			l, err := c.AcquireMany(ctx, args, client.TTL(f.ttl), client.Wait(f.wait),
 				client.Owner(f.owner), client.Operation(f.operation), client.LockDelay(f.lockDelay),
@@ -91,11 +90,10 @@ func newRelease(g *globals) *cobra.Command {
 			if id == 0 || secret == "" {
 				return fmt.Errorf("--lease and --secret (or env LEASEHOLD_SECRET) are required")
 			}
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := g.ctx(cmd.Context(), 0)
 			defer cancel()
 			if err := c.ReleaseByID(ctx, id, secret); err != nil {
 				return err
@@ -125,11 +123,10 @@ func newStatus(g *globals) *cobra.Command {
 		Short: "Show a resource's holder, fencing token, expiry and waiters",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := g.ctx(cmd.Context(), 0)
 			defer cancel()
 			r, err := c.Get(ctx, args[0])
 			if err != nil {
@@ -170,11 +167,10 @@ func newList(g *globals) *cobra.Command {
 		Short: "List held leases",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := g.ctx(cmd.Context(), 0)
 			defer cancel()
 			all, err := listAll(ctx, c, prefix)
 			if err != nil {

@@ -93,6 +93,17 @@ func newRoot() *cobra.Command {
 	return root
 }
 
+// session is what a client command needs: a client, and a context that
+// bounds its calls by --timeout plus wait.
+func (g *globals) session(cmd *cobra.Command, wait time.Duration) (*client.Client, context.Context, context.CancelFunc, error) {
+	c, err := g.client()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := g.ctx(cmd.Context(), wait)
+	return c, ctx, cancel, nil
+}
+
 func (g *globals) client() (*client.Client, error) {
 	var eps []string
 	for _, e := range strings.Split(g.endpoints, ",") {
