@@ -36,8 +36,7 @@ type Node struct {
 	timers *timers
 	waits  *waits
 
-	props    chan *proposal
-	inflight chan struct{}
+	props    proposals
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	closed   sync.Once
@@ -46,13 +45,6 @@ type Node struct {
 	// leaderChanges counts this node's leadership transitions (gained or
 	// lost), for metrics; see LeaderChanges.
 	leaderChanges atomic.Uint64
-}
-
-type proposal struct {
-	cmd  fsm.Command
-	res  fsm.Result
-	err  error
-	done chan struct{}
 }
 
 // Events hears about applied changes on this node, for metrics and logs.
@@ -92,8 +84,6 @@ func Open(cfg Config, events Events) (*Node, error) {
 		lock:     lock,
 		timers:   newTimers(cfg.Clock, cfg.Logger),
 		waits:    newWaits(),
-		props:    make(chan *proposal, 4096),
-		inflight: make(chan struct{}, cfg.MaxInflight),
 		stop:     make(chan struct{}),
 	}
 	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.Logger)
@@ -101,8 +91,7 @@ func Open(cfg Config, events Events) (*Node, error) {
 		n.shutdown()
 		return nil, err
 	}
-	n.wg.Add(3)
-	go n.batchLoop()
+	n.wg.Add(2)
 	go n.leaderLoop()
 	go n.timerLoop()
 	return n, nil
@@ -240,29 +229,6 @@ func (n *Node) shutdown() error {
 	return errors.Join(errs...)
 }
 
-// Propose commits cmd and returns its result. It blocks until the entry is
-// applied, ctx ends or the node stops. When ctx ends first the outcome is
-// unknown: retry with the same request ID to learn it.
-func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-	if n.raft.State() != raft.Leader {
-		return fsm.Result{}, n.notLeader()
-	}
-	p := &proposal{cmd: cmd, done: make(chan struct{})}
-	select {
-	case n.props <- p:
-	case <-ctx.Done():
-		return fsm.Result{}, ctx.Err()
-	case <-n.stop:
-		return fsm.Result{}, errStopped
-	}
-	select {
-	case <-p.done:
-		return p.res, p.err
-	case <-ctx.Done():
-		return fsm.Result{}, ctx.Err()
-	}
-}
-
 var errStopped = leasehold.Errorf(leasehold.CodeUnavailable, "the node is shutting down")
 
 func (n *Node) notLeader() error {
@@ -272,89 +238,6 @@ func (n *Node) notLeader() error {
 		addr, id = "", ""
 	}
 	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
-}
-
-// batchLoop merges the proposals waiting at each moment into one log entry,
-// so concurrent requests share one commit and one fsync.
-func (n *Node) batchLoop() {
-	defer n.wg.Done()
-	for {
-		var first *proposal
-		select {
-		case first = <-n.props:
-		case <-n.stop:
-			n.failPending()
-			return
-		}
-		select {
-		case n.inflight <- struct{}{}:
-		case <-n.stop:
-			first.fail(errStopped)
-			n.failPending()
-			return
-		}
-		batch := []*proposal{first}
-	drain:
-		for len(batch) < n.cfg.MaxBatch {
-			select {
-			case p := <-n.props:
-				batch = append(batch, p)
-			default:
-				break drain
-			}
-		}
-		n.submit(batch)
-	}
-}
-
-func (n *Node) failPending() {
-	for {
-		select {
-		case p := <-n.props:
-			p.fail(errStopped)
-		default:
-			return
-		}
-	}
-}
-
-func (p *proposal) fail(err error) {
-	p.err = err
-	close(p.done)
-}
-
-func (n *Node) submit(batch []*proposal) {
-	b := fsm.Batch{Time: n.cfg.Clock.Now().UnixNano(), Cmds: make([]fsm.Command, len(batch))}
-	for i, p := range batch {
-		b.Cmds[i] = p.cmd
-	}
-	start := time.Now()
-	f := n.raft.Apply(b.Encode(nil), n.cfg.ApplyTimeout)
-	go func() {
-		err := f.Error()
-		took := time.Since(start)
-		<-n.inflight
-		if n.cfg.CommitLatency != nil {
-			// Metrics: from handing the entry to raft until it was
-			// committed and applied here (or failed).
-			n.cfg.CommitLatency(took)
-		}
-		var results []fsm.Result
-		if err == nil {
-			results, _ = f.Response().([]fsm.Result)
-			if len(results) != len(batch) {
-				err = fmt.Errorf("cluster: %d results for %d commands", len(results), len(batch))
-			}
-		}
-		for i, p := range batch {
-			if err != nil {
-				p.fail(n.applyError(err))
-				continue
-			}
-			p.res = results[i]
-			close(p.done)
-		}
-	}()
 }
 
 func (n *Node) applyError(err error) error {
@@ -435,32 +318,17 @@ func (n *Node) timerLoop() {
 	}
 }
 
-// proposeTimed commits timer commands; on failure while still leader they
-// are queued again after a short pause.
+// proposeTimed commits timer commands in one entry; on failure while still
+// leader they are queued again after a short pause.
 func (n *Node) proposeTimed(cmds []fsm.Command) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failed []fsm.Command
-	for _, c := range cmds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := n.Propose(ctx, c); err != nil {
-				mu.Lock()
-				failed = append(failed, c)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(failed) == 0 || !n.timers.isActive() {
+	if _, err := n.ProposeAll(ctx, cmds); err == nil || !n.timers.isActive() {
 		return
 	}
-	n.log.Warn("could not commit timer events; retrying", "count", len(failed))
+	n.log.Warn("could not commit timer events; retrying", "count", len(cmds))
 	n.cfg.Clock.AfterFunc(100*time.Millisecond, func() {
-		for _, c := range failed {
+		for _, c := range cmds {
 			n.timers.fire(c)
 		}
 	})

@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/leasehold/leasehold/fsm"
+)
+
+// proposals is the group commit: commands proposed while earlier entries
+// await commit are merged into one log entry, so concurrent requests share
+// one commit and one fsync. The caller that finds a free slot submits the
+// entry and waits for it itself; handing each proposal to a batching
+// goroutine and back costs two goroutine wake-ups, which on an idle
+// machine are a good part of a commit.
+type proposals struct {
+	mu       sync.Mutex
+	queue    []*proposal
+	inflight int // entries submitted and not yet applied (≤ MaxInflight)
+
+	// submit keeps entries in the order their proposals were queued, so
+	// the leader's time stamps never go backwards in the log.
+	submit sync.Mutex
+}
+
+type proposal struct {
+	cmds []fsm.Command
+	res  []fsm.Result
+	err  error
+	done chan struct{}
+}
+
+// Propose commits cmd and returns its result. It blocks until the entry is
+// applied, ctx ends or the node stops. When ctx ends first the outcome is
+// unknown: retry with the same request ID to learn it.
+func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	res, err := n.ProposeAll(ctx, []fsm.Command{cmd})
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	return res[0], nil
+}
+
+// ProposeAll commits cmds in one log entry (with whatever else is waiting)
+// and returns their results in order, as Propose does for one command.
+func (n *Node) ProposeAll(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
+	if len(cmds) == 0 {
+		return nil, nil
+	}
+	if n.raft.State() != raft.Leader {
+		return nil, n.notLeader()
+	}
+	select {
+	case <-n.stop:
+		return nil, errStopped
+	default:
+	}
+	p := &proposal{cmds: cmds, done: make(chan struct{})}
+	q := &n.props
+	q.mu.Lock()
+	q.queue = append(q.queue, p)
+	lead := q.inflight < n.cfg.MaxInflight
+	if lead {
+		q.inflight++
+	}
+	q.mu.Unlock()
+	if lead {
+		n.commit()
+	}
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// commit holds one inflight slot: it submits the queued proposals as one
+// entry, waits for it and hands out the results. If more proposals queued
+// meanwhile, a new goroutine takes the slot on, so the caller's own answer
+// is not held up by the next entry.
+func (n *Node) commit() {
+	batch, f, start := n.submitNext()
+	if batch == nil {
+		return
+	}
+	err := f.Error()
+	took := time.Since(start)
+	q := &n.props
+	q.mu.Lock()
+	more := len(q.queue) > 0
+	if !more {
+		q.inflight--
+	}
+	q.mu.Unlock()
+	if more {
+		go n.commit()
+	}
+	if n.cfg.CommitLatency != nil {
+		// Metrics: from handing the entry to raft until it was committed
+		// and applied here (or failed).
+		n.cfg.CommitLatency(took)
+	}
+	var results []fsm.Result
+	if err == nil {
+		results, _ = f.Response().([]fsm.Result)
+		if want := countCmds(batch); len(results) != want {
+			err = fmt.Errorf("cluster: %d results for %d commands", len(results), want)
+		}
+	}
+	if err != nil {
+		err = n.applyError(err)
+	}
+	for _, p := range batch {
+		if err != nil {
+			p.err = err
+		} else {
+			p.res, results = results[:len(p.cmds):len(p.cmds)], results[len(p.cmds):]
+		}
+		close(p.done)
+	}
+}
+
+// submitNext takes queued proposals, up to MaxBatch commands (a larger
+// proposal goes alone), and hands them to raft as one entry. With nothing
+// queued it gives up the slot and returns nil.
+func (n *Node) submitNext() ([]*proposal, raft.ApplyFuture, time.Time) {
+	q := &n.props
+	q.submit.Lock()
+	defer q.submit.Unlock()
+	q.mu.Lock()
+	if len(q.queue) == 0 {
+		q.inflight--
+		q.mu.Unlock()
+		return nil, nil, time.Time{}
+	}
+	k, size := 0, 0
+	for k < len(q.queue) && (k == 0 || size+len(q.queue[k].cmds) <= n.cfg.MaxBatch) {
+		size += len(q.queue[k].cmds)
+		k++
+	}
+	batch := q.queue[:k:k]
+	q.queue = q.queue[k:]
+	if len(q.queue) == 0 {
+		q.queue = nil // let the backing array go
+	}
+	q.mu.Unlock()
+	b := fsm.Batch{Time: n.cfg.Clock.Now().UnixNano(), Cmds: make([]fsm.Command, 0, size)}
+	for _, p := range batch {
+		b.Cmds = append(b.Cmds, p.cmds...)
+	}
+	start := time.Now()
+	return batch, n.raft.Apply(b.Encode(nil), n.cfg.ApplyTimeout), start
+}
+
+func countCmds(batch []*proposal) int {
+	n := 0
+	for _, p := range batch {
+		n += len(p.cmds)
+	}
+	return n
+}
