@@ -24,7 +24,7 @@ func TestCancelIsScopedToItsAttempt(t *testing.T) {
 			t.Fatal("A's cancel released B's grant")
 		}
 		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "B"}); r.Lease == nil {
-			t.Fatal("B's own cancel did not release its unclaimed grant")
+			t.Fatal("B's own cancel did not release its grant")
 		}
 	})
 	t.Run("a waiter a retry re-attached to stays queued", func(t *testing.T) {
@@ -41,6 +41,29 @@ func TestCancelIsScopedToItsAttempt(t *testing.T) {
 		}
 		if len(s.Waiters("x")) != 1 {
 			t.Fatal("the re-attached waiter was removed")
+		}
+		// The retry owns the place now: when its own caller goes away,
+		// its Cancel withdraws it.
+		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "B"}); r.Err == nil {
+			t.Fatalf("cancel from the retry that took the place over: %+v", r)
+		}
+		if len(s.Waiters("x")) != 0 {
+			t.Fatal("the retry's own cancel left the waiter queued")
+		}
+	})
+	t.Run("a grant a retry took over is released only by the retry's cancel", func(t *testing.T) {
+		s, ix := kvState()
+		if r := applyOne(s, ix, acq("A", 0)); r.Lease == nil {
+			t.Fatalf("grant: %+v", r)
+		}
+		if r := applyOne(s, ix, acq("B", 0)); r.Lease == nil || !r.Dup {
+			t.Fatalf("retry: %+v", r)
+		}
+		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "A"}); r != (Result{}) {
+			t.Fatalf("cancel from A after B took the grant over: %+v", r)
+		}
+		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "B"}); r.Lease == nil {
+			t.Fatal("B's cancel did not release the grant it took over")
 		}
 	})
 }

@@ -75,7 +75,7 @@ type Expire struct {
 // Cancel withdraws a waiting acquire by its request ID and attempt, when
 // its caller went away. If the acquire was granted in the meantime, the
 // grant is released. It does nothing to a waiter or grant that another
-// attempt (a retry) made or has claimed.
+// attempt (a retry) made or took over: the latest attempt owns them.
 type Cancel struct {
 	RequestID string
 	Attempt   string

@@ -30,7 +30,7 @@ type mLease struct {
 	ttl, lockDelay, maxHold, age time.Duration
 	renews                       uint64
 	reqID                        string
-	claimed                      bool
+	attempt                      string // the latest attempt answered with it
 }
 
 type mBlock struct {
@@ -52,7 +52,6 @@ type model struct {
 	holders   map[string]uint64
 	blocks    map[string]mBlock
 	waiters   []*Acquire      // in arrival order
-	claimedW  map[string]bool // waiters a retry re-attached to
 	dedup     []mRec          // in the order the answers were recorded
 	events    []string
 
@@ -67,7 +66,7 @@ type model struct {
 func newModel(cfg Config) *model {
 	return &model{
 		cfg: cfg, leases: map[uint64]*mLease{}, holders: map[string]uint64{},
-		blocks: map[string]mBlock{}, claimedW: map[string]bool{}, secretOf: map[uint64][32]byte{}, history: map[string][]uint64{},
+		blocks: map[string]mBlock{}, secretOf: map[uint64][32]byte{}, history: map[string][]uint64{},
 	}
 }
 
@@ -170,7 +169,7 @@ func (m *model) grant(ix uint64, c *Acquire) Result {
 	tok := max(ix, m.lastToken+1)
 	m.lastToken = tok
 	l := &mLease{id: tok, res: c.Resources, secret: c.SecretHash, ttl: c.TTL,
-		lockDelay: c.LockDelay, maxHold: c.MaxHold, reqID: c.RequestID}
+		lockDelay: c.LockDelay, maxHold: c.MaxHold, reqID: c.RequestID, attempt: c.Attempt}
 	m.leases[tok] = l
 	for _, r := range c.Resources {
 		m.holders[r] = tok
@@ -205,7 +204,6 @@ func (m *model) settle(ix uint64, now int64) {
 		}
 		w := m.waiters[i]
 		m.waiters = slices.Delete(m.waiters, i, i+1)
-		delete(m.claimedW, w.RequestID)
 		r := m.grant(ix, w)
 		m.put(w.RequestID, KindAcquire, now, r)
 		m.event("waitended req=%s %s", w.RequestID, summarize(r))
@@ -215,7 +213,6 @@ func (m *model) settle(ix uint64, now int64) {
 func (m *model) endWait(now int64, i int, r Result) Result {
 	w := m.waiters[i]
 	m.waiters = slices.Delete(m.waiters, i, i+1)
-	delete(m.claimedW, w.RequestID)
 	m.put(w.RequestID, KindAcquire, now, r)
 	m.event("waitended req=%s %s", w.RequestID, summarize(r))
 	return r
@@ -235,7 +232,7 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 	switch c := c.(type) {
 	case *Acquire:
 		if i := m.waiterIndex(c.RequestID); i >= 0 {
-			m.claimedW[c.RequestID] = true
+			m.waiters[i].Attempt = c.Attempt
 			return Result{Queued: true, Dup: true, ForeignSecret: m.waiters[i].SecretHash != c.SecretHash}
 		}
 		if r, ok := m.lookup(c.RequestID, KindAcquire); ok {
@@ -249,7 +246,7 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 				return nf
 			}
 			r.ForeignSecret = l.secret != c.SecretHash
-			l.claimed = true
+			l.attempt = c.Attempt
 			return r
 		}
 		var r Result
@@ -259,7 +256,8 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 		case m.free(c.Resources, -1):
 			r = m.grant(ix, c)
 		case c.Wait > 0:
-			m.waiters = append(m.waiters, c)
+			w := *c // a retry changes its attempt
+			m.waiters = append(m.waiters, &w)
 			r = Result{Queued: true}
 		default:
 			r = errResult(leasehold.CodeHeld)
@@ -336,7 +334,7 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 
 	case *Cancel:
 		if i := m.waiterIndex(c.RequestID); i >= 0 {
-			if m.claimedW[c.RequestID] {
+			if m.waiters[i].Attempt != c.Attempt {
 				return Result{}
 			}
 			return m.endWait(now, i, errResult(leasehold.CodeCanceled))
@@ -349,7 +347,7 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 			return Result{}
 		}
 		l := m.leases[m.dedup[i].res.Lease.ID]
-		if l == nil || l.reqID != c.RequestID || l.claimed {
+		if l == nil || l.reqID != c.RequestID || l.attempt != c.Attempt {
 			return Result{}
 		}
 		return m.end(l, EndCanceled)
@@ -571,6 +569,10 @@ func (g *gen) proof(id uint64) ([32]byte, bool) {
 	return other, known && other == right
 }
 
+// attempt names the try of a request: two, so that Cancels both match and
+// miss the latest attempt.
+func (g *gen) attempt() string { return rapid.SampledFrom([]string{"A", "B"}).Draw(g.t, "attempt") }
+
 func (g *gen) acquire() Command {
 	c := &Acquire{
 		RequestID: g.fresh("q"),
@@ -580,6 +582,7 @@ func (g *gen) acquire() Command {
 		LockDelay:  rapid.SampledFrom([]time.Duration{0, 0, time.Second}).Draw(g.t, "lockdelay"),
 		MaxHold:    rapid.SampledFrom([]time.Duration{0, 0, 30 * time.Second}).Draw(g.t, "maxhold"),
 		SecretHash: secret(g.fresh("s")),
+		Attempt:    g.attempt(),
 	}
 	if rapid.Bool().Draw(g.t, "wait") {
 		c.Wait = time.Minute
@@ -690,7 +693,7 @@ func (g *gen) command() Command {
 			id = rapid.SampledFrom(g.m.acquireID).Draw(g.t, "a")
 		}
 		if rapid.Bool().Draw(g.t, "cancel") {
-			return &Cancel{RequestID: id}
+			return &Cancel{RequestID: id, Attempt: g.attempt()}
 		}
 		return &WaitTimeout{RequestID: id}
 	default:
@@ -700,6 +703,11 @@ func (g *gen) command() Command {
 		}
 		c := rapid.SampledFrom(g.m.sent).Draw(g.t, "retry")
 		if rapid.IntRange(0, 4).Draw(g.t, "misuse") > 0 {
+			if a, ok := c.(*Acquire); ok {
+				retry := *a // a retry on another connection: another attempt
+				retry.Attempt = g.attempt()
+				return &retry
+			}
 			return c
 		}
 		var id string

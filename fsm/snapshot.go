@@ -9,7 +9,7 @@ import (
 	"github.com/leasehold/leasehold"
 )
 
-// Snapshot layout (version 3): magic, version, counters, then leases by id,
+// Snapshot layout (version 4): magic, version, counters, then leases by id,
 // lock-delays by resource, waiters by arrival, the key-value space by key,
 // the audit log and dedup records by arrival. Everything is written in a
 // fixed order, so equal states give equal bytes. A node refuses a version it
@@ -17,7 +17,7 @@ import (
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = 3
+	snapVersion = 4
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -44,7 +44,6 @@ func (s *State) Snapshot() []byte {
 		e.varint(int64(l.heldFor))
 		e.str(l.requestID)
 		e.str(l.attempt)
-		e.bool(l.claimed)
 	}
 
 	res := make([]string, 0, len(s.blocks))
@@ -69,7 +68,6 @@ func (s *State) Snapshot() []byte {
 		w.Acquire.encode(&e)
 		e.uvarint(w.arrival)
 		e.varint(w.queuedAt)
-		e.bool(w.claimed)
 	}
 
 	keys := make([]string, 0, len(s.kv))
@@ -121,7 +119,9 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		l.heldFor = time.Duration(d.varint())
 		l.requestID = d.str()
 		l.attempt = d.str()
-		l.claimed = d.bool()
+		if v < 4 && d.bool() {
+			l.attempt = "" // claimed by a retry (version 3): no Cancel matches
+		}
 		if d.err != nil {
 			break
 		}
@@ -153,7 +153,9 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		w.Acquire.decode(&d)
 		w.arrival = d.uvarint()
 		w.queuedAt = d.varint()
-		w.claimed = d.bool()
+		if v < 4 && d.bool() {
+			w.Attempt = "" // claimed by a retry (version 3): no Cancel matches
+		}
 		if d.err != nil {
 			break
 		}

@@ -72,17 +72,17 @@ type lease struct {
 	secretHash [32]byte
 	heldFor    time.Duration // age last stamped by a leader, for MaxHold
 	requestID  string
-	attempt    string // the attempt of the acquire that made it
-	// claimed: a retry of the acquire was answered with this lease, so a
-	// Cancel from the first request's (gone) caller must not release it.
-	claimed bool
+	// attempt is the latest attempt of the acquire that made it or was
+	// answered with it: only that attempt's Cancel releases it, so a
+	// withdrawal by an earlier attempt's (gone) caller never undoes what a
+	// retry was given.
+	attempt string
 }
 
 type waiter struct {
 	Acquire
 	arrival  uint64 // global arrival order
 	queuedAt int64  // leader wall clock, display only
-	claimed  bool   // a retry re-attached to it: only a timeout ends it
 }
 
 type block struct {
@@ -215,7 +215,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 		return Result{Err: err}
 	}
 	if w := s.waiters[c.RequestID]; w != nil && c.RequestID != "" {
-		w.claimed = true
+		w.Attempt = c.Attempt // the retry takes the place over
 		return Result{Queued: true, Dup: true, ForeignSecret: w.SecretHash != c.SecretHash}
 	}
 	if r, ok := s.dedup.lookup(c.RequestID, KindAcquire); ok {
@@ -230,7 +230,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 				"lease %d, granted to this request, has already ended", r.Lease.ID)}
 		}
 		r.ForeignSecret = l.secretHash != c.SecretHash
-		l.claimed = true
+		l.attempt = c.Attempt // the retry takes the grant over
 		return r
 	}
 	var r Result
@@ -499,7 +499,7 @@ func (s *State) unblock(ix uint64, now int64, c *Unblock) Result {
 
 func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
 	if w := s.waiters[c.RequestID]; w != nil {
-		if w.claimed || w.Attempt != c.Attempt {
+		if w.Attempt != c.Attempt {
 			return Result{}
 		}
 		r := Result{Err: leasehold.Errorf(leasehold.CodeCanceled, "the waiting acquire was canceled")}
@@ -512,7 +512,7 @@ func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
 		return Result{}
 	}
 	l := s.leases[rec.Lease.ID]
-	if l == nil || l.requestID != c.RequestID || l.claimed || l.attempt != c.Attempt {
+	if l == nil || l.requestID != c.RequestID || l.attempt != c.Attempt {
 		return Result{}
 	}
 	view := s.end(l, EndCanceled)

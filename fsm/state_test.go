@@ -819,13 +819,17 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 			}
 		}},
 		{"cancel after a retry was answered with the grant leaves the lease", func(t *testing.T, h *harness) {
-			l := h.mustGrant(wacq("w", "a"))
+			first := wacq("w", "a")
+			first.Attempt = "1"
+			l := h.mustGrant(first)
 			// A retry on another connection gets the lease ...
-			if r := h.one(wacq("w", "a")); !r.Dup || r.Lease == nil || r.Lease.ID != l.ID || r.ForeignSecret {
+			retry := wacq("w", "a")
+			retry.Attempt = "2"
+			if r := h.one(retry); !r.Dup || r.Lease == nil || r.Lease.ID != l.ID || r.ForeignSecret {
 				t.Fatalf("retry: %s", summarize(r))
 			}
 			// ... so the first connection's late withdrawal must not end it.
-			if r := h.one(&Cancel{RequestID: "w"}); r != (Result{}) {
+			if r := h.one(&Cancel{RequestID: "w", Attempt: "1"}); r != (Result{}) {
 				t.Fatalf("cancel: %s", summarize(r))
 			}
 			if h.holder("a") != l.ID {
