@@ -79,12 +79,12 @@ func Open(cfg Config, events Events) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		lock:     lock,
-		timers:   newTimers(cfg.Clock, cfg.Logger),
-		waits:    newWaits(),
-		stop:     make(chan struct{}),
+		cfg:    cfg,
+		log:    cfg.Logger,
+		lock:   lock,
+		timers: newTimers(cfg.Clock, cfg.Logger),
+		waits:  newWaits(),
+		stop:   make(chan struct{}),
 	}
 	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.Logger)
 	if err := n.start(); err != nil {

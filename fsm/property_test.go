@@ -51,8 +51,8 @@ type model struct {
 	leases    map[uint64]*mLease
 	holders   map[string]uint64
 	blocks    map[string]mBlock
-	waiters   []*Acquire      // in arrival order
-	dedup     []mRec          // in the order the answers were recorded
+	waiters   []*Acquire // in arrival order
+	dedup     []mRec     // in the order the answers were recorded
 	events    []string
 
 	// for the generator
