@@ -26,6 +26,7 @@ const (
 	DefaultTTL       = 15 * time.Second
 	DefaultListLimit = 100
 	MaxListLimit     = 1000
+	MaxBatchOps      = 256 // operations in one Leases.Batch request
 )
 
 // Lease is what anyone may see about a lease: never its secret.

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/leasehold/leasehold"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 )
 
 var toConnect = map[leasehold.Code]connect.Code{
@@ -100,4 +101,24 @@ func FromConnect(err error) error {
 		return &leasehold.Error{Code: code, Message: ce.Message()}
 	}
 	return &leasehold.Error{Code: leasehold.CodeUnknown, Message: ce.Message()}
+}
+
+// ToBatchError is ToConnect for one operation of a Batch: the same code
+// and message, carried in the result instead of the reply's status.
+func ToBatchError(err error) *pb.BatchError {
+	ce := ToConnect(err).(*connect.Error)
+	code := ce.Meta().Get(codeHeader)
+	if code == "" {
+		code = fromConnect[ce.Code()].String()
+	}
+	return &pb.BatchError{Code: code, Message: ce.Message()}
+}
+
+// FromBatchError is FromConnect for one operation's error in a Batch.
+func FromBatchError(e *pb.BatchError) error {
+	code, ok := codeByName[e.GetCode()]
+	if !ok {
+		code = leasehold.CodeUnknown
+	}
+	return &leasehold.Error{Code: code, Message: e.GetMessage()}
 }

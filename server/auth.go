@@ -153,6 +153,7 @@ var required = map[string]Role{
 	"/leasehold.v1.Leases/Acquire":         RoleWorker,
 	"/leasehold.v1.Leases/Renew":           RoleWorker,
 	"/leasehold.v1.Leases/Release":         RoleWorker,
+	"/leasehold.v1.Leases/Batch":           RoleWorker,
 	"/leasehold.v1.Leases/Get":             RoleOperator,
 	"/leasehold.v1.Leases/List":            RoleOperator,
 	"/leasehold.v1.KV/Put":                 RoleWorker,
@@ -174,6 +175,12 @@ func names(msg any) []string {
 	switch m := msg.(type) {
 	case *pb.AcquireRequest:
 		return m.Resources
+	case *pb.BatchRequest:
+		var out []string
+		for _, op := range m.GetOps() {
+			out = append(out, op.GetAcquire().GetResources()...)
+		}
+		return out
 	case *pb.PutRequest:
 		return append([]string{m.Key}, fenceName(m.Fence)...)
 	case *pb.DeleteRequest:
@@ -184,6 +191,23 @@ func names(msg any) []string {
 		return []string{m.Resource}
 	}
 	return nil
+}
+
+// acquisitions counts the acquires a request makes, for the rate limit.
+func acquisitions(msg any) int {
+	switch m := msg.(type) {
+	case *pb.AcquireRequest:
+		return 1
+	case *pb.BatchRequest:
+		n := 0
+		for _, op := range m.GetOps() {
+			if op.GetAcquire() != nil {
+				n++
+			}
+		}
+		return n
+	}
+	return 0
 }
 
 func fenceName(f *pb.Fence) []string {
@@ -240,12 +264,12 @@ func (g *guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				}
 			}
 		}
-		if proc == "/leasehold.v1.Leases/Acquire" && req.Header().Get(forwardedHeader) == "" {
+		if n := acquisitions(req.Any()); n > 0 && req.Header().Get(forwardedHeader) == "" {
 			key := p.Name
 			if g.auth == nil {
 				key, _, _ = net.SplitHostPort(req.Peer().Addr)
 			}
-			if err := g.rate.allow(key); err != nil {
+			if err := g.rate.allow(key, n); err != nil {
 				return nil, api.ToConnect(err)
 			}
 		}
@@ -271,7 +295,9 @@ func (g *guard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 }
 
 // rateLimiter is a token bucket per client: rate acquisitions a second,
-// with a burst of twice that. Idle buckets are dropped.
+// with a burst of twice that. Idle buckets are dropped. A batch of more
+// acquires than the burst is let through when the bucket is full and
+// leaves it in debt, so the rate still holds on average.
 type rateLimiter struct {
 	rate    float64
 	mu      sync.Mutex
@@ -288,7 +314,8 @@ func newRateLimiter(rate float64) *rateLimiter {
 	return &rateLimiter{rate: rate, buckets: map[string]*bucket{}}
 }
 
-func (r *rateLimiter) allow(key string) error {
+// allow takes n acquisitions (n ≥ 1) from key's bucket, or refuses all n.
+func (r *rateLimiter) allow(key string, n int) error {
 	if r == nil || r.rate <= 0 {
 		return nil
 	}
@@ -310,10 +337,10 @@ func (r *rateLimiter) allow(key string) error {
 	}
 	b.tokens = min(2*r.rate, b.tokens+now.Sub(b.last).Seconds()*r.rate)
 	b.last = now
-	if b.tokens < 1 {
+	if b.tokens < min(float64(n), max(1, 2*r.rate)) {
 		return leasehold.Errorf(leasehold.CodeLimit,
 			"client %q is over %.0f acquisitions a second (limit acquire_rate); slow down and retry", key, r.rate)
 	}
-	b.tokens--
+	b.tokens -= float64(n)
 	return nil
 }

@@ -27,6 +27,7 @@ var fuzzMethods = []struct {
 	{leaseholdv1connect.LeasesReleaseProcedure, func() proto.Message { return &pb.ReleaseResponse{} }},
 	{leaseholdv1connect.LeasesGetProcedure, func() proto.Message { return &pb.GetResponse{} }},
 	{leaseholdv1connect.LeasesListProcedure, func() proto.Message { return &pb.ListResponse{} }},
+	{leaseholdv1connect.LeasesBatchProcedure, func() proto.Message { return &pb.BatchResponse{} }},
 }
 
 // fuzzServerTimeout bounds each request on the server (Connect-Timeout-Ms),
@@ -50,7 +51,7 @@ func FuzzAPI(f *testing.F) {
 	}
 	secret := strings.Repeat("ab", 16)
 	const (
-		acquireM, renewM, releaseM, getM, listM = 0, 1, 2, 3, 4
+		acquireM, renewM, releaseM, getM, listM, batchM = 0, 1, 2, 3, 4, 5
 	)
 	seeds := []struct {
 		method uint8
@@ -92,6 +93,18 @@ func FuzzAPI(f *testing.F) {
 		{getM, true, mustProto(&pb.GetRequest{Resource: "demo"})},
 		{listM, true, mustProto(&pb.ListRequest{Prefix: "fz/", PageSize: 2})},
 		{listM, true, nil},
+		{batchM, false, []byte(`{"ops":[{"acquire":{"resources":["fz/b1"],"ttl":"1s"}},{"renew":{"leaseId":"1","secret":"` + secret + `"}},{"release":{"leaseId":"1","secret":"` + secret + `"}},{}]}`)},
+		{batchM, false, []byte(`{"ops":[{"acquire":{"resources":["demo"],"wait":"0.1s","secret":"` + secret + `","requestId":"r4"}}]}`)},
+		{batchM, false, []byte(`{"ops":[]}`)},
+		{batchM, false, []byte(`{"ops":[null]}`)},
+		{batchM, false, []byte(`{"ops":[{"acquire":{},"renew":{}}]}`)},
+		{batchM, true, mustProto(&pb.BatchRequest{Ops: []*pb.BatchOp{
+			{Op: &pb.BatchOp_Acquire{Acquire: &pb.AcquireRequest{Resources: []string{"fz/b2"}, Ttl: durationpb.New(time.Second), RequestId: "r5"}}},
+			{Op: &pb.BatchOp_Renew{Renew: &pb.RenewRequest{LeaseId: 1, Secret: secret}}},
+			{Op: &pb.BatchOp_Release{Release: &pb.ReleaseRequest{LeaseId: 2, Secret: secret, RequestId: "r5"}}},
+			{},
+		}})},
+		{batchM, true, nil},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.binary, s.body)

@@ -36,12 +36,23 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 	if addr, ok := leaderFor(req, err); ok {
 		return relay(s.fwd.at(addr).leases.Acquire(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
+	out, err := s.acquireAnswer(secret, res, err, start)
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// acquireAnswer builds the reply to a granted acquire and counts the
+// outcome; err (a failure of the whole call) or else res.Err is returned
+// instead for one that failed. Acquire and Batch answer through it alike.
+func (s *Server) acquireAnswer(secret string, res fsm.Result, err error, start time.Time) (*pb.AcquireResponse, error) {
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
 		s.metrics.Acquisitions.WithLabelValues(leasehold.CodeOf(err).String()).Inc()
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	s.metrics.Acquisitions.WithLabelValues("granted").Inc()
 	s.metrics.AcquireWait.Observe(time.Since(start).Seconds())
@@ -51,11 +62,11 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 	if res.ForeignSecret {
 		secret = "" // a retry with another secret: only the first request's holder knows it
 	}
-	return connect.NewResponse(&pb.AcquireResponse{
+	return &pb.AcquireResponse{
 		Lease:     leasePB(res.Lease, res.Remaining),
 		Secret:    secret,
 		ExpiresIn: durPB(res.Remaining),
-	}), nil
+	}, nil
 }
 
 // acquire proposes cmd and, if it queues, waits for its outcome. A caller
@@ -99,7 +110,7 @@ func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, err
 	case <-ctx.Done():
 		return fsm.Result{}, s.leftEarly(ctx, cmd)
 	case <-fallback.C:
-		go s.withdraw(cmd.RequestID, cmd.Attempt, 0)
+		go s.withdraw(0, cmd)
 		return fsm.Result{}, leasehold.Errorf(leasehold.CodeWaitTimeout, "waited %v for %q without a grant", cmd.Wait, cmd.Resources)
 	}
 }
@@ -109,23 +120,26 @@ func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, err
 // place in line, or a grant nobody took, is given up.
 const withdrawGrace = 2 * time.Second
 
-// leftEarly answers for an acquire whose caller's context ended first. On
-// shutdown the attempt stays, and the caller is told to retry elsewhere;
-// otherwise it is withdrawn after the grace period, unless a retry claims
-// it first.
-func (s *Server) leftEarly(ctx context.Context, cmd *fsm.Acquire) error {
+// leftEarly answers for acquires whose caller's context ended first (one,
+// or those of a batch). On shutdown the attempts stay, and the caller is
+// told to retry elsewhere; otherwise they are withdrawn after the grace
+// period, unless a retry claims them first.
+func (s *Server) leftEarly(ctx context.Context, cmds ...*fsm.Acquire) error {
 	if s.base.Err() != nil {
 		return leasehold.Errorf(leasehold.CodeUnavailable,
 			"this node is shutting down; retry the acquire with the same request_id on another node")
 	}
-	go s.withdraw(cmd.RequestID, cmd.Attempt, withdrawGrace)
+	if len(cmds) > 0 {
+		go s.withdraw(withdrawGrace, cmds...)
+	}
 	return ctx.Err()
 }
 
-// withdraw cancels one attempt of an acquire after grace: its place in
-// line, or the grant it got with nobody to take it. A retry's waiter or
-// grant is never touched (the Cancel is scoped to the attempt).
-func (s *Server) withdraw(requestID, attempt string, grace time.Duration) {
+// withdraw cancels attempts of acquires after grace, in one log entry:
+// their places in line, or the grants they got with nobody to take them.
+// A retry's waiter or grant is never touched (each Cancel is scoped to its
+// attempt).
+func (s *Server) withdraw(grace time.Duration, cmds ...*fsm.Acquire) {
 	if grace > 0 {
 		t := time.NewTimer(grace)
 		defer t.Stop()
@@ -137,12 +151,19 @@ func (s *Server) withdraw(requestID, attempt string, grace time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 	defer cancel()
-	res, err := s.node.Propose(ctx, &fsm.Cancel{RequestID: requestID, Attempt: attempt})
-	switch {
-	case err != nil:
-		s.log.Warn("could not withdraw a waiting acquire; the leader's wait timer will end it", "err", err)
-	case res.Lease != nil:
-		s.log.Info("released a grant whose caller went away", "lease", res.Lease.ID, "request_id", requestID)
+	cancels := make([]fsm.Command, len(cmds))
+	for i, c := range cmds {
+		cancels[i] = &fsm.Cancel{RequestID: c.RequestID, Attempt: c.Attempt}
+	}
+	results, err := s.node.ProposeAll(ctx, cancels)
+	if err != nil {
+		s.log.Warn("could not withdraw a waiting acquire; the leader's wait timer will end it", "count", len(cmds), "err", err)
+		return
+	}
+	for i, res := range results {
+		if res.Lease != nil {
+			s.log.Info("released a grant whose caller went away", "lease", res.Lease.ID, "request_id", cmds[i].RequestID)
+		}
 	}
 }
 
@@ -159,20 +180,29 @@ func (h leases) Renew(ctx context.Context, req *connect.Request[pb.RenewRequest]
 	if addr, ok := leaderFor(req, err); ok {
 		return relay(s.fwd.at(addr).leases.Renew(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
+	out, err := s.renewAnswer(res, err)
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// renewAnswer is acquireAnswer for a renewal.
+func (s *Server) renewAnswer(res fsm.Result, err error) (*pb.RenewResponse, error) {
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
 		s.metrics.RenewalFailures.WithLabelValues(leasehold.CodeOf(err).String()).Inc()
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	if res.Dup {
 		res.Remaining = s.remainingNow(res.Lease.ID, res.Remaining)
 	}
-	return connect.NewResponse(&pb.RenewResponse{
+	return &pb.RenewResponse{
 		Lease:     leasePB(res.Lease, res.Remaining),
 		ExpiresIn: durPB(res.Remaining),
-	}), nil
+	}, nil
 }
 
 func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequest]) (*connect.Response[pb.ReleaseResponse], error) {
@@ -186,6 +216,15 @@ func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequ
 	if addr, ok := leaderFor(req, err); ok {
 		return relay(s.fwd.at(addr).leases.Release(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
+	out, err := s.releaseAnswer(cmd, res, err)
+	if err != nil {
+		return nil, api.ToConnect(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// releaseAnswer is acquireAnswer for a release.
+func (s *Server) releaseAnswer(cmd *fsm.Release, res fsm.Result, err error) (*pb.ReleaseResponse, error) {
 	if err == nil {
 		err = res.Err
 	}
@@ -194,9 +233,9 @@ func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequ
 			s.metrics.ReleasedAfterLoss.Inc()
 			s.log.Warn("release found the lease gone: its holder worked past the lease", slog.Uint64("lease", cmd.LeaseID))
 		}
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
-	return connect.NewResponse(&pb.ReleaseResponse{Lease: leasePB(res.Lease, -1)}), nil
+	return &pb.ReleaseResponse{Lease: leasePB(res.Lease, -1)}, nil
 }
 
 func (h leases) Get(ctx context.Context, req *connect.Request[pb.GetRequest]) (*connect.Response[pb.GetResponse], error) {

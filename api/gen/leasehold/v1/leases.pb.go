@@ -23,6 +23,381 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type BatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ops           []*BatchOp             `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchRequest) Reset() {
+	*x = BatchRequest{}
+	mi := &file_leasehold_v1_leases_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchRequest) ProtoMessage() {}
+
+func (x *BatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_leases_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
+func (*BatchRequest) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *BatchRequest) GetOps() []*BatchOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+type BatchOp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*BatchOp_Acquire
+	//	*BatchOp_Renew
+	//	*BatchOp_Release
+	Op            isBatchOp_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchOp) Reset() {
+	*x = BatchOp{}
+	mi := &file_leasehold_v1_leases_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchOp) ProtoMessage() {}
+
+func (x *BatchOp) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_leases_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchOp.ProtoReflect.Descriptor instead.
+func (*BatchOp) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BatchOp) GetOp() isBatchOp_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *BatchOp) GetAcquire() *AcquireRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchOp_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *BatchOp) GetRenew() *RenewRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchOp_Renew); ok {
+			return x.Renew
+		}
+	}
+	return nil
+}
+
+func (x *BatchOp) GetRelease() *ReleaseRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchOp_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+type isBatchOp_Op interface {
+	isBatchOp_Op()
+}
+
+type BatchOp_Acquire struct {
+	Acquire *AcquireRequest `protobuf:"bytes,1,opt,name=acquire,proto3,oneof"`
+}
+
+type BatchOp_Renew struct {
+	Renew *RenewRequest `protobuf:"bytes,2,opt,name=renew,proto3,oneof"`
+}
+
+type BatchOp_Release struct {
+	Release *ReleaseRequest `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+func (*BatchOp_Acquire) isBatchOp_Op() {}
+
+func (*BatchOp_Renew) isBatchOp_Op() {}
+
+func (*BatchOp_Release) isBatchOp_Op() {}
+
+type BatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per operation, in the order of the request.
+	Results       []*BatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResponse) Reset() {
+	*x = BatchResponse{}
+	mi := &file_leasehold_v1_leases_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResponse) ProtoMessage() {}
+
+func (x *BatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_leases_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
+func (*BatchResponse) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BatchResponse) GetResults() []*BatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type BatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchResult_Acquire
+	//	*BatchResult_Renew
+	//	*BatchResult_Release
+	//	*BatchResult_Queued
+	//	*BatchResult_Error
+	Result        isBatchResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResult) Reset() {
+	*x = BatchResult{}
+	mi := &file_leasehold_v1_leases_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResult) ProtoMessage() {}
+
+func (x *BatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_leases_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
+func (*BatchResult) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BatchResult) GetResult() isBatchResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchResult) GetAcquire() *AcquireResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *BatchResult) GetRenew() *RenewResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Renew); ok {
+			return x.Renew
+		}
+	}
+	return nil
+}
+
+func (x *BatchResult) GetRelease() *ReleaseResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *BatchResult) GetQueued() bool {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Queued); ok {
+			return x.Queued
+		}
+	}
+	return false
+}
+
+func (x *BatchResult) GetError() *BatchError {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isBatchResult_Result interface {
+	isBatchResult_Result()
+}
+
+type BatchResult_Acquire struct {
+	Acquire *AcquireResponse `protobuf:"bytes,1,opt,name=acquire,proto3,oneof"`
+}
+
+type BatchResult_Renew struct {
+	Renew *RenewResponse `protobuf:"bytes,2,opt,name=renew,proto3,oneof"`
+}
+
+type BatchResult_Release struct {
+	Release *ReleaseResponse `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type BatchResult_Queued struct {
+	// An acquire with a wait found a resource held: it is queued; send the
+	// same request to Acquire to wait for the grant.
+	Queued bool `protobuf:"varint,4,opt,name=queued,proto3,oneof"`
+}
+
+type BatchResult_Error struct {
+	// The operation failed; the others are unaffected.
+	Error *BatchError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
+}
+
+func (*BatchResult_Acquire) isBatchResult_Result() {}
+
+func (*BatchResult_Renew) isBatchResult_Result() {}
+
+func (*BatchResult_Release) isBatchResult_Result() {}
+
+func (*BatchResult_Queued) isBatchResult_Result() {}
+
+func (*BatchResult_Error) isBatchResult_Result() {}
+
+type BatchError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// leasehold's error code, as in the Leasehold-Error-Code header of an
+	// error reply ("not_found", "held", ...).
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// What went wrong, for a person.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchError) Reset() {
+	*x = BatchError{}
+	mi := &file_leasehold_v1_leases_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchError) ProtoMessage() {}
+
+func (x *BatchError) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_leases_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
+func (*BatchError) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchError) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *BatchError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 64 distinct resource names, each 1 to 256 bytes of printable UTF-8.
@@ -53,7 +428,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[0]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -65,7 +440,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[0]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -78,7 +453,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{0}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AcquireRequest) GetResources() []string {
@@ -165,7 +540,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[1]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -177,7 +552,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[1]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -190,7 +565,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{1}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AcquireResponse) GetLease() *Lease {
@@ -227,7 +602,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[2]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +614,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[2]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +627,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{2}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RenewRequest) GetLeaseId() uint64 {
@@ -295,7 +670,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[3]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +682,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[3]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +695,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{3}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RenewResponse) GetLease() *Lease {
@@ -348,7 +723,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[4]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +735,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[4]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +748,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{4}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReleaseRequest) GetLeaseId() uint64 {
@@ -406,7 +781,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[5]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +793,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[5]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +806,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{5}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseResponse) GetLease() *Lease {
@@ -450,7 +825,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[6]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +837,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[6]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +850,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{6}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetRequest) GetResource() string {
@@ -500,7 +875,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[7]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +887,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[7]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +900,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{7}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetResponse) GetResource() string {
@@ -570,7 +945,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[8]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +957,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[8]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +970,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{8}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -630,7 +1005,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[9]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +1017,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[9]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +1030,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{9}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListResponse) GetLeases() []*Lease {
@@ -699,7 +1074,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[10]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +1086,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[10]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +1099,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{10}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Lease) GetId() uint64 {
@@ -838,7 +1213,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_leasehold_v1_leases_proto_msgTypes[11]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1225,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_leases_proto_msgTypes[11]
+	mi := &file_leasehold_v1_leases_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1238,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{11}
+	return file_leasehold_v1_leases_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Waiter) GetResources() []string {
@@ -905,7 +1280,27 @@ var File_leasehold_v1_leases_proto protoreflect.FileDescriptor
 
 const file_leasehold_v1_leases_proto_rawDesc = "" +
 	"\n" +
-	"\x19leasehold/v1/leases.proto\x12\fleasehold.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xea\x03\n" +
+	"\x19leasehold/v1/leases.proto\x12\fleasehold.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"7\n" +
+	"\fBatchRequest\x12'\n" +
+	"\x03ops\x18\x01 \x03(\v2\x15.leasehold.v1.BatchOpR\x03ops\"\xb7\x01\n" +
+	"\aBatchOp\x128\n" +
+	"\aacquire\x18\x01 \x01(\v2\x1c.leasehold.v1.AcquireRequestH\x00R\aacquire\x122\n" +
+	"\x05renew\x18\x02 \x01(\v2\x1a.leasehold.v1.RenewRequestH\x00R\x05renew\x128\n" +
+	"\arelease\x18\x03 \x01(\v2\x1c.leasehold.v1.ReleaseRequestH\x00R\areleaseB\x04\n" +
+	"\x02op\"D\n" +
+	"\rBatchResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.leasehold.v1.BatchResultR\aresults\"\x8e\x02\n" +
+	"\vBatchResult\x129\n" +
+	"\aacquire\x18\x01 \x01(\v2\x1d.leasehold.v1.AcquireResponseH\x00R\aacquire\x123\n" +
+	"\x05renew\x18\x02 \x01(\v2\x1b.leasehold.v1.RenewResponseH\x00R\x05renew\x129\n" +
+	"\arelease\x18\x03 \x01(\v2\x1d.leasehold.v1.ReleaseResponseH\x00R\arelease\x12\x18\n" +
+	"\x06queued\x18\x04 \x01(\bH\x00R\x06queued\x120\n" +
+	"\x05error\x18\x05 \x01(\v2\x18.leasehold.v1.BatchErrorH\x00R\x05errorB\b\n" +
+	"\x06result\":\n" +
+	"\n" +
+	"BatchError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xea\x03\n" +
 	"\x0eAcquireRequest\x12\x1c\n" +
 	"\tresources\x18\x01 \x03(\tR\tresources\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
@@ -991,13 +1386,14 @@ const file_leasehold_v1_leases_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1c\n" +
 	"\toperation\x18\x03 \x01(\tR\toperation\x12-\n" +
 	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x127\n" +
-	"\tqueued_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bqueuedAt2\xd5\x02\n" +
+	"\tqueued_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bqueuedAt2\x97\x03\n" +
 	"\x06Leases\x12F\n" +
 	"\aAcquire\x12\x1c.leasehold.v1.AcquireRequest\x1a\x1d.leasehold.v1.AcquireResponse\x12@\n" +
 	"\x05Renew\x12\x1a.leasehold.v1.RenewRequest\x1a\x1b.leasehold.v1.RenewResponse\x12F\n" +
 	"\aRelease\x12\x1c.leasehold.v1.ReleaseRequest\x1a\x1d.leasehold.v1.ReleaseResponse\x12:\n" +
 	"\x03Get\x12\x18.leasehold.v1.GetRequest\x1a\x19.leasehold.v1.GetResponse\x12=\n" +
-	"\x04List\x12\x19.leasehold.v1.ListRequest\x1a\x1a.leasehold.v1.ListResponseBAZ?github.com/leasehold/leasehold/api/gen/leasehold/v1;leaseholdv1b\x06proto3"
+	"\x04List\x12\x19.leasehold.v1.ListRequest\x1a\x1a.leasehold.v1.ListResponse\x12@\n" +
+	"\x05Batch\x12\x1a.leasehold.v1.BatchRequest\x1a\x1b.leasehold.v1.BatchResponseBAZ?github.com/leasehold/leasehold/api/gen/leasehold/v1;leaseholdv1b\x06proto3"
 
 var (
 	file_leasehold_v1_leases_proto_rawDescOnce sync.Once
@@ -1011,64 +1407,80 @@ func file_leasehold_v1_leases_proto_rawDescGZIP() []byte {
 	return file_leasehold_v1_leases_proto_rawDescData
 }
 
-var file_leasehold_v1_leases_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_leasehold_v1_leases_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_leasehold_v1_leases_proto_goTypes = []any{
-	(*AcquireRequest)(nil),        // 0: leasehold.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 1: leasehold.v1.AcquireResponse
-	(*RenewRequest)(nil),          // 2: leasehold.v1.RenewRequest
-	(*RenewResponse)(nil),         // 3: leasehold.v1.RenewResponse
-	(*ReleaseRequest)(nil),        // 4: leasehold.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 5: leasehold.v1.ReleaseResponse
-	(*GetRequest)(nil),            // 6: leasehold.v1.GetRequest
-	(*GetResponse)(nil),           // 7: leasehold.v1.GetResponse
-	(*ListRequest)(nil),           // 8: leasehold.v1.ListRequest
-	(*ListResponse)(nil),          // 9: leasehold.v1.ListResponse
-	(*Lease)(nil),                 // 10: leasehold.v1.Lease
-	(*Waiter)(nil),                // 11: leasehold.v1.Waiter
-	nil,                           // 12: leasehold.v1.AcquireRequest.MetadataEntry
-	nil,                           // 13: leasehold.v1.Lease.MetadataEntry
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*BatchRequest)(nil),          // 0: leasehold.v1.BatchRequest
+	(*BatchOp)(nil),               // 1: leasehold.v1.BatchOp
+	(*BatchResponse)(nil),         // 2: leasehold.v1.BatchResponse
+	(*BatchResult)(nil),           // 3: leasehold.v1.BatchResult
+	(*BatchError)(nil),            // 4: leasehold.v1.BatchError
+	(*AcquireRequest)(nil),        // 5: leasehold.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 6: leasehold.v1.AcquireResponse
+	(*RenewRequest)(nil),          // 7: leasehold.v1.RenewRequest
+	(*RenewResponse)(nil),         // 8: leasehold.v1.RenewResponse
+	(*ReleaseRequest)(nil),        // 9: leasehold.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 10: leasehold.v1.ReleaseResponse
+	(*GetRequest)(nil),            // 11: leasehold.v1.GetRequest
+	(*GetResponse)(nil),           // 12: leasehold.v1.GetResponse
+	(*ListRequest)(nil),           // 13: leasehold.v1.ListRequest
+	(*ListResponse)(nil),          // 14: leasehold.v1.ListResponse
+	(*Lease)(nil),                 // 15: leasehold.v1.Lease
+	(*Waiter)(nil),                // 16: leasehold.v1.Waiter
+	nil,                           // 17: leasehold.v1.AcquireRequest.MetadataEntry
+	nil,                           // 18: leasehold.v1.Lease.MetadataEntry
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_leasehold_v1_leases_proto_depIdxs = []int32{
-	14, // 0: leasehold.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	14, // 1: leasehold.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	12, // 2: leasehold.v1.AcquireRequest.metadata:type_name -> leasehold.v1.AcquireRequest.MetadataEntry
-	14, // 3: leasehold.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	14, // 4: leasehold.v1.AcquireRequest.max_hold:type_name -> google.protobuf.Duration
-	10, // 5: leasehold.v1.AcquireResponse.lease:type_name -> leasehold.v1.Lease
-	14, // 6: leasehold.v1.AcquireResponse.expires_in:type_name -> google.protobuf.Duration
-	10, // 7: leasehold.v1.RenewResponse.lease:type_name -> leasehold.v1.Lease
-	14, // 8: leasehold.v1.RenewResponse.expires_in:type_name -> google.protobuf.Duration
-	10, // 9: leasehold.v1.ReleaseResponse.lease:type_name -> leasehold.v1.Lease
-	10, // 10: leasehold.v1.GetResponse.holder:type_name -> leasehold.v1.Lease
-	11, // 11: leasehold.v1.GetResponse.waiters:type_name -> leasehold.v1.Waiter
-	14, // 12: leasehold.v1.GetResponse.lock_delay:type_name -> google.protobuf.Duration
-	10, // 13: leasehold.v1.ListResponse.leases:type_name -> leasehold.v1.Lease
-	14, // 14: leasehold.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	14, // 15: leasehold.v1.Lease.lock_delay:type_name -> google.protobuf.Duration
-	14, // 16: leasehold.v1.Lease.max_hold:type_name -> google.protobuf.Duration
-	13, // 17: leasehold.v1.Lease.metadata:type_name -> leasehold.v1.Lease.MetadataEntry
-	15, // 18: leasehold.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
-	15, // 19: leasehold.v1.Lease.renewed_at:type_name -> google.protobuf.Timestamp
-	14, // 20: leasehold.v1.Lease.expires_in:type_name -> google.protobuf.Duration
-	14, // 21: leasehold.v1.Waiter.wait:type_name -> google.protobuf.Duration
-	15, // 22: leasehold.v1.Waiter.queued_at:type_name -> google.protobuf.Timestamp
-	0,  // 23: leasehold.v1.Leases.Acquire:input_type -> leasehold.v1.AcquireRequest
-	2,  // 24: leasehold.v1.Leases.Renew:input_type -> leasehold.v1.RenewRequest
-	4,  // 25: leasehold.v1.Leases.Release:input_type -> leasehold.v1.ReleaseRequest
-	6,  // 26: leasehold.v1.Leases.Get:input_type -> leasehold.v1.GetRequest
-	8,  // 27: leasehold.v1.Leases.List:input_type -> leasehold.v1.ListRequest
-	1,  // 28: leasehold.v1.Leases.Acquire:output_type -> leasehold.v1.AcquireResponse
-	3,  // 29: leasehold.v1.Leases.Renew:output_type -> leasehold.v1.RenewResponse
-	5,  // 30: leasehold.v1.Leases.Release:output_type -> leasehold.v1.ReleaseResponse
-	7,  // 31: leasehold.v1.Leases.Get:output_type -> leasehold.v1.GetResponse
-	9,  // 32: leasehold.v1.Leases.List:output_type -> leasehold.v1.ListResponse
-	28, // [28:33] is the sub-list for method output_type
-	23, // [23:28] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	1,  // 0: leasehold.v1.BatchRequest.ops:type_name -> leasehold.v1.BatchOp
+	5,  // 1: leasehold.v1.BatchOp.acquire:type_name -> leasehold.v1.AcquireRequest
+	7,  // 2: leasehold.v1.BatchOp.renew:type_name -> leasehold.v1.RenewRequest
+	9,  // 3: leasehold.v1.BatchOp.release:type_name -> leasehold.v1.ReleaseRequest
+	3,  // 4: leasehold.v1.BatchResponse.results:type_name -> leasehold.v1.BatchResult
+	6,  // 5: leasehold.v1.BatchResult.acquire:type_name -> leasehold.v1.AcquireResponse
+	8,  // 6: leasehold.v1.BatchResult.renew:type_name -> leasehold.v1.RenewResponse
+	10, // 7: leasehold.v1.BatchResult.release:type_name -> leasehold.v1.ReleaseResponse
+	4,  // 8: leasehold.v1.BatchResult.error:type_name -> leasehold.v1.BatchError
+	19, // 9: leasehold.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	19, // 10: leasehold.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	17, // 11: leasehold.v1.AcquireRequest.metadata:type_name -> leasehold.v1.AcquireRequest.MetadataEntry
+	19, // 12: leasehold.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	19, // 13: leasehold.v1.AcquireRequest.max_hold:type_name -> google.protobuf.Duration
+	15, // 14: leasehold.v1.AcquireResponse.lease:type_name -> leasehold.v1.Lease
+	19, // 15: leasehold.v1.AcquireResponse.expires_in:type_name -> google.protobuf.Duration
+	15, // 16: leasehold.v1.RenewResponse.lease:type_name -> leasehold.v1.Lease
+	19, // 17: leasehold.v1.RenewResponse.expires_in:type_name -> google.protobuf.Duration
+	15, // 18: leasehold.v1.ReleaseResponse.lease:type_name -> leasehold.v1.Lease
+	15, // 19: leasehold.v1.GetResponse.holder:type_name -> leasehold.v1.Lease
+	16, // 20: leasehold.v1.GetResponse.waiters:type_name -> leasehold.v1.Waiter
+	19, // 21: leasehold.v1.GetResponse.lock_delay:type_name -> google.protobuf.Duration
+	15, // 22: leasehold.v1.ListResponse.leases:type_name -> leasehold.v1.Lease
+	19, // 23: leasehold.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	19, // 24: leasehold.v1.Lease.lock_delay:type_name -> google.protobuf.Duration
+	19, // 25: leasehold.v1.Lease.max_hold:type_name -> google.protobuf.Duration
+	18, // 26: leasehold.v1.Lease.metadata:type_name -> leasehold.v1.Lease.MetadataEntry
+	20, // 27: leasehold.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
+	20, // 28: leasehold.v1.Lease.renewed_at:type_name -> google.protobuf.Timestamp
+	19, // 29: leasehold.v1.Lease.expires_in:type_name -> google.protobuf.Duration
+	19, // 30: leasehold.v1.Waiter.wait:type_name -> google.protobuf.Duration
+	20, // 31: leasehold.v1.Waiter.queued_at:type_name -> google.protobuf.Timestamp
+	5,  // 32: leasehold.v1.Leases.Acquire:input_type -> leasehold.v1.AcquireRequest
+	7,  // 33: leasehold.v1.Leases.Renew:input_type -> leasehold.v1.RenewRequest
+	9,  // 34: leasehold.v1.Leases.Release:input_type -> leasehold.v1.ReleaseRequest
+	11, // 35: leasehold.v1.Leases.Get:input_type -> leasehold.v1.GetRequest
+	13, // 36: leasehold.v1.Leases.List:input_type -> leasehold.v1.ListRequest
+	0,  // 37: leasehold.v1.Leases.Batch:input_type -> leasehold.v1.BatchRequest
+	6,  // 38: leasehold.v1.Leases.Acquire:output_type -> leasehold.v1.AcquireResponse
+	8,  // 39: leasehold.v1.Leases.Renew:output_type -> leasehold.v1.RenewResponse
+	10, // 40: leasehold.v1.Leases.Release:output_type -> leasehold.v1.ReleaseResponse
+	12, // 41: leasehold.v1.Leases.Get:output_type -> leasehold.v1.GetResponse
+	14, // 42: leasehold.v1.Leases.List:output_type -> leasehold.v1.ListResponse
+	2,  // 43: leasehold.v1.Leases.Batch:output_type -> leasehold.v1.BatchResponse
+	38, // [38:44] is the sub-list for method output_type
+	32, // [32:38] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_leasehold_v1_leases_proto_init() }
@@ -1076,13 +1488,25 @@ func file_leasehold_v1_leases_proto_init() {
 	if File_leasehold_v1_leases_proto != nil {
 		return
 	}
+	file_leasehold_v1_leases_proto_msgTypes[1].OneofWrappers = []any{
+		(*BatchOp_Acquire)(nil),
+		(*BatchOp_Renew)(nil),
+		(*BatchOp_Release)(nil),
+	}
+	file_leasehold_v1_leases_proto_msgTypes[3].OneofWrappers = []any{
+		(*BatchResult_Acquire)(nil),
+		(*BatchResult_Renew)(nil),
+		(*BatchResult_Release)(nil),
+		(*BatchResult_Queued)(nil),
+		(*BatchResult_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_leasehold_v1_leases_proto_rawDesc), len(file_leasehold_v1_leases_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

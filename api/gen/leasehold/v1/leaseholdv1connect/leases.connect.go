@@ -43,6 +43,8 @@ const (
 	LeasesGetProcedure = "/leasehold.v1.Leases/Get"
 	// LeasesListProcedure is the fully-qualified name of the Leases's List RPC.
 	LeasesListProcedure = "/leasehold.v1.Leases/List"
+	// LeasesBatchProcedure is the fully-qualified name of the Leases's Batch RPC.
+	LeasesBatchProcedure = "/leasehold.v1.Leases/Batch"
 )
 
 // LeasesClient is a client for the leasehold.v1.Leases service.
@@ -60,6 +62,14 @@ type LeasesClient interface {
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
 	// List pages through held leases in id order.
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
+	// Batch carries up to 256 acquires, renewals and releases in one request,
+	// committed together (one log entry, one fsync). Each operation has the
+	// meaning and the answer it has alone, with one difference: an acquire
+	// that must wait does not block the batch. It takes its place in line and
+	// is answered `queued`; the caller then sends the same AcquireRequest
+	// (same request_id and secret) to Acquire, which waits for that place.
+	// The Go client sends concurrent calls this way on its own.
+	Batch(context.Context, *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error)
 }
 
 // NewLeasesClient constructs a client for the leasehold.v1.Leases service. By default, it uses the
@@ -103,6 +113,12 @@ func NewLeasesClient(httpClient connect.HTTPClient, baseURL string, opts ...conn
 			connect.WithSchema(leasesMethods.ByName("List")),
 			connect.WithClientOptions(opts...),
 		),
+		batch: connect.NewClient[v1.BatchRequest, v1.BatchResponse](
+			httpClient,
+			baseURL+LeasesBatchProcedure,
+			connect.WithSchema(leasesMethods.ByName("Batch")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -113,6 +129,7 @@ type leasesClient struct {
 	release *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
 	get     *connect.Client[v1.GetRequest, v1.GetResponse]
 	list    *connect.Client[v1.ListRequest, v1.ListResponse]
+	batch   *connect.Client[v1.BatchRequest, v1.BatchResponse]
 }
 
 // Acquire calls leasehold.v1.Leases.Acquire.
@@ -140,6 +157,11 @@ func (c *leasesClient) List(ctx context.Context, req *connect.Request[v1.ListReq
 	return c.list.CallUnary(ctx, req)
 }
 
+// Batch calls leasehold.v1.Leases.Batch.
+func (c *leasesClient) Batch(ctx context.Context, req *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error) {
+	return c.batch.CallUnary(ctx, req)
+}
+
 // LeasesHandler is an implementation of the leasehold.v1.Leases service.
 type LeasesHandler interface {
 	// Acquire takes every named resource at once, or none. With a wait it
@@ -155,6 +177,14 @@ type LeasesHandler interface {
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
 	// List pages through held leases in id order.
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
+	// Batch carries up to 256 acquires, renewals and releases in one request,
+	// committed together (one log entry, one fsync). Each operation has the
+	// meaning and the answer it has alone, with one difference: an acquire
+	// that must wait does not block the batch. It takes its place in line and
+	// is answered `queued`; the caller then sends the same AcquireRequest
+	// (same request_id and secret) to Acquire, which waits for that place.
+	// The Go client sends concurrent calls this way on its own.
+	Batch(context.Context, *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error)
 }
 
 // NewLeasesHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -194,6 +224,12 @@ func NewLeasesHandler(svc LeasesHandler, opts ...connect.HandlerOption) (string,
 		connect.WithSchema(leasesMethods.ByName("List")),
 		connect.WithHandlerOptions(opts...),
 	)
+	leasesBatchHandler := connect.NewUnaryHandler(
+		LeasesBatchProcedure,
+		svc.Batch,
+		connect.WithSchema(leasesMethods.ByName("Batch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/leasehold.v1.Leases/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LeasesAcquireProcedure:
@@ -206,6 +242,8 @@ func NewLeasesHandler(svc LeasesHandler, opts ...connect.HandlerOption) (string,
 			leasesGetHandler.ServeHTTP(w, r)
 		case LeasesListProcedure:
 			leasesListHandler.ServeHTTP(w, r)
+		case LeasesBatchProcedure:
+			leasesBatchHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -233,4 +271,8 @@ func (UnimplementedLeasesHandler) Get(context.Context, *connect.Request[v1.GetRe
 
 func (UnimplementedLeasesHandler) List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.Leases.List is not implemented"))
+}
+
+func (UnimplementedLeasesHandler) Batch(context.Context, *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.Leases.Batch is not implemented"))
 }
