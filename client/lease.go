@@ -13,7 +13,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 )
 
 var (
@@ -94,7 +93,7 @@ func (c *Client) AcquireMany(ctx context.Context, resources []string, opts ...Op
 	}
 	// The clock starts before the first send: the grant cannot be earlier.
 	sent := time.Now()
-	resp, err := call(ctx, c, o.wait+c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.Acquire, req)
+	resp, err := c.acquireCall(ctx, o.wait+c.cfg.RequestTimeout, req)
 	if err != nil {
 		if o.failOpen && errors.Is(err, leasehold.ErrUnavailable) && !errors.Is(err, context.Canceled) {
 			return c.degradedLease(resources, o, err), nil
@@ -233,8 +232,7 @@ func (l *Lease) renew(ctx context.Context, bounded bool) error {
 		defer cancel()
 	}
 	sent := time.Now()
-	resp, err := call(ctx, l.c, l.c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.Renew,
-		&pb.RenewRequest{LeaseId: l.id, Secret: l.secret, Progress: note, RequestId: randomHex(16)})
+	resp, err := l.c.renewCall(ctx, &pb.RenewRequest{LeaseId: l.id, Secret: l.secret, Progress: note, RequestId: randomHex(16)})
 	if err != nil {
 		l.c.metrics.renewalFailures.Inc()
 		return err
@@ -370,8 +368,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.end(ErrReleased)
 		return nil
 	}
-	_, err := call(ctx, l.c, l.c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.Release,
-		&pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
+	_, err := l.c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
 	if err == nil || errors.Is(err, leasehold.ErrNotFound) {
 		l.mu.Lock()
 		l.releaseDone = true
