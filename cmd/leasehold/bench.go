@@ -31,6 +31,8 @@ type benchFlags struct {
 	cpuprofile  string
 	maxBatch    int
 	maxInflight int
+	shared      bool
+	clientBatch int
 	noGzip      bool
 }
 
@@ -75,6 +77,8 @@ Operations finishing during --warmup are not counted. The run ends after
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for the choice of resources")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fl.StringVar(&f.plot, "plot", "", "write a latency percentile plot to this .svg or .png file")
+	fl.BoolVar(&f.shared, "shared", false, "lock, contend: the clients share one Go client (goroutines of one process), so their concurrent calls go out together in batch requests")
+	fl.IntVar(&f.clientBatch, "client-max-batch", 0, "most calls a Go client sends in one batch request (0: client default; 1: no batching)")
 	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (node included with --embedded)")
 	fl.IntVar(&f.maxBatch, "embedded-max-batch", 0, "with --embedded: commands merged into one log entry (0: node default)")
 	fl.IntVar(&f.maxInflight, "embedded-max-inflight", 0, "with --embedded: log entries awaiting commit at once (0: node default)")
@@ -90,7 +94,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 	cfg := bench.Config{
 		Workload: f.workload, Clients: f.clients, Resources: f.resources, Leases: f.leases,
 		Hold: f.hold, TTL: f.ttl, Wait: f.wait, Duration: f.duration, Ops: f.ops, Warmup: f.warmup,
-		Seed: f.seed, NoCompression: f.noGzip,
+		Seed: f.seed, NoCompression: f.noGzip, Shared: f.shared, MaxBatch: f.clientBatch,
 	}
 	if f.plot != "" && !strings.HasSuffix(f.plot, ".svg") && !strings.HasSuffix(f.plot, ".png") {
 		return fmt.Errorf("--plot %s: the file name must end in .svg or .png", f.plot)
@@ -105,7 +109,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		}
 		cfg.Target = strings.Join(cfg.Endpoints, ",")
 		cfg.Cleanup = true
-		cfg.NewClient = g.client // --token-file and TLS flags apply
+		cfg.ClientConfig = g.clientConfig // --token-file and TLS flags apply
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -105,6 +105,15 @@ func (g *globals) session(cmd *cobra.Command, wait time.Duration) (*client.Clien
 }
 
 func (g *globals) client() (*client.Client, error) {
+	cfg, err := g.clientConfig()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg)
+}
+
+// clientConfig is the client configuration the global flags describe.
+func (g *globals) clientConfig() (client.Config, error) {
 	var eps []string
 	for _, e := range strings.Split(g.endpoints, ",") {
 		if e = strings.TrimSpace(e); e != "" {
@@ -114,11 +123,11 @@ func (g *globals) client() (*client.Client, error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	token, err := readToken(g.tokenFile)
 	if err != nil {
-		return nil, err
+		return client.Config{}, err
 	}
 	tlsCfg, err := clientTLS(g.caFile, g.certFile, g.keyFile)
 	if err != nil {
-		return nil, err
+		return client.Config{}, err
 	}
-	return client.New(client.Config{Endpoints: eps, Logger: log, Token: token, TLS: tlsCfg})
+	return client.Config{Endpoints: eps, Logger: log, Token: token, TLS: tlsCfg}, nil
 }

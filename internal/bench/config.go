@@ -24,10 +24,17 @@ const (
 type Config struct {
 	// Endpoints are the node URLs the clients talk to.
 	Endpoints []string
-	// NewClient, if set, makes the clients (with credentials and TLS);
-	// each worker of lock and contend gets its own. By default a plain
-	// client of Endpoints that logs nothing.
-	NewClient func() (*client.Client, error)
+	// ClientConfig, if set, gives the clients' configuration (with
+	// credentials and TLS). By default a plain client of Endpoints that
+	// logs nothing.
+	ClientConfig func() (client.Config, error)
+	// Shared makes the workers of lock and contend share one client, as
+	// the goroutines of one process would: their concurrent calls go
+	// together in batch requests. Otherwise each worker has its own
+	// client, as separate processes would.
+	Shared bool
+	// MaxBatch is the clients' MaxBatch (0: the client's default).
+	MaxBatch int
 	// Target describes the endpoints in the report (e.g. "embedded node").
 	Target string
 

@@ -44,11 +44,18 @@ func newContendWorkload(r *runner) (workload, error) {
 func (w *lockWorkload) init(operation string) error {
 	cfg := w.r.cfg
 	// One client (and so one connection pool) per worker, as separate
-	// processes would have.
+	// processes would have, unless shared.
+	var shared *client.Client
 	for range cfg.Clients {
-		c, err := newClient(cfg)
-		if err != nil {
-			return err
+		c := shared
+		if c == nil {
+			var err error
+			if c, err = newClient(cfg); err != nil {
+				return err
+			}
+		}
+		if cfg.Shared {
+			shared = c
 		}
 		w.clients = append(w.clients, c)
 	}

@@ -203,10 +203,14 @@ type workload interface {
 }
 
 func newClient(cfg Config) (*client.Client, error) {
-	if cfg.NewClient != nil {
-		return cfg.NewClient()
-	}
 	cc := client.Config{Endpoints: cfg.Endpoints, Logger: slog.New(slog.DiscardHandler)}
+	if cfg.ClientConfig != nil {
+		var err error
+		if cc, err = cfg.ClientConfig(); err != nil {
+			return nil, err
+		}
+	}
+	cc.MaxBatch = cfg.MaxBatch
 	if cfg.NoCompression {
 		cc.HTTPClient = &http.Client{Transport: noCompression{&http.Transport{
 			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
