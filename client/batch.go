@@ -41,9 +41,6 @@ type batchCall struct {
 	res  *pb.BatchResult
 	err  error
 	done chan struct{}
-	// left is set when the caller stopped waiting (its context ended), so
-	// whatever the operation got is cleaned up by the client instead.
-	left atomic.Bool
 }
 
 // do sends op, with whatever else is waiting, and returns its result.
@@ -57,34 +54,38 @@ func (co *coalescer) do(ctx context.Context, op *pb.BatchOp) (*pb.BatchResult, e
 	}
 	co.mu.Unlock()
 	if lead {
-		// Sent from a goroutine of its own, so that the caller can leave
-		// when its context ends while the others wait for their answers.
-		go co.send()
+		switch batch := co.take(); {
+		case len(batch) == 1 && batch[0] == bc:
+			// Alone: sent from the caller's goroutine under its context,
+			// which saves a goroutine hand-off each way.
+			results, err := co.post(ctx, batch)
+			co.deliver(batch, results, err)
+		case batch != nil:
+			// Others' calls too: sent from a goroutine of its own, so that
+			// the caller can leave when its context ends.
+			go co.send(batch)
+		}
 	}
 	select {
 	case <-bc.done:
 		return bc.res, bc.err
 	case <-ctx.Done():
-		if bc.left.CompareAndSwap(false, true) {
-			if last := co.lastErr.Load(); last != nil {
-				return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
-			}
-			return nil, ctx.Err()
+		// What the call gets is the caller's to give back (see giveBack).
+		if last := co.lastErr.Load(); last != nil {
+			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
 		}
-		<-bc.done // answered just now: the caller gets it after all
-		return bc.res, bc.err
+		return nil, ctx.Err()
 	}
 }
 
-// send holds one of the inflight slots: it sends the waiting calls as one
-// request and hands out the answers. If more calls queued meanwhile, a new
-// goroutine carries the slot on, so this caller's answer is not held up.
-func (co *coalescer) send() {
+// take takes the waiting calls (up to max) for the holder of an inflight
+// slot to send. With nothing waiting it gives the slot up and returns nil.
+func (co *coalescer) take() []*batchCall {
 	co.mu.Lock()
+	defer co.mu.Unlock()
 	if len(co.queue) == 0 {
 		co.inflight--
-		co.mu.Unlock()
-		return
+		return nil
 	}
 	k := min(len(co.queue), co.max)
 	batch := co.queue[:k:k]
@@ -92,18 +93,37 @@ func (co *coalescer) send() {
 	if len(co.queue) == 0 {
 		co.queue = nil
 	}
-	co.mu.Unlock()
+	return batch
+}
 
-	results, err := co.post(batch)
-
-	co.mu.Lock()
-	more := len(co.queue) > 0
-	if !more {
-		co.inflight--
+// send posts batch, under a context that ends when all its callers have
+// left (see post), and hands out the answers.
+func (co *coalescer) send(batch []*batchCall) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waiting atomic.Int32
+	waiting.Store(int32(len(batch)))
+	for _, bc := range batch {
+		stop := context.AfterFunc(bc.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				// The attempt in flight still gets RequestTimeout to bring
+				// the answers back (so what they got can be given back),
+				// but no retry starts after that.
+				time.AfterFunc(co.c.cfg.RequestTimeout, cancel)
+			}
+		})
+		defer stop()
 	}
-	co.mu.Unlock()
-	if more {
-		go co.send()
+	results, err := co.post(ctx, batch)
+	co.deliver(batch, results, err)
+}
+
+// deliver hands out the answers to batch. The inflight slot is passed on
+// first: if more calls queued meanwhile, a new goroutine sends them, so
+// that these answers are not held up by the next request.
+func (co *coalescer) deliver(batch []*batchCall, results []*pb.BatchResult, err error) {
+	if next := co.take(); next != nil {
+		go co.send(next)
 	}
 	for i, bc := range batch {
 		if err != nil {
@@ -114,31 +134,16 @@ func (co *coalescer) send() {
 				bc.res, bc.err = nil, api.FromBatchError(r)
 			}
 		}
-		if !bc.left.CompareAndSwap(false, true) {
-			co.c.cleanUp(bc)
-		}
 		close(bc.done)
 	}
 }
 
 // post sends one Batch request, retried (same request IDs) across nodes
-// while unavailable. Once every caller in it has left, the attempt in
-// flight still gets RequestTimeout to bring back the answers (so what they
-// got can be given back), but no retry starts after that.
-func (co *coalescer) post(batch []*batchCall) ([]*pb.BatchResult, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var waiting atomic.Int32
-	waiting.Store(int32(len(batch)))
+// while unavailable, until ctx ends.
+func (co *coalescer) post(ctx context.Context, batch []*batchCall) ([]*pb.BatchResult, error) {
 	req := &pb.BatchRequest{Ops: make([]*pb.BatchOp, len(batch))}
 	for i, bc := range batch {
 		req.Ops[i] = bc.op
-		stop := context.AfterFunc(bc.ctx, func() {
-			if waiting.Add(-1) == 0 {
-				time.AfterFunc(co.c.cfg.RequestTimeout, cancel)
-			}
-		})
-		defer stop()
 	}
 	try := func(s leaseholdv1connect.LeasesClient, ctx context.Context, r *connect.Request[pb.BatchRequest]) (*connect.Response[pb.BatchResponse], error) {
 		resp, err := s.Batch(ctx, r)
@@ -158,35 +163,21 @@ func (co *coalescer) post(batch []*batchCall) ([]*pb.BatchResult, error) {
 	return resp.Results, nil
 }
 
-// cleanUp gives back what an operation got after its caller left: a grant
-// is released, and a place in line is taken up and dropped, so neither
-// blocks others until its TTL or wait bound.
-func (c *Client) cleanUp(bc *batchCall) {
-	if acq := bc.op.GetAcquire(); acq != nil && bc.res != nil {
-		c.giveBack(acq, bc.res)
-	}
-}
-
-// giveBack releases the grant, or withdraws the place in line, that acq
-// got (res) after its caller left.
-func (c *Client) giveBack(acq *pb.AcquireRequest, res *pb.BatchResult) {
+// giveBack undoes what acq may have got after its caller left: it sends
+// the same request again, which the server answers from its first answer
+// (or waits for its place in line), and releases a grant it learns of. A
+// place in line is withdrawn by leaving again: the server gives a caller
+// that went away a short grace, then gives the place up. (If the first
+// request never arrived, this one takes the lease and gives it back.)
+func (c *Client) giveBack(acq *pb.AcquireRequest) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
 		defer cancel()
-		lease := res.GetAcquire().GetLease()
-		if res.GetQueued() {
-			// Waiting for the place and leaving again withdraws it (the
-			// server gives a caller that went away a short grace first).
-			wctx, wcancel := context.WithTimeout(ctx, time.Second)
-			resp, err := call(wctx, c, 0, leasesOf, leaseholdv1connect.LeasesClient.Acquire, acq)
-			wcancel()
-			if err != nil {
-				return
-			}
-			lease = resp.GetLease()
-		}
-		if lease != nil {
-			c.ReleaseByID(ctx, lease.GetId(), acq.Secret)
+		wctx, wcancel := context.WithTimeout(ctx, time.Second)
+		resp, err := call(wctx, c, 0, leasesOf, leaseholdv1connect.LeasesClient.Acquire, acq)
+		wcancel()
+		if err == nil {
+			c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: resp.GetLease().GetId(), Secret: acq.Secret, RequestId: randomHex(16)})
 		}
 	}()
 }
@@ -195,6 +186,14 @@ func (c *Client) giveBack(acq *pb.AcquireRequest, res *pb.BatchResult) {
 // wait is first queued by the batch and then waited for by sending the same
 // request to Acquire, which picks up that place in line.
 func (c *Client) acquireCall(ctx context.Context, perTry time.Duration, req *pb.AcquireRequest) (*pb.AcquireResponse, error) {
+	resp, err := c.sendAcquire(ctx, perTry, req)
+	if err != nil && ctx.Err() != nil {
+		c.giveBack(req)
+	}
+	return resp, err
+}
+
+func (c *Client) sendAcquire(ctx context.Context, perTry time.Duration, req *pb.AcquireRequest) (*pb.AcquireResponse, error) {
 	if c.batch == nil {
 		return call(ctx, c, perTry, leasesOf, leaseholdv1connect.LeasesClient.Acquire, req)
 	}
@@ -202,13 +201,7 @@ func (c *Client) acquireCall(ctx context.Context, perTry time.Duration, req *pb.
 	if err != nil || !res.GetQueued() {
 		return res.GetAcquire(), err
 	}
-	resp, err := call(ctx, c, perTry, leasesOf, leaseholdv1connect.LeasesClient.Acquire, req)
-	if err != nil && ctx.Err() != nil {
-		// The caller left, maybe before the Acquire went out: make sure
-		// the place is given up.
-		c.giveBack(req, res)
-	}
-	return resp, err
+	return call(ctx, c, perTry, leasesOf, leaseholdv1connect.LeasesClient.Acquire, req)
 }
 
 func (c *Client) renewCall(ctx context.Context, req *pb.RenewRequest) (*pb.RenewResponse, error) {
