@@ -334,6 +334,17 @@ func (n *Node) proposeTimed(cmds []fsm.Command) {
 	})
 }
 
+// Queued reports, on the leader, whether the acquire requestID waits in
+// line, with the attempt that owns its place and its secret's hash (see
+// fsm.State.Queued). Elsewhere it reports false.
+func (n *Node) Queued(requestID string) (attempt string, secretHash [32]byte, ok bool) {
+	if !n.IsLeader() {
+		return "", [32]byte{}, false
+	}
+	n.m.read(func(st *fsm.State) { attempt, secretHash, ok = st.Queued(requestID) })
+	return attempt, secretHash, ok
+}
+
 // Watch returns a channel that receives the outcome of a queued acquire.
 // Call it before proposing the acquire, and call stop when done.
 func (n *Node) Watch(requestID string) (outcome <-chan fsm.Result, stop func()) {

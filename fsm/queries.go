@@ -45,6 +45,16 @@ func (s *State) HeldFor(id uint64) time.Duration {
 	return 0
 }
 
+// Queued reports whether the acquire requestID waits in line, with the
+// attempt that owns its place and its secret's hash.
+func (s *State) Queued(requestID string) (attempt string, secretHash [32]byte, ok bool) {
+	w := s.waiters[requestID]
+	if w == nil || requestID == "" {
+		return "", [32]byte{}, false
+	}
+	return w.Attempt, w.SecretHash, true
+}
+
 // Waiters lists the waiters for resource in the order they will be served.
 func (s *State) Waiters(resource string) []Waiter {
 	q := s.queues[resource]

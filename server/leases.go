@@ -74,12 +74,24 @@ func (s *Server) acquireAnswer(secret string, res fsm.Result, err error, start t
 // withdrawal is released by it.
 func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, error) {
 	var outcome <-chan fsm.Result
+	var res fsm.Result
+	var err error
+	queued := false
 	if cmd.Wait > 0 {
 		var stop func()
 		outcome, stop = s.node.Watch(cmd.RequestID)
 		defer stop()
+		// A place in line already taken (by a Batch, whose caller now waits
+		// for it here): wait for it as the attempt that took it, without
+		// another log entry. Watching first means no grant is missed.
+		if attempt, hash, ok := s.node.Queued(cmd.RequestID); ok {
+			cmd.Attempt, queued = attempt, true
+			res = fsm.Result{Queued: true, Dup: true, ForeignSecret: hash != cmd.SecretHash}
+		}
 	}
-	res, err := s.node.Propose(ctx, cmd)
+	if !queued {
+		res, err = s.node.Propose(ctx, cmd)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			// The caller left while the acquire was being committed: it may
