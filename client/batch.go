@@ -17,7 +17,7 @@ import (
 
 // batchInflight is how many Batch requests a client keeps open at once.
 // Calls made while they are out wait and go together in the next one.
-const batchInflight = 4
+const batchInflight = 2
 
 // coalescer sends the acquires, renewals and releases that a client's
 // goroutines make at the same moment in one Leases.Batch request: one

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -151,5 +152,51 @@ func BenchmarkRestore100k(b *testing.B) {
 		if _, err := Restore(snap, DefaultConfig(), nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkMemory reports the heap that 100k held leases take (acquired
+// with request IDs, as clients send them), and then what each remembered
+// renewal adds (600k renewals: a minute at 10,000/s).
+func BenchmarkMemory(b *testing.B) {
+	for b.Loop() {
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		base := heap()
+		s := New(DefaultConfig(), nil)
+		const n, renewals = 100_000, 600_000
+		ids := make([]uint64, 0, n)
+		ix := uint64(0)
+		for len(ids) < n {
+			ix++
+			cmds := make([]Command, 0, 1000)
+			for k := range 1000 {
+				i := len(ids) + k
+				cmds = append(cmds, &Acquire{RequestID: fmt.Sprintf("%032x", i),
+					Resources: []string{fmt.Sprintf("res/%07d", i)}, Owner: fmt.Sprintf("worker-%d", i%97),
+					Operation: "bench", TTL: 30 * time.Second, SecretHash: secret("bench")})
+			}
+			for _, r := range s.Apply(ix, &Batch{Time: t0 + int64(ix), Cmds: cmds}) {
+				ids = append(ids, r.Lease.ID)
+			}
+		}
+		held := heap()
+		for i := 0; i < renewals; i += 1000 {
+			ix++
+			cmds := make([]Command, 0, 1000)
+			for k := range 1000 {
+				cmds = append(cmds, &Renew{RequestID: fmt.Sprintf("r%031x", i+k), LeaseID: ids[(i+k)%n],
+					SecretHash: secret("bench"), Age: time.Second})
+			}
+			s.Apply(ix, &Batch{Time: t0 + int64(time.Second) + int64(i)*int64(time.Second)/10_000, Cmds: cmds})
+		}
+		renewed := heap()
+		b.ReportMetric(float64(held-base)/n, "B/lease")
+		b.ReportMetric(float64(renewed-held)/renewals, "B/renewal")
+		runtime.KeepAlive(s)
 	}
 }

@@ -17,7 +17,21 @@ type dedupRec struct {
 	kind   Kind
 	time   int64
 	result Result
-	live   bool
+	// leaseID stands for result.Lease of a granted acquire: a retry is
+	// answered with the lease as it is now (it must still hold), so a copy
+	// of it would only double what each lease costs.
+	leaseID uint64
+	live    bool
+}
+
+// answer is the recorded result; a granted acquire's lease carries only
+// its id.
+func (rec *dedupRec) answer() Result {
+	r := rec.result
+	if rec.leaseID != 0 {
+		r.Lease = &leasehold.Lease{ID: rec.leaseID}
+	}
+	return r
 }
 
 func newDedup() dedup { return dedup{recs: make(map[string]*dedupRec)} }
@@ -34,7 +48,7 @@ func (d *dedup) lookup(id string, k Kind) (Result, bool) {
 		return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
 			"request_id %q was already used for a different kind of request", id)}, true
 	}
-	r := rec.result
+	r := rec.answer()
 	r.Dup = true
 	return r, true
 }
@@ -49,6 +63,9 @@ func (d *dedup) put(id string, k Kind, now int64, r Result, cfg Config) {
 		old.live = false
 	}
 	rec := &dedupRec{id: id, kind: k, time: now, result: r, live: true}
+	if k == KindAcquire && r.Lease != nil {
+		rec.leaseID, rec.result.Lease = r.Lease.ID, nil
+	}
 	d.recs[id] = rec
 	d.order = append(d.order, rec)
 	d.trim(cfg)

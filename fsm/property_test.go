@@ -31,6 +31,8 @@ type mLease struct {
 	renews                       uint64
 	reqID                        string
 	attempt                      string // the latest attempt answered with it
+	renewID                      string // the last renewal's request ID
+	renewRem                     time.Duration
 }
 
 type mBlock struct {
@@ -272,6 +274,11 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 		if r, ok := m.lookup(c.RequestID, KindRenew); ok {
 			return r
 		}
+		// A retry of a lease's last renewal gets its answer; renewals are
+		// not kept in the dedup window.
+		if l := m.leases[c.LeaseID]; l != nil && c.RequestID != "" && l.renewID == c.RequestID && l.secret == c.SecretHash {
+			return Result{Lease: &leasehold.Lease{ID: l.id}, Remaining: l.renewRem, Dup: true}
+		}
 		r := func() Result {
 			l := m.leases[c.LeaseID]
 			if l == nil {
@@ -291,9 +298,9 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 			l.age = max(l.age, c.Age)
 			l.renews++
 			m.event("renewed lease=%d count=%d remaining=%v", l.id, l.renews, rem)
+			l.renewID, l.renewRem = c.RequestID, rem
 			return Result{Lease: &leasehold.Lease{ID: l.id}, Remaining: rem}
 		}()
-		m.put(c.RequestID, KindRenew, now, r)
 		return r
 
 	case *Release:
@@ -425,7 +432,7 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 	// Dedup records, in order, with their answers.
 	var recs []string
 	s.dedup.each(func(r *dedupRec) {
-		recs = append(recs, fmt.Sprintf("%s/%d/%d/%s", r.id, r.kind, r.time, summarize(r.result)))
+		recs = append(recs, fmt.Sprintf("%s/%d/%d/%s", r.id, r.kind, r.time, summarize(r.answer())))
 	})
 	var mrecs []string
 	for _, r := range m.dedup {

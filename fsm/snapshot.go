@@ -44,6 +44,8 @@ func (s *State) Snapshot() []byte {
 		e.varint(int64(l.heldFor))
 		e.str(l.requestID)
 		e.str(l.attempt)
+		e.str(l.renewID)
+		e.varint(int64(l.renewRemaining))
 	}
 
 	res := make([]string, 0, len(s.blocks))
@@ -92,7 +94,7 @@ func (s *State) Snapshot() []byte {
 		e.str(rec.id)
 		e.byte1(byte(rec.kind))
 		e.varint(rec.time)
-		encodeResult(&e, rec.result)
+		encodeResult(&e, rec.answer())
 	})
 	return e.b
 }
@@ -121,6 +123,10 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		l.attempt = d.str()
 		if v < 4 && d.bool() {
 			l.attempt = "" // claimed by a retry (version 3): no Cancel matches
+		}
+		if v >= 4 {
+			l.renewID = d.str()
+			l.renewRemaining = time.Duration(d.varint())
 		}
 		if d.err != nil {
 			break

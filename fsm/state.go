@@ -77,6 +77,13 @@ type lease struct {
 	// withdrawal by an earlier attempt's (gone) caller never undoes what a
 	// retry was given.
 	attempt string
+	// The last renewal's request ID and answer. A retry of it gets that
+	// answer; renewals are remembered here rather than in the dedup
+	// window, where thousands a second would cost far more than the
+	// leases. (A retry of an older renewal renews again, which is safe:
+	// the holder counts its deadline from its first send.)
+	renewID        string
+	renewRemaining time.Duration
 }
 
 type waiter struct {
@@ -231,6 +238,8 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 		}
 		r.ForeignSecret = l.secretHash != c.SecretHash
 		l.attempt = c.Attempt // the retry takes the grant over
+		view := l.Lease
+		r.Lease = &view
 		return r
 	}
 	var r Result
@@ -398,10 +407,17 @@ func (s *State) renew(now int64, c *Renew) Result {
 		return Result{Err: err}
 	}
 	if r, ok := s.dedup.lookup(c.RequestID, KindRenew); ok {
-		return r
+		return r // the ID was used for another kind of request
+	}
+	if l := s.leases[c.LeaseID]; l != nil && c.RequestID != "" && l.renewID == c.RequestID && l.secretHash == c.SecretHash {
+		view := l.Lease
+		return Result{Lease: &view, Remaining: l.renewRemaining, Dup: true}
 	}
 	r := s.doRenew(now, c)
-	s.dedup.put(c.RequestID, KindRenew, now, r, s.cfg)
+	if r.Err == nil {
+		l := s.leases[c.LeaseID]
+		l.renewID, l.renewRemaining = c.RequestID, r.Remaining
+	}
 	return r
 }
 

@@ -945,14 +945,29 @@ func TestDedup(t *testing.T) {
 			}
 			wantEvents(t, h.obs)
 		}},
-		{"retried wrong-secret renew keeps its first answer", func(t *testing.T, h *harness) {
+		{"only a lease's last renewal is remembered, on the lease", func(t *testing.T, h *harness) {
 			l := h.mustGrant(acq("a", "x"))
-			wantCode(t, "first", h.one(&Renew{RequestID: "r1", LeaseID: l.ID, SecretHash: secret("b")}), leasehold.CodeNotHolder)
-			r := h.one(&Renew{RequestID: "r1", LeaseID: l.ID, SecretHash: secret("a")})
-			wantCode(t, "retry", r, leasehold.CodeNotHolder)
-			if !r.Dup {
-				t.Fatal("not a dup")
+			dedups := h.s.Counts().Dedup
+			r1 := &Renew{RequestID: "r1", LeaseID: l.ID, SecretHash: secret("a")}
+			r2 := &Renew{RequestID: "r2", LeaseID: l.ID, SecretHash: secret("a")}
+			h.one(r1)
+			if r := h.one(r1); !r.Dup || r.Lease.RenewCount != 1 {
+				t.Fatalf("retry of the last renewal: %s count %d", summarize(r), r.Lease.RenewCount)
 			}
+			h.one(r2)
+			// A retry of an older renewal renews again: harmless, since its
+			// sender counts its deadline from before its first send.
+			if r := h.one(r1); r.Dup || r.Lease.RenewCount != 3 {
+				t.Fatalf("retry of an older renewal: %s count %d", summarize(r), r.Lease.RenewCount)
+			}
+			if n := h.s.Counts().Dedup; n != dedups {
+				t.Fatalf("renewals added %d dedup records", n-dedups)
+			}
+			// The wrong secret never gets the remembered answer, and a
+			// failed renewal is not remembered (it did nothing).
+			wantCode(t, "wrong secret", h.one(&Renew{RequestID: "r1", LeaseID: l.ID, SecretHash: secret("b")}), leasehold.CodeNotHolder)
+			h.one(release(l, "a"))
+			wantCode(t, "retry after the lease ended", h.one(r1), leasehold.CodeNotFound)
 		}},
 		{"retried release returns the first answer and acts once", func(t *testing.T, h *harness) {
 			l := h.mustGrant(acq("a", "x"))
@@ -983,9 +998,9 @@ func TestDedup(t *testing.T) {
 			if !r.Dup || r.Lease == nil || r.Lease.ID != l.ID {
 				t.Fatalf("the acquire's own record was lost: %s", summarize(r))
 			}
-			h.one(&Renew{RequestID: "rn", LeaseID: l.ID, SecretHash: secret("k")})
-			wantCode(t, "acquire with a renew's ID", h.one(acq("rn", "y")), leasehold.CodeInvalid)
-			wantCode(t, "release with a renew's ID", h.one(&Release{RequestID: "rn", LeaseID: l.ID, SecretHash: secret("k")}), leasehold.CodeInvalid)
+			h.one(&Release{RequestID: "rl", LeaseID: l.ID + 100, SecretHash: secret("k")})
+			wantCode(t, "acquire with a release's ID", h.one(acq("rl", "y")), leasehold.CodeInvalid)
+			wantCode(t, "renew with a release's ID", h.one(&Renew{RequestID: "rl", LeaseID: l.ID, SecretHash: secret("k")}), leasehold.CodeInvalid)
 			if h.holder("y") != 0 || h.holder("x") != l.ID {
 				t.Fatal("the misused request ID acted")
 			}
@@ -1027,15 +1042,14 @@ func TestDedupEviction(t *testing.T) {
 		{"window evicts by batch time", Config{DedupWindow: time.Minute, DedupMax: 100}, 30 * time.Second,
 			func(t *testing.T, h *harness) {
 				l := h.mustGrant(acq("a", "x"))
-				rn := &Renew{RequestID: "r", LeaseID: l.ID, SecretHash: secret("a")}
-				h.one(rn) // at T
-				if r := h.one(rn); !r.Dup {
+				rel := &Release{RequestID: "r", LeaseID: l.ID, SecretHash: secret("b")} // not the holder
+				h.one(rel)                                                              // at T
+				if r := h.one(rel); !r.Dup {
 					t.Fatal("retry 30s later is not a dup")
 				}
 				// At T+60s the record is exactly one window old: gone.
-				r := h.one(rn)
-				if r.Dup || r.Lease.RenewCount != 2 {
-					t.Fatalf("retry one window later: %s count %d; want a fresh renew", summarize(r), r.Lease.RenewCount)
+				if r := h.one(rel); r.Dup {
+					t.Fatalf("retry one window later: %s; want a fresh answer", summarize(r))
 				}
 				h.apply()
 				h.apply()
@@ -1046,20 +1060,19 @@ func TestDedupEviction(t *testing.T) {
 		{"DedupMax evicts the oldest", Config{DedupWindow: time.Hour, DedupMax: 3}, time.Second,
 			func(t *testing.T, h *harness) {
 				l := h.mustGrant(acq("", "x"))
-				var rns []*Renew
-				for i := range 4 {
-					rn := &Renew{RequestID: fmt.Sprintf("r%d", i), LeaseID: l.ID, SecretHash: secret("anon")}
-					rns = append(rns, rn)
+				var rels []*Release
+				for i := range 4 { // not the holder: each records its answer
+					rels = append(rels, &Release{RequestID: fmt.Sprintf("r%d", i), LeaseID: l.ID, SecretHash: secret("b")})
 				}
-				h.apply(rns[0], rns[1], rns[2], rns[3])
+				h.apply(rels[0], rels[1], rels[2], rels[3])
 				if n := h.s.Counts().Dedup; n != 3 {
 					t.Fatalf("Counts().Dedup = %d, want 3", n)
 				}
-				if r := h.one(rns[3]); !r.Dup {
+				if r := h.one(rels[3]); !r.Dup {
 					t.Fatal("newest record evicted")
 				}
-				if r := h.one(rns[0]); r.Dup || r.Lease.RenewCount != 5 {
-					t.Fatalf("oldest retry: %s; want it evicted and renewed again", summarize(r))
+				if r := h.one(rels[0]); r.Dup {
+					t.Fatalf("oldest retry: %s; want it evicted and answered afresh", summarize(r))
 				}
 			}},
 		{"a waiter's record replaced at its grant counts as new", Config{DedupWindow: time.Hour, DedupMax: 2}, time.Second,
