@@ -170,7 +170,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("cluster: read existing state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, n.m, w, w, snaps, n.trans)
+	r, err := raft.NewRaft(rc, n.m, &tailSafeLog{WAL: w, snaps: snaps}, w, snaps, n.trans)
 	if err != nil {
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/internal/bench"
 )
@@ -109,7 +111,11 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		}
 		cfg.Target = strings.Join(cfg.Endpoints, ",")
 		cfg.Cleanup = true
-		cfg.ClientConfig = g.clientConfig // --token-file and TLS flags apply
+		cfg.ClientConfig = func() (client.Config, error) { // --token-file and TLS flags apply
+			cc, err := g.clientConfig()
+			cc.Logger = slog.New(slog.DiscardHandler) // lost leases are counted in the report
+			return cc, err
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -177,6 +178,10 @@ func (w *renewWorkload) worker(_ int, st *stats) {
 	}
 }
 
+// setupLimitRetry is how long the renew workload retries a lease that a
+// node's limit refuses while taking its leases.
+const setupLimitRetry = 10 * time.Second
+
 func (w *renewWorkload) acquire(st *stats, i int) {
 	r := w.r
 	defer func() {
@@ -186,12 +191,22 @@ func (w *renewWorkload) acquire(st *stats, i int) {
 		}
 	}()
 	t0 := time.Now()
-	l, err := w.c.Acquire(r.opCtx, fmt.Sprintf("bench/renew/%d", i),
-		client.TTL(r.cfg.TTL), client.ManualRenew(), client.ProgressTimeout(0),
-		client.Owner("leasehold-bench"), client.Operation("bench-renew"))
-	if err != nil {
+	var l *client.Lease
+	var err error
+	for {
+		l, err = w.c.Acquire(r.opCtx, fmt.Sprintf("bench/renew/%d", i),
+			client.TTL(r.cfg.TTL), client.ManualRenew(), client.ProgressTimeout(0),
+			client.Owner("leasehold-bench"), client.Operation("bench-renew"))
+		if err == nil {
+			break
+		}
 		st.fail(r, err)
-		return
+		// A node's acquisition rate limit slows the setup down; any other
+		// error (or a limit that does not pass) costs the lease.
+		if !errors.Is(err, leasehold.ErrLimit) || time.Since(t0) > setupLimitRetry || r.opCtx.Err() != nil {
+			return
+		}
+		r.sleep(50 * time.Millisecond)
 	}
 	st.ops[opSetupAcq].Record(time.Since(t0))
 	h := &heldLease{l: l, due: t0.Add(w.period)}

@@ -33,12 +33,17 @@ type Node struct {
 // Option adjusts a node's configuration before it starts.
 type Option func(*cluster.Config)
 
-// Logger returns a logger for tests: silent unless LEASEHOLD_TEST_LOG is set.
+// Logger returns a logger for tests: silent unless LEASEHOLD_TEST_LOG is
+// set, to a level ("debug", "info", "warn", "error"; anything else means
+// debug).
 func Logger() *slog.Logger {
-	if os.Getenv("LEASEHOLD_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	v := os.Getenv("LEASEHOLD_TEST_LOG")
+	if v == "" {
+		return slog.New(slog.DiscardHandler)
 	}
-	return slog.New(slog.DiscardHandler)
+	level := slog.LevelDebug
+	level.UnmarshalText([]byte(v))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment ago.

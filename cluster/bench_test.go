@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"github.com/leasehold/leasehold/fsm"
 	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
@@ -97,4 +100,87 @@ func BenchmarkProposePair(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pairs/s")
+}
+
+// BenchmarkRestart100k: a node holding 100,000 leases is closed and opened
+// again; the time is until it commits a new proposal (replaying its log,
+// or restoring its snapshot and the log after it).
+func BenchmarkRestart100k(b *testing.B) {
+	for _, snapshot := range []bool{false, true} {
+		b.Run(fmt.Sprintf("snapshot=%v", snapshot), func(b *testing.B) {
+			cfg := testConfig(b, b.TempDir())
+			cfg.SnapshotThreshold = 1 << 30 // only the snapshot taken below
+			n := openNode(b, cfg)
+			ctx := b.Context()
+			const leases, chunk = 100_000, 256
+			for i := 0; i < leases; i += chunk {
+				cmds := make([]fsm.Command, chunk)
+				for k := range cmds {
+					id := fmt.Sprintf("%032x", i+k)
+					cmds[k] = acquireCmd(id, time.Hour, 0, "res/"+id)
+				}
+				if _, err := n.ProposeAll(ctx, cmds); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if snapshot {
+				if err := n.Snapshot(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := n.Close(); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				start := time.Now()
+				n = openNode(b, cfg)
+				if _, err := n.Propose(ctx, acquireCmd(fmt.Sprint("probe", start.UnixNano()), time.Hour, 0, "probe")); err != nil {
+					b.Fatal(err)
+				}
+				took := time.Since(start)
+				if got := n.Stats().Counts.Leases; got < leases {
+					b.Fatalf("%d leases after the restart, want %d", got, leases)
+				}
+				b.ReportMetric(took.Seconds(), "s/restart")
+				b.StopTimer()
+				if err := n.Close(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkNodeMemory reports the heap a node holds per lease with
+// 100,000 leases held (the state machine, its leader timers and raft).
+func BenchmarkNodeMemory(b *testing.B) {
+	for b.Loop() {
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		base := heap()
+		n := openNode(b, testConfig(b, b.TempDir()))
+		const leases, chunk = 100_000, 256
+		for i := 0; i < leases; i += chunk {
+			cmds := make([]fsm.Command, chunk)
+			for k := range cmds {
+				id := fmt.Sprintf("%032x", i+k)
+				cmds[k] = acquireCmd(id, time.Hour, 0, "res/"+id[24:])
+			}
+			if _, err := n.ProposeAll(b.Context(), cmds); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(heap()-base)/leases, "B/lease")
+		if f := os.Getenv("LEASEHOLD_HEAP_PROFILE"); f != "" {
+			pf, _ := os.Create(f)
+			pprof.WriteHeapProfile(pf)
+			pf.Close()
+		}
+		n.Close()
+	}
 }

@@ -1,0 +1,57 @@
+package cluster
+
+import (
+	"github.com/hashicorp/raft"
+	raftwal "github.com/hashicorp/raft-wal"
+)
+
+// tailSafeLog works around a raft-wal v0.4.0 bug (hashicorp/raft-wal#31).
+// A tail truncation — a follower dropping a conflicting, uncommitted
+// suffix after a leader change — marks the segment holding the entries it
+// keeps as sealed without writing that segment's index. It reads fine
+// until the process restarts; then those entries cannot be read ("sealed
+// segment has no index block") and raft panics replaying them.
+//
+// Here a tail truncation instead empties the log and writes back the kept
+// entries raft may still need (those after the newest snapshot, which is
+// all a restart replays; a follower that needs older ones is sent the
+// snapshot) into a fresh segment. The cost is a rewrite, in memory, of at
+// most the entries since the last snapshot, and only on this rare event. A
+// crash between the emptying and the write-back loses those entries on
+// this node only, which raft treats as a lagging follower's log.
+type tailSafeLog struct {
+	*raftwal.WAL
+	snaps raft.SnapshotStore
+}
+
+func (l *tailSafeLog) DeleteRange(lo, hi uint64) error {
+	first, err := l.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := l.LastIndex()
+	if err != nil {
+		return err
+	}
+	if lo <= first || lo > last || hi < last {
+		return l.WAL.DeleteRange(lo, hi) // not a tail truncation
+	}
+	from := first
+	if metas, err := l.snaps.List(); err == nil && len(metas) > 0 && metas[0].Index+1 > from {
+		// A snapshot never covers the uncommitted entries being dropped;
+		// the bound is for safety.
+		from = min(metas[0].Index+1, lo)
+	}
+	keep := make([]*raft.Log, 0, lo-from)
+	for i := from; i < lo; i++ {
+		e := new(raft.Log)
+		if err := l.GetLog(i, e); err != nil {
+			return err
+		}
+		keep = append(keep, e)
+	}
+	if err := l.WAL.DeleteRange(first, last); err != nil {
+		return err
+	}
+	return l.WAL.StoreLogs(keep)
+}
