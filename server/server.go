@@ -176,6 +176,9 @@ func (s *Server) Serve(l net.Listener) error {
 // Shutdown stops accepting requests and waits for those in flight until ctx
 // ends, then closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
+	// Background work tied to base (withdrawals waiting out their grace)
+	// ends with the server, however quick the shutdown.
+	defer s.cancelBase()
 	t := time.AfterFunc(time.Second, s.cancelBase)
 	defer t.Stop()
 	err := s.http.Shutdown(ctx)
