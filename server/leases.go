@@ -135,7 +135,7 @@ const withdrawGrace = 2 * time.Second
 // leftEarly answers for acquires whose caller's context ended first (one,
 // or those of a batch). On shutdown the attempts stay, and the caller is
 // told to retry elsewhere; otherwise they are withdrawn after the grace
-// period, unless a retry claims them first.
+// period, unless a retry takes them over first.
 func (s *Server) leftEarly(ctx context.Context, cmds ...*fsm.Acquire) error {
 	if s.base.Err() != nil {
 		return leasehold.Errorf(leasehold.CodeUnavailable,
