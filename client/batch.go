@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -147,8 +148,8 @@ func (co *coalescer) post(ctx context.Context, batch []*batchCall) ([]*pb.BatchR
 	}
 	try := func(s leaseholdv1connect.LeasesClient, ctx context.Context, r *connect.Request[pb.BatchRequest]) (*connect.Response[pb.BatchResponse], error) {
 		resp, err := s.Batch(ctx, r)
-		if err != nil && ctx.Err() == nil {
-			co.lastErr.Store(&leasehold.Error{Code: leasehold.CodeUnavailable, Message: err.Error()})
+		if e := new(leasehold.Error); err != nil && ctx.Err() == nil && errors.As(api.FromConnect(err), &e) && e.Code == leasehold.CodeUnavailable {
+			co.lastErr.Store(e)
 		}
 		return resp, err
 	}
