@@ -109,6 +109,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("cluster: max batch (%d) and max inflight (%d) must be positive", c.MaxBatch, c.MaxInflight)
 	case c.ApplyTimeout <= 0:
 		return errors.New("cluster: apply timeout must be positive")
+	case c.TrailingLogs < 1:
+		// Compaction must keep at least the entry at the snapshot index:
+		// a follower checks the entry before each append against it.
+		return errors.New("cluster: trailing logs must be at least 1")
 	}
 	self := false
 	for _, p := range c.Peers {

@@ -19,9 +19,46 @@ import (
 // most the entries since the last snapshot, and only on this rare event. A
 // crash between the emptying and the write-back loses those entries on
 // this node only, which raft treats as a lagging follower's log.
+//
+// It also tells raft the log is not "monotonic" (raft-wal says it is).
+// After installing a snapshot raft empties a monotonic log but keeps its
+// in-memory last index. When the install is stale — a removed peer's
+// replication goroutine finishing its last pass after the same server was
+// re-added, so it lands on a follower already past the snapshot — that
+// leaves a hole: the next append is accepted after entries that are gone,
+// and applying them panics with "log not found". A non-monotonic log is
+// compacted up to the snapshot instead, keeping what follows, as raft does
+// with BoltDB. The one append raft-wal cannot take then, past a gap right
+// after an install, StoreLogs makes by emptying the log first.
 type tailSafeLog struct {
 	*raftwal.WAL
 	snaps raft.SnapshotStore
+}
+
+func (l *tailSafeLog) IsMonotonic() bool { return false }
+
+func (l *tailSafeLog) StoreLog(e *raft.Log) error { return l.StoreLogs([]*raft.Log{e}) }
+
+func (l *tailSafeLog) StoreLogs(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	last, err := l.LastIndex()
+	if err != nil {
+		return err
+	}
+	if last > 0 && logs[0].Index > last+1 {
+		// raft appends past its last entry only once the entry before is
+		// the snapshot it just installed, so everything held is covered.
+		first, err := l.FirstIndex()
+		if err != nil {
+			return err
+		}
+		if err := l.WAL.DeleteRange(first, last); err != nil {
+			return err
+		}
+	}
+	return l.WAL.StoreLogs(logs)
 }
 
 func (l *tailSafeLog) DeleteRange(lo, hi uint64) error {

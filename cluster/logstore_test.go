@@ -109,3 +109,35 @@ func wantLog(t *testing.T, w *raftwal.WAL, first, last uint64) {
 		}
 	}
 }
+
+// raft keeps the entries after an installed snapshot only if the log does
+// not claim to be monotonic; the append past the gap such an install can
+// leave must then work.
+func TestTailSafeLogAppendsPastASnapshotGap(t *testing.T) {
+	w, closeW := openWAL(t, t.TempDir())
+	defer closeW()
+	store := &tailSafeLog{WAL: w, snaps: raft.NewInmemSnapshotStore()}
+	if _, ok := raft.LogStore(store).(raft.MonotonicLogStore); !ok || store.IsMonotonic() {
+		t.Fatal("tailSafeLog must tell raft it is not monotonic")
+	}
+	if err := store.StoreLogs(entries(1, 1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	// A snapshot at 20 was installed; the next append is 21.
+	if err := store.StoreLog(entries(2, 21, 21)[0]); err != nil {
+		t.Fatalf("append past the gap: %v", err)
+	}
+	if err := store.StoreLogs(entries(2, 22, 23)); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := store.FirstIndex(); f != 21 {
+		t.Errorf("first index %d, want 21", f)
+	}
+	if l, _ := store.LastIndex(); l != 23 {
+		t.Errorf("last index %d, want 23", l)
+	}
+	// An append that repeats an index is still refused.
+	if err := store.StoreLogs(entries(2, 23, 23)); err == nil {
+		t.Error("an append that repeats index 23 was accepted")
+	}
+}

@@ -71,6 +71,14 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	m.mu.Lock()
+	if have := m.state.LastIndex(); s.LastIndex() < have {
+		m.mu.Unlock()
+		// Only a stale sender (a removed peer's replication finishing
+		// late) installs a snapshot older than what this node applied:
+		// taking it would wind the state back. Refusing fails the install
+		// and leaves raft as it was.
+		return fmt.Errorf("snapshot holds entries up to %d, older than the %d this node applied", s.LastIndex(), have)
+	}
 	m.state = s
 	m.mu.Unlock()
 	m.timers.restart(m) // no-op unless leader

@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +164,44 @@ func TestDataDirLocked(t *testing.T) {
 	defer n.Close()
 	if _, err := Open(testConfig(t, dir), nil); err == nil {
 		t.Fatal("a second node opened the same data dir")
+	}
+}
+
+// A snapshot older than what the node applied is refused and changes
+// nothing: only a stale sender installs one, and taking it would wind the
+// state back.
+func TestMachineRefusesAnOlderSnapshot(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	defer n.Close()
+	ctx := context.Background()
+	propose := func(id string) {
+		t.Helper()
+		if r, err := n.Propose(ctx, acquireCmd(id, time.Hour, 0, id)); err != nil || r.Err != nil {
+			t.Fatalf("acquire %s: %v %v", id, err, r.Err)
+		}
+	}
+	propose("before")
+	old, err := n.m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	propose("after")
+
+	err = n.m.Restore(io.NopCloser(bytes.NewReader(old.(snapshot))))
+	if err == nil || !strings.Contains(err.Error(), "older than") {
+		t.Fatalf("restoring an older snapshot: %v, want a refusal", err)
+	}
+	var leases int
+	n.Read(ctx, func(s *fsm.State) { leases = s.Counts().Leases })
+	if leases != 2 {
+		t.Fatalf("after the refusal %d leases held, want 2", leases)
+	}
+
+	current, err := n.m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.m.Restore(io.NopCloser(bytes.NewReader(current.(snapshot)))); err != nil {
+		t.Fatalf("restoring the current state: %v", err)
 	}
 }
