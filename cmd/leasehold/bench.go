@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ type benchFlags struct {
 	json        bool
 	plot        string
 	cpuprofile  string
+	trace       string
 	maxBatch    int
 	maxInflight int
 	shared      bool
@@ -82,10 +84,11 @@ Operations finishing during --warmup are not counted. The run ends after
 	fl.BoolVar(&f.shared, "shared", false, "lock, contend: the clients share one Go client (goroutines of one process), so their concurrent calls go out together in batch requests")
 	fl.IntVar(&f.clientBatch, "client-max-batch", 0, "most calls a Go client sends in one batch request (0: client default; 1: no batching)")
 	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (node included with --embedded)")
+	fl.StringVar(&f.trace, "trace", "", "write an execution trace of the run (go tool trace)")
 	fl.IntVar(&f.maxBatch, "embedded-max-batch", 0, "with --embedded: commands merged into one log entry (0: node default)")
 	fl.IntVar(&f.maxInflight, "embedded-max-inflight", 0, "with --embedded: log entries awaiting commit at once (0: node default)")
 	fl.BoolVar(&f.noGzip, "no-gzip", false, "with --embedded: clients do not offer gzip, so responses come uncompressed")
-	for _, h := range []string{"cpuprofile", "embedded-max-batch", "embedded-max-inflight", "no-gzip", "seed"} {
+	for _, h := range []string{"cpuprofile", "trace", "embedded-max-batch", "embedded-max-inflight", "no-gzip", "seed"} {
 		fl.MarkHidden(h)
 	}
 	return cmd
@@ -150,6 +153,17 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f.trace != "" {
+		tf, err := os.Create(f.trace)
+		if err != nil {
+			return err
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 
 	rep, err := bench.Run(ctx, cfg)
