@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime/pprof"
@@ -143,27 +144,24 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		cfg.Progress = os.Stderr
 	}
-	if f.cpuprofile != "" {
-		pf, err := os.Create(f.cpuprofile)
+	// The CPU profile and the execution trace, if asked for, cover the run.
+	for _, r := range []struct {
+		path  string
+		start func(io.Writer) error
+		stop  func()
+	}{{f.cpuprofile, pprof.StartCPUProfile, pprof.StopCPUProfile}, {f.trace, trace.Start, trace.Stop}} {
+		if r.path == "" {
+			continue
+		}
+		w, err := os.Create(r.path)
 		if err != nil {
 			return err
 		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
+		defer w.Close()
+		if err := r.start(w); err != nil {
 			return err
 		}
-		defer pprof.StopCPUProfile()
-	}
-	if f.trace != "" {
-		tf, err := os.Create(f.trace)
-		if err != nil {
-			return err
-		}
-		defer tf.Close()
-		if err := trace.Start(tf); err != nil {
-			return err
-		}
-		defer trace.Stop()
+		defer r.stop()
 	}
 
 	rep, err := bench.Run(ctx, cfg)

@@ -74,7 +74,7 @@ func TestStaleSnapshotInstallIsHarmless(t *testing.T) {
 	// Only configuration entries after the snapshot: the state in it is the
 	// follower's own, so it is taken, and the entries after it must stay.
 	meta, data = snapshotNow()
-	ghost := freeLoopbackAddr(t)
+	ghost := FreeAddr(t)
 	if err := c.Node(lead).Cluster.AddVoter("ghost", ghost); err != nil {
 		t.Fatal(err)
 	}
@@ -95,16 +95,6 @@ func TestStaleSnapshotInstallIsHarmless(t *testing.T) {
 		t.Errorf("%s last index %d after the install, below the %d it had", c.ID(follower), last, before)
 	}
 	t.Logf("every replica at state index %d", idx)
-}
-
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // latestSnapshot reads the newest snapshot in a node's data dir.
