@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/internal/freeport"
 )
 
 // lhBin is the leasehold binary built by TestMain.
@@ -92,12 +92,11 @@ func checkFor(t testing.TB, timeout time.Duration, f func() error) {
 // freeAddr picks a free loopback port.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // childEnv is the environment of every child: the test's own, without any

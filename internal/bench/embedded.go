@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/internal/freeport"
 	"github.com/leasehold/leasehold/server"
 )
 
@@ -64,7 +65,7 @@ func StartEmbedded(ctx context.Context, o EmbeddedOptions) (*Embedded, error) {
 	// moment ago may be taken by the time it binds, so try a few.
 	var err error
 	for range 5 {
-		cfg.RaftAddr, err = freeAddr()
+		cfg.RaftAddr, err = freeport.Addr()
 		if err != nil {
 			break
 		}
@@ -98,15 +99,6 @@ func StartEmbedded(ctx context.Context, o EmbeddedOptions) (*Embedded, error) {
 		return nil, err
 	}
 	return e, nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // Dir is the node's data directory.

@@ -50,6 +50,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/freeport"
 )
 
 // Bounds on every wait, so a broken installation fails a test instead of
@@ -270,7 +272,7 @@ track_commit_timestamp = on
 
 	var startErr error
 	for try := 0; try < startTries; try++ {
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = freeport.Port(); err != nil {
 			return nil, err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
@@ -345,15 +347,6 @@ func (s *Server) logTail() string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // findBinDir finds a directory holding initdb, pg_ctl and postgres.
