@@ -34,9 +34,9 @@ func sampleCommands() map[string]Command {
 		"release zero":     &Release{},
 		"expire":           &Expire{LeaseID: math.MaxUint64, RenewCount: math.MaxUint64},
 		"expire zero":      &Expire{},
-		"cancel":           &Cancel{RequestID: "req-4"},
+		"cancel":           &Cancel{Key: "req-4"},
 		"cancel zero":      &Cancel{},
-		"wait timeout":     &WaitTimeout{RequestID: "req-5"},
+		"wait timeout":     &WaitTimeout{Key: "req-5"},
 		"wait timeout 0":   &WaitTimeout{},
 		"unblock":          &Unblock{Resource: "a", Token: 1 << 40},
 		"unblock zero":     &Unblock{},
@@ -108,7 +108,7 @@ func TestCommandRoundTrip(t *testing.T) {
 		}
 	})
 	t.Run("Encode appends", func(t *testing.T) {
-		b := &Batch{Time: 1, Cmds: []Command{&Cancel{RequestID: "x"}}}
+		b := &Batch{Time: 1, Cmds: []Command{&Cancel{Key: "x"}}}
 		enc := b.Encode([]byte("head"))
 		if !bytes.HasPrefix(enc, []byte("head")) || !bytes.Equal(enc[4:], b.Encode(nil)) {
 			t.Fatal("Encode does not append to its buffer")
@@ -132,12 +132,12 @@ func rawBatch(version byte, cmds ...any) []byte {
 
 func cancelBody(id string) []byte {
 	var e encoder
-	(&Cancel{RequestID: id}).encode(&e)
+	(&Cancel{Key: id}).encode(&e)
 	return e.b
 }
 
 func TestDecodeBatchErrors(t *testing.T) {
-	good := (&Batch{Time: t0, Cmds: []Command{sampleCommands()["acquire full"], &Cancel{RequestID: "c"}}}).Encode(nil)
+	good := (&Batch{Time: t0, Cmds: []Command{sampleCommands()["acquire full"], &Cancel{Key: "c"}}}).Encode(nil)
 	cases := []struct {
 		name    string
 		data    []byte
@@ -192,7 +192,7 @@ func TestDecodeBatchErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []Command{&Cancel{RequestID: "kept"}}
+		want := []Command{&Cancel{Key: "kept"}}
 		if !reflect.DeepEqual(b.Cmds, want) {
 			t.Fatalf("cmds = %#v", b.Cmds)
 		}
@@ -330,7 +330,7 @@ func seedSnapshots(t testing.TB) [][]byte {
 
 	h = newHarness(t) // dedup records: an error, and a queued acquire
 	h.one(&Release{RequestID: "r", LeaseID: 9})
-	h.one(&Cancel{RequestID: "r"})
+	h.one(&Cancel{Key: "r"})
 	out = append(out, h.s.Snapshot())
 	return out
 }
