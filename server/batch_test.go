@@ -478,3 +478,43 @@ func TestBatchQueuedReattachedCallerLeaves(t *testing.T) {
 		t.Fatalf("the resource went to %v after its holder released; nobody was waiting", g.GetHolder())
 	}
 }
+
+// Each failed operation of a batch carries the Connect code name that the
+// same operation's own call fails with, the names the README's error table
+// uses: one vocabulary.
+func TestBatchErrorsSpeakConnectCodes(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	c := newClient(t, n)
+	held := mustAcquire(t, c, &pb.AcquireRequest{Resources: []string{"voc/held"}, Ttl: dur(time.Minute)})
+	gone := mustAcquire(t, c, &pb.AcquireRequest{Resources: []string{"voc/gone"}, Ttl: dur(time.Minute)})
+	mustRelease(t, c, gone)
+	cases := []struct {
+		want  string
+		op    *pb.BatchOp
+		unary func() error
+	}{
+		{"invalid_argument", opAcquire(&pb.AcquireRequest{Resources: []string{"voc/x"}, Ttl: dur(time.Millisecond)}),
+			func() error {
+				_, err := acquire(t, c, &pb.AcquireRequest{Resources: []string{"voc/x"}, Ttl: dur(time.Millisecond)})
+				return err
+			}},
+		{"already_exists", opAcquire(&pb.AcquireRequest{Resources: []string{"voc/held"}}),
+			func() error { _, err := acquire(t, c, &pb.AcquireRequest{Resources: []string{"voc/held"}}); return err }},
+		{"failed_precondition", opRenew(&pb.RenewRequest{LeaseId: held.Lease.GetId(), Secret: newSecret(t)}),
+			func() error { _, err := renew(c, held.Lease.GetId(), newSecret(t)); return err }},
+		{"not_found", opRelease(&pb.ReleaseRequest{LeaseId: gone.Lease.GetId(), Secret: gone.Secret}),
+			func() error { return release(c, gone.Lease.GetId(), gone.Secret) }},
+	}
+	ops := make([]*pb.BatchOp, len(cases))
+	for i, tc := range cases {
+		ops[i] = tc.op
+	}
+	for i, r := range mustBatch(t, c, ops...) {
+		tc := cases[i]
+		unary := connect.CodeOf(tc.unary()).String()
+		if got := r.GetError().GetCode(); got != tc.want || got != unary {
+			t.Errorf("op %d: batch code %q, unary call %q; want %q for both", i, got, unary, tc.want)
+		}
+	}
+}
