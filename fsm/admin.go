@@ -84,7 +84,7 @@ func (s *State) forceRelease(ix uint64, now int64, c *ForceRelease) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	key, sum := c.key(), c.sum()
+	key, sum := c.key(), c.sum(&s.scratch)
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindForceRelease, sum); ok {
 		return r
 	}

@@ -151,7 +151,7 @@ func (s *State) put(ix uint64, now int64, c *Put) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	key, sum := c.key(), c.sum()
+	key, sum := c.key(), c.sum(&s.scratch)
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindPut, sum); ok {
 		return r
 	}
@@ -182,7 +182,7 @@ func (s *State) del(now int64, c *Delete) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	key, sum := c.key(), c.sum()
+	key, sum := c.key(), c.sum(&s.scratch)
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindDelete, sum); ok {
 		return r
 	}

@@ -26,8 +26,8 @@ func requestKey(caller string, secret [32]byte, id string) string {
 	if id == "" {
 		return ""
 	}
-	b := make([]byte, 0, 2+len(caller)+16+len(id))
-	b = append(b, 0)
+	var buf [128]byte // most keys fit: one allocation, for the string
+	b := append(buf[:0], 0)
 	b = binary.AppendUvarint(b, uint64(len(caller)))
 	b = append(b, caller...)
 	b = append(b, secret[:16]...)
@@ -39,10 +39,9 @@ func requestKey(caller string, secret [32]byte, id string) string {
 // unknown (a legacy record) and matches anything.
 type fingerprint [16]byte
 
-func sum(write func(e *encoder)) fingerprint {
-	var buf [256]byte
-	e := encoder{b: buf[:0]}
-	write(&e)
+// sumOf is the fingerprint of what e holds. The sum methods write into a
+// scratch encoder that the State keeps, so a fingerprint allocates nothing.
+func sumOf(e *encoder) fingerprint {
 	h := sha256.Sum256(e.b)
 	return fingerprint(h[:16])
 }
@@ -57,20 +56,20 @@ func (c *Acquire) Key() string {
 
 // sum covers what the acquire asks for; its secret and caller are in its
 // key already, and its attempt differs by design between retries.
-func (c *Acquire) sum() fingerprint {
+func (c *Acquire) sum(e *encoder) fingerprint {
 	if c.legacy {
 		return fingerprint{}
 	}
-	return sum(func(e *encoder) {
-		e.strs(c.Resources)
-		e.str(c.Owner)
-		e.str(c.Operation)
-		e.varint(int64(c.TTL))
-		e.varint(int64(c.Wait))
-		e.varint(int64(c.LockDelay))
-		e.varint(int64(c.MaxHold))
-		e.strMap(c.Metadata)
-	})
+	e.b = e.b[:0]
+	e.strs(c.Resources)
+	e.str(c.Owner)
+	e.str(c.Operation)
+	e.varint(int64(c.TTL))
+	e.varint(int64(c.Wait))
+	e.varint(int64(c.LockDelay))
+	e.varint(int64(c.MaxHold))
+	e.strMap(c.Metadata)
+	return sumOf(e)
 }
 
 func (c *Renew) key() string {
@@ -87,11 +86,13 @@ func (c *Release) key() string {
 	return requestKey(c.Caller, c.SecretHash, c.RequestID)
 }
 
-func (c *Release) sum() fingerprint {
+func (c *Release) sum(e *encoder) fingerprint {
 	if c.legacy {
 		return fingerprint{}
 	}
-	return sum(func(e *encoder) { e.uvarint(c.LeaseID) })
+	e.b = e.b[:0]
+	e.uvarint(c.LeaseID)
+	return sumOf(e)
 }
 
 func (c *Put) key() string {
@@ -101,17 +102,18 @@ func (c *Put) key() string {
 	return requestKey(c.Caller, [32]byte{}, c.RequestID)
 }
 
-func (c *Put) sum() fingerprint {
+func (c *Put) sum(e *encoder) fingerprint {
 	if c.legacy {
 		return fingerprint{}
 	}
-	return sum(func(e *encoder) {
-		e.str(c.Key)
-		e.str(string(c.Value))
-		e.bool(c.HasIfVersion)
-		e.uvarint(c.IfVersion)
-		encodeFence(e, c.Fence)
-	})
+	e.b = e.b[:0]
+	e.str(c.Key)
+	e.uvarint(uint64(len(c.Value)))
+	e.b = append(e.b, c.Value...)
+	e.bool(c.HasIfVersion)
+	e.uvarint(c.IfVersion)
+	encodeFence(e, c.Fence)
+	return sumOf(e)
 }
 
 func (c *Delete) key() string {
@@ -121,16 +123,16 @@ func (c *Delete) key() string {
 	return requestKey(c.Caller, [32]byte{}, c.RequestID)
 }
 
-func (c *Delete) sum() fingerprint {
+func (c *Delete) sum(e *encoder) fingerprint {
 	if c.legacy {
 		return fingerprint{}
 	}
-	return sum(func(e *encoder) {
-		e.str(c.Key)
-		e.bool(c.HasIfVersion)
-		e.uvarint(c.IfVersion)
-		encodeFence(e, c.Fence)
-	})
+	e.b = e.b[:0]
+	e.str(c.Key)
+	e.bool(c.HasIfVersion)
+	e.uvarint(c.IfVersion)
+	encodeFence(e, c.Fence)
+	return sumOf(e)
 }
 
 // A forced release is scoped to its actor, the authenticated identity.
@@ -141,13 +143,13 @@ func (c *ForceRelease) key() string {
 	return requestKey(c.Actor, [32]byte{}, c.RequestID)
 }
 
-func (c *ForceRelease) sum() fingerprint {
+func (c *ForceRelease) sum(e *encoder) fingerprint {
 	if c.legacy {
 		return fingerprint{}
 	}
-	return sum(func(e *encoder) {
-		e.str(c.Resource)
-		e.uvarint(c.LeaseID)
-		e.str(c.Reason)
-	})
+	e.b = e.b[:0]
+	e.str(c.Resource)
+	e.uvarint(c.LeaseID)
+	e.str(c.Reason)
+	return sumOf(e)
 }

@@ -141,7 +141,8 @@ type State struct {
 	audit       []AuditRecord
 	owned       map[string]int // owner -> leases held
 
-	fenceRejections uint64 // a metric; not part of the replicated state
+	fenceRejections uint64  // a metric; not part of the replicated state
+	scratch         encoder // a buffer for fingerprints (request.go)
 }
 
 // New returns an empty state. obs may be nil.
@@ -227,7 +228,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	key, sum := c.Key(), c.sum()
+	key, sum := c.Key(), c.sum(&s.scratch)
 	if w := s.waiters[key]; w != nil && key != "" {
 		if !w.sum.matches(sum) {
 			return Result{Err: reusedID(c.RequestID)}
@@ -416,10 +417,10 @@ func (s *State) renew(now int64, c *Renew) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	if r, ok := s.dedup.lookup(c.key(), c.RequestID, KindRenew, fingerprint{}); ok {
+	key := c.key()
+	if r, ok := s.dedup.lookup(key, c.RequestID, KindRenew, fingerprint{}); ok {
 		return r // the ID was used for another kind of request
 	}
-	key := c.key()
 	if l := s.leases[c.LeaseID]; l != nil && key != "" && l.renewKey == key && l.secretHash == c.SecretHash {
 		view := l.Lease
 		return Result{Lease: &view, Remaining: l.renewRemaining, Dup: true}
@@ -465,7 +466,7 @@ func (s *State) release(ix uint64, now int64, c *Release) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	key, sum := c.key(), c.sum()
+	key, sum := c.key(), c.sum(&s.scratch)
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindRelease, sum); ok {
 		return r
 	}
