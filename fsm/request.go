@@ -57,8 +57,8 @@ func (c *Acquire) Key() string {
 // sum covers what the acquire asks for; its secret and caller are in its
 // key already, and its attempt differs by design between retries.
 func (c *Acquire) sum(e *encoder) fingerprint {
-	if c.legacy {
-		return fingerprint{}
+	if c.legacy || c.RequestID == "" {
+		return fingerprint{} // nothing to compare with
 	}
 	e.b = e.b[:0]
 	e.strs(c.Resources)
@@ -87,8 +87,8 @@ func (c *Release) key() string {
 }
 
 func (c *Release) sum(e *encoder) fingerprint {
-	if c.legacy {
-		return fingerprint{}
+	if c.legacy || c.RequestID == "" {
+		return fingerprint{} // nothing to compare with
 	}
 	e.b = e.b[:0]
 	e.uvarint(c.LeaseID)
@@ -103,8 +103,8 @@ func (c *Put) key() string {
 }
 
 func (c *Put) sum(e *encoder) fingerprint {
-	if c.legacy {
-		return fingerprint{}
+	if c.legacy || c.RequestID == "" {
+		return fingerprint{} // nothing to compare with
 	}
 	e.b = e.b[:0]
 	e.str(c.Key)
@@ -124,8 +124,8 @@ func (c *Delete) key() string {
 }
 
 func (c *Delete) sum(e *encoder) fingerprint {
-	if c.legacy {
-		return fingerprint{}
+	if c.legacy || c.RequestID == "" {
+		return fingerprint{} // nothing to compare with
 	}
 	e.b = e.b[:0]
 	e.str(c.Key)
@@ -144,8 +144,8 @@ func (c *ForceRelease) key() string {
 }
 
 func (c *ForceRelease) sum(e *encoder) fingerprint {
-	if c.legacy {
-		return fingerprint{}
+	if c.legacy || c.RequestID == "" {
+		return fingerprint{} // nothing to compare with
 	}
 	e.b = e.b[:0]
 	e.str(c.Resource)
