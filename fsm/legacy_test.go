@@ -18,11 +18,12 @@ import (
 // seventh entry and at the end.
 
 type legacyEntry struct {
-	ix uint64
-	b  *Batch
+	ix  uint64
+	raw []byte
+	b   *Batch
 }
 
-func legacyLog(t *testing.T) []legacyEntry {
+func legacyLog(t testing.TB) []legacyEntry {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/legacy-v1.log.hex")
 	if err != nil {
@@ -46,12 +47,13 @@ func legacyLog(t *testing.T) []legacyEntry {
 		if err != nil {
 			t.Fatalf("entry %d: %v", ix, err)
 		}
-		log = append(log, legacyEntry{ix, b})
+		log = append(log, legacyEntry{ix, data, b})
 	}
 	return log
 }
 
-func legacySnapshot(t *testing.T, name string) *State {
+// legacySnapshotBytes reads an old snapshot fixture.
+func legacySnapshotBytes(t testing.TB, name string) []byte {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/" + name)
 	if err != nil {
@@ -61,6 +63,12 @@ func legacySnapshot(t *testing.T, name string) *State {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data
+}
+
+func legacySnapshot(t *testing.T, name string) *State {
+	t.Helper()
+	data := legacySnapshotBytes(t, name)
 	if data[len(snapMagic)] != 4 {
 		t.Fatalf("%s has version %d, want a version 4 snapshot", name, data[len(snapMagic)])
 	}
