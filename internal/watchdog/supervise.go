@@ -118,8 +118,8 @@ func (g *Guard) stopUnguarded(deadline time.Time, stopped string, leaseLost bool
 func (g *Guard) outcome(stopped string) Outcome {
 	ws, why, ok := g.reportedStatus()
 	if !ok {
-		// Killed: the command died with it (Pdeathsig); its tree must too.
-		g.tree.kill()
+		// Killed: the command died with it (Pdeathsig); Close kills the
+		// rest of its tree.
 		if stopped == "" {
 			stopped = fmt.Sprintf("the watchdog (pid %d) ended without a report (%s)", g.WatchdogPid(), g.watchdogExit())
 		}
