@@ -16,11 +16,11 @@ import (
 // t.Parallel.
 
 // faultTree is the command every watchdog test runs: a child and a
-// grandchild that left its process group and session (setsid), both
-// ignoring SIGTERM, both writing timestamps. Only a SIGKILL that reaches the
-// whole tree stops both.
+// daemonized grandchild (it left the process group and session with setsid,
+// and its parent exited), both ignoring SIGTERM, both writing timestamps.
+// Only a SIGKILL that reaches the whole tree stops both.
 const faultTree = `echo $LEASEHOLD_LEASE_ID > "$DIR/lease"; echo $$ > "$DIR/pid1"
-setsid sh -c 'trap "" TERM; echo $$ > "$DIR/pid2"; while :; do date +%s%N >> "$DIR/beats2"; sleep 0.02; done' &
+(setsid sh -c 'trap "" TERM; echo $$ > "$DIR/pid2"; while :; do date +%s%N >> "$DIR/beats2"; sleep 0.02; done' &)
 trap "" TERM; while :; do date +%s%N >> "$DIR/beats1"; sleep 0.02; done`
 
 // runLine is run's first line on stderr: who guards what, and how.

@@ -103,7 +103,7 @@ func (t *tree) members() []int {
 		live[p.pid] = p.live
 	}
 	var out []int
-	seen := map[int]bool{t.root: true, t.skip: true}
+	seen := map[int]bool{t.root: true}
 	queue := append([]int(nil), children[t.root]...)
 	for _, p := range procs {
 		if p.pgrp == t.pgid {
@@ -117,7 +117,7 @@ func (t *tree) members() []int {
 			continue
 		}
 		seen[pid] = true
-		if live[pid] {
+		if live[pid] && pid != t.skip { // skip's descendants are the tree's, though
 			out = append(out, pid)
 		}
 		queue = append(queue, children[pid]...)
