@@ -248,3 +248,46 @@ func procAlive(pid int) bool {
 	state := s[i+2]
 	return state != 'Z' && state != 'X'
 }
+
+// TestRunKillsDaemonizedGrandchild: a grandchild that left the child's
+// process group and session (setsid) and whose parent exited is still part
+// of the tree: when the child exits, it is gone before run releases the
+// lease, in both ways of holding the tree.
+func TestRunKillsDaemonizedGrandchild(t *testing.T) {
+	n := startNode(t)
+	for _, mode := range []string{"auto", "off"} {
+		t.Run("cgroup "+mode, func(t *testing.T) {
+			n := n.with(t)
+			dir := t.TempDir()
+			const script = `(setsid sh -c 'echo $$ > "$DIR/pid2"; while :; do date +%s%N >> "$DIR/beats2"; sleep 0.02; done' &)
+while [ ! -s "$DIR/beats2" ]; do sleep 0.01; done; exit 0`
+			r := lhEnv(t, childEnv("DIR="+dir), "run", "--endpoints", n.url, "D", "--ttl", "3s", "--grace", "500ms",
+				"--cgroup", mode, "--", "sh", "-c", script)
+			pid := readInt(filepath.Join(dir, "pid2"))
+			if pid == 0 {
+				t.Fatalf("the grandchild wrote no pid: %s", r)
+			}
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			if r.code != 0 {
+				t.Fatalf("want run to exit 0 with its child: %s", r)
+			}
+			if procAlive(pid) {
+				t.Errorf("run exited and released D while the child's daemonized grandchild (pid %d) still runs", pid)
+			}
+			if s := n.lhOK("status", "D"); strings.TrimSpace(s.stdout) != "D: free" {
+				t.Errorf("after run exited, status D: %q, want free", s.stdout)
+			}
+		})
+	}
+}
+
+func TestRunRefusesUnknownCgroupMode(t *testing.T) {
+	n := startNode(t)
+	r := n.lh("run", "C", "--cgroup", "yes", "--", "true")
+	if r.code != 1 || !strings.Contains(r.stderr, `--cgroup "yes": want auto or off`) {
+		t.Errorf("want exit 1 and a message naming --cgroup and its values: %s", r)
+	}
+	if s := n.lhOK("status", "C"); strings.TrimSpace(s.stdout) != "C: free" {
+		t.Errorf("a refused run took C: %q", s.stdout)
+	}
+}
