@@ -261,15 +261,20 @@ func TestRunKillsDaemonizedGrandchild(t *testing.T) {
 			dir := t.TempDir()
 			const script = `(setsid sh -c 'echo $$ > "$DIR/pid2"; while :; do date +%s%N >> "$DIR/beats2"; sleep 0.02; done' &)
 while [ ! -s "$DIR/beats2" ]; do sleep 0.01; done; exit 0`
-			r := lhEnv(t, childEnv("DIR="+dir), "run", "--endpoints", n.url, "D", "--ttl", "3s", "--grace", "500ms",
+			// Output to files: a surviving grandchild must fail the checks
+			// below, not hang a pipe.
+			p := startProc(t, dir, "run", childEnv("DIR="+dir), "run", "--endpoints", n.url, "D", "--ttl", "3s", "--grace", "500ms",
 				"--cgroup", mode, "--", "sh", "-c", script)
+			if !p.wait(cliTimeout) {
+				t.Fatalf("run still going %v after it started a child that exits at once", cliTimeout)
+			}
 			pid := readInt(filepath.Join(dir, "pid2"))
 			if pid == 0 {
-				t.Fatalf("the grandchild wrote no pid: %s", r)
+				t.Fatalf("the grandchild wrote no pid: %v\n%s", p.err, p.stderr())
 			}
 			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-			if r.code != 0 {
-				t.Fatalf("want run to exit 0 with its child: %s", r)
+			if p.code() != 0 {
+				t.Fatalf("want run to exit 0 with its child: %v\n%s", p.err, p.stderr())
 			}
 			if procAlive(pid) {
 				t.Errorf("run exited and released D while the child's daemonized grandchild (pid %d) still runs", pid)
