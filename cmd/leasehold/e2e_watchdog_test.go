@@ -36,7 +36,7 @@ func TestRunWatchdogFaults(t *testing.T) {
 		ttl        = 3 * time.Second
 		grace      = 500 * time.Millisecond
 		killMargin = 250 * time.Millisecond // run.go's
-		tick       = 50 * time.Millisecond  // internal/watchdog's
+		tick       = ttl / 30               // internal/watchdog's, for this TTL
 		slack      = time.Second            // scheduling on a loaded machine
 	)
 	type fault struct {

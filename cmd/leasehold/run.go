@@ -144,7 +144,7 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 			"LEASEHOLD_RESOURCE="+resource,
 			"LEASEHOLD_LEASE_ID="+strconv.FormatUint(l.ID(), 10),
 		),
-		Deadline: l.Deadline(), Grace: f.grace, KillMargin: killMargin,
+		Deadline: l.Deadline(), TTL: f.ttl, Grace: f.grace, KillMargin: killMargin,
 		NoCgroup: f.cgroup == "off",
 	})
 	if err != nil {

@@ -29,8 +29,8 @@
 //   - watchdog killed: the command dies with it (Pdeathsig SIGKILL); the
 //     supervisor sees the watchdog exit without a report and kills the rest
 //     of the tree.
-//   - watchdog stopped: the supervisor sees it (state T in /proc) within
-//     tick and stops the tree itself, since nothing would stop it in time if
+//   - watchdog stopped: the supervisor sees it (state T in /proc) within a
+//     tick (TTL/30, 20ms to 250ms) and stops the tree itself, since nothing would stop it in time if
 //     the supervisor stalled too.
 //   - both stopped together, or the whole tree (a frozen cgroup, a paused
 //     VM): not covered; the command is stopped too, and when it resumes

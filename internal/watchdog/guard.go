@@ -21,6 +21,9 @@ type Config struct {
 	Env  []string // its environment (the watchdog's too)
 	// Deadline is the lease's local safe deadline now; Push moves it.
 	Deadline time.Time
+	// TTL is the lease's time to live; the supervisor looks for renewals
+	// and for a stopped watchdog every TTL/30 (20ms to 250ms).
+	TTL time.Duration
 	// Grace is the time between SIGTERM and SIGKILL; KillMargin how long
 	// before the deadline SIGKILL is sent.
 	Grace, KillMargin time.Duration
