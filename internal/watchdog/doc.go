@@ -36,4 +36,14 @@
 //     VM): not covered; the command is stopped too, and when it resumes
 //     after the lease has passed on, only fencing tokens protect the
 //     resource.
+//
+// Use (run is the model; elect and groups run are meant to do the same, and
+// the binary registers Subcommand once, calling Main):
+//
+//	g, err := watchdog.Start(watchdog.Config{Path: path, Args: argv, Env: env,
+//		Deadline: l.Deadline(), TTL: ttl, Grace: grace, KillMargin: killMargin})
+//	o := watchdog.Supervise(l, g, signals) // until the command has ended
+//	if g.Close(10 * time.Second) {         // its whole tree is gone:
+//		l.Release(ctx)                     // only now may the lease go
+//	}
 package watchdog
