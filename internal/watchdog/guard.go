@@ -184,6 +184,17 @@ func (g *Guard) watchdogStopped() bool { return stoppedProc(g.cmd.Process.Pid) }
 // ran after timeout (say, in an uninterruptible sleep): then the lease must
 // not be released early.
 func (g *Guard) Close(timeout time.Duration) bool {
+	select {
+	case <-g.finished:
+		if g.final != nil && g.final.Gone {
+			// The watchdog saw the tree gone; a kill now could only hit
+			// a process group whose id was reused since.
+			g.deadlines.Close()
+			g.tree.remove()
+			return true
+		}
+	default:
+	}
 	g.tree.kill()
 	empty := g.tree.waitEmpty(timeout)
 	g.deadlines.Close()

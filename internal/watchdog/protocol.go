@@ -40,6 +40,7 @@ type report struct {
 	Error   string  `json:"error,omitempty"`   // the command could not be started
 	Status  *uint32 `json:"status,omitempty"`  // the command's wait status
 	Stopped string  `json:"stopped,omitempty"` // why the watchdog stopped the command, if it did
+	Gone    bool    `json:"gone,omitempty"`    // with Status: the whole tree was seen gone
 }
 
 func writeReport(w io.Writer, r report) error {

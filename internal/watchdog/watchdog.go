@@ -166,12 +166,13 @@ wait:
 	// Nothing the command left running may outlive it: the supervisor
 	// releases the lease once this report arrives.
 	t.kill()
-	if !t.waitEmpty(10 * time.Second) {
+	gone := t.waitEmpty(10 * time.Second)
+	if !gone {
 		fmt.Fprintf(os.Stderr, "leasehold watchdog: processes of the command's tree still run 10s after SIGKILL\n")
 	}
 	reaped(-1, nil) // orphans of the command, now dead
 	t.remove()
-	w.report(report{Status: statusOf(status), Stopped: stopping})
+	w.report(report{Status: statusOf(status), Stopped: stopping, Gone: gone})
 	return 0
 }
 
