@@ -143,3 +143,35 @@ func live(pid int) bool {
 	state, _, _, ok := procStat(pid)
 	return ok && state != 'Z' && state != 'X'
 }
+
+// TestWatchdogPassesSignalsOn: a SIGTERM or SIGINT sent to the watchdog
+// itself (a shutdown signalling every process) reaches the command, which
+// ends in its own way: its status comes back, and it counts as not stopped.
+func TestWatchdogPassesSignalsOn(t *testing.T) {
+	dir := t.TempDir()
+	g, err := Start(Config{Path: "/bin/sh", Args: []string{"sh", "-c",
+		`trap 'exit 3' TERM; touch "$DIR/ready"; while :; do sleep 0.01; done`},
+		Env: append(os.Environ(), "DIR="+dir), Deadline: time.Now().Add(time.Minute), TTL: time.Minute,
+		Grace: time.Second, KillMargin: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(5 * time.Second) })
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the command did not start within 5s")
+		}
+	}
+	syscall.Kill(g.WatchdogPid(), syscall.SIGTERM)
+	select {
+	case <-g.Finished():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watchdog did not exit 10s after SIGTERM")
+	}
+	if o := g.outcome(""); o.Stopped != "" || o.ExitCode() != 3 {
+		t.Errorf("outcome %+v (exit code %d), want the command's own exit 3, not stopped", o, o.ExitCode())
+	}
+}

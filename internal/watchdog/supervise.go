@@ -37,12 +37,13 @@ type Outcome struct {
 	LeaseLost bool
 }
 
-// Supervise runs until the command under g has ended and its tree is gone:
-// it pushes each renewed deadline to the watchdog, passes signals on to the
+// Supervise runs until the command under g has ended (or was stopped): it
+// pushes each renewed deadline to the watchdog, passes signals on to the
 // command's process group, and is the backstop for a watchdog that cannot
-// act: killed (the rest of the tree is killed at once), stopped (the
-// supervisor stops the tree itself), or late (SIGKILL at deadline -
-// killMargin in any case). A lease that ends kills the tree at once.
+// act: killed (it returns at once, and Close kills the rest of the tree),
+// stopped (it stops the tree itself), or late (SIGKILL at deadline -
+// killMargin in any case). A lease that ends kills the tree at once. Call
+// Close afterwards, and release the lease only if it reports the tree gone.
 func Supervise(l Lease, g *Guard, signals <-chan os.Signal) Outcome {
 	grace, margin := g.cfg.Grace, g.cfg.KillMargin
 	deadline := g.cfg.Deadline
