@@ -106,7 +106,11 @@ func New(cfg Config) (*Server, error) {
 		leaderHint(cfg.Node, cfg.AdvertiseURL))
 	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
 	// Replies are small: compressing them costs more CPU than it saves.
-	codec := connect.WithOptions(connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8<<10))
+	codecs := []connect.HandlerOption{connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8 << 10)}
+	for _, c := range jsonCodecs() {
+		codecs = append(codecs, connect.WithCodec(c))
+	}
+	codec := connect.WithHandlerOptions(codecs...)
 	mux.Handle(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
 	mux.Handle(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
 	mux.Handle(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
