@@ -135,8 +135,11 @@ func HashToken(token string) string {
 }
 
 func (a *Authenticator) authenticate(header string) (Principal, error) {
-	token, ok := strings.CutPrefix(header, "Bearer ")
-	if !ok || token == "" {
+	// The scheme is case-insensitive and may be followed by more than one
+	// space (RFC 9110, section 11.1): "bearer TOKEN" is as good.
+	scheme, token, _ := strings.Cut(header, " ")
+	token = strings.TrimLeft(token, " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return Principal{}, leasehold.Errorf(leasehold.CodeUnauthenticated,
 			"missing bearer token: send 'Authorization: Bearer TOKEN'")
 	}

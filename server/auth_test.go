@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,4 +176,45 @@ func TestTLS(t *testing.T) {
 			t.Fatal("a client without a certificate was served")
 		}
 	})
+}
+
+// The Authorization scheme is case-insensitive (RFC 9110): "bearer",
+// "BEARER" and extra spaces are accepted; other schemes are not.
+func TestAuthSchemeCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	n := authNode(t)
+	hc := httpClient(t)
+	for _, tc := range []struct {
+		header string
+		want   int
+	}{
+		{"Bearer " + operatorToken, http.StatusOK},
+		{"bearer " + operatorToken, http.StatusOK},
+		{"BEARER " + operatorToken, http.StatusOK},
+		{"bEaReR  " + operatorToken, http.StatusOK},
+		{"Basic " + operatorToken, http.StatusUnauthorized},
+		{"Bearer", http.StatusUnauthorized},
+		{"Bearer ", http.StatusUnauthorized},
+		{"Bearer" + operatorToken, http.StatusUnauthorized},
+		{operatorToken, http.StatusUnauthorized},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL+"/leasehold.v1.Leases/Get",
+			strings.NewReader(`{"resource":"scheme/x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", tc.header)
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		cancel()
+		if res.StatusCode != tc.want {
+			t.Errorf("Authorization %q: status %d %s, want %d", strings.Replace(tc.header, operatorToken, "TOKEN", 1), res.StatusCode, body, tc.want)
+		}
+	}
 }
