@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/leasehold/leasehold"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/testcluster"
 	"github.com/leasehold/leasehold/server"
@@ -217,4 +221,32 @@ func TestAuthSchemeCaseInsensitive(t *testing.T) {
 			t.Errorf("Authorization %q: status %d %s, want %d", strings.Replace(tc.header, operatorToken, "TOKEN", 1), res.StatusCode, body, tc.want)
 		}
 	}
+}
+
+// Requests refused as invalid charge nothing to the client's acquisition
+// rate: an oversized batch once locked its client out of Acquire for as
+// long as its ops took to pay back.
+func TestRateChargesOnlyAccepted(t *testing.T) {
+	t.Parallel()
+	// Burst 1, one acquisition back every 2s.
+	n := testcluster.StartServerNode(t, func(c *server.Config) { c.AcquireRate = 0.5 })
+	c := newClient(t, n)
+	var ops []*pb.BatchOp
+	for i := range leasehold.MaxBatchOps + 1 {
+		ops = append(ops, opAcquire(&pb.AcquireRequest{Resources: []string{fmt.Sprintf("charge/%d", i)}}))
+	}
+	_, err := batch(c, ops...)
+	wantCode(t, err, connect.CodeInvalidArgument, "split the batch")
+	rs := mustBatch(t, c, opAcquire(&pb.AcquireRequest{Resources: []string{""}}), opAcquire(&pb.AcquireRequest{Ttl: dur(time.Hour)}))
+	if rs[0].GetError() == nil || rs[1].GetError() == nil {
+		t.Fatalf("invalid acquires in a batch: %v", rs)
+	}
+	for range 3 {
+		_, err := acquire(t, c, &pb.AcquireRequest{Resources: []string{"charge/x"}, Ttl: dur(0)})
+		wantCode(t, err, connect.CodeInvalidArgument, "ttl")
+	}
+	// The bucket is still full (TestBatchRateLimit shows a valid acquire
+	// empties it).
+	a := mustAcquire(t, c, &pb.AcquireRequest{Resources: []string{"charge/x"}, Ttl: dur(time.Minute)})
+	mustRelease(t, c, a)
 }

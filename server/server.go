@@ -59,6 +59,7 @@ type Server struct {
 	metrics     *Metrics
 	http        *http.Server
 	fwd         *forwarder
+	rate        *rateLimiter // acquisitions per client; nil: no limit
 	forwardOnce sync.Once
 	// base is every request's parent context: Shutdown cancels it after a
 	// grace period, so requests blocked in a long wait end (and withdraw
@@ -84,6 +85,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Node, cfg.NodeID)}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
+	s.rate = newRateLimiter(cfg.AcquireRate)
 	s.tls = cfg.TLS != nil
 	cfg.Registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -102,7 +104,7 @@ func New(cfg Config) (*Server, error) {
 	)
 
 	mux := http.NewServeMux()
-	guard := connect.WithInterceptors(&guard{auth: cfg.Auth, rate: newRateLimiter(cfg.AcquireRate), base: s.base},
+	guard := connect.WithInterceptors(&guard{auth: cfg.Auth, base: s.base},
 		leaderHint(cfg.Node, cfg.AdvertiseURL))
 	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
 	// Replies are small: compressing them costs more CPU than it saves.
