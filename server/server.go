@@ -45,22 +45,50 @@ type Config struct {
 	// TLS, if set, serves the API over TLS (with client certificates if
 	// its ClientAuth asks for them).
 	TLS *tls.Config
-	// MaxRequestBytes bounds a request body. It is far above any valid
-	// request so that an oversized field gets a precise InvalidArgument
-	// instead of a size error.
+	// MaxRequestBytes bounds a request body (default
+	// DefaultMaxRequestBytes). A body that says it is larger is refused
+	// before a byte of it is read.
 	MaxRequestBytes int
+	// MaxInflightBodyBytes bounds the bytes that the bodies of all requests
+	// in flight may hold together (default DefaultMaxInflightBodyBytes); a
+	// request over it is refused at once with ResourceExhausted.
+	MaxInflightBodyBytes int64
+	// BodyTimeout bounds the time a request body may take to arrive after
+	// its headers (default DefaultBodyTimeout). A waiting Acquire's wait
+	// comes after its body and is not bounded by it.
+	BodyTimeout time.Duration
+	// MaxConns bounds the open API connections, and MaxConnsPerClient those
+	// from one IP address (defaults DefaultMaxConns and
+	// DefaultMaxConnsPerClient; negative: no limit).
+	MaxConns, MaxConnsPerClient int
 }
+
+// Defaults of the limits that protect a node from its clients.
+const (
+	// DefaultMaxRequestBytes holds the largest valid request, a Batch of
+	// leasehold.MaxBatchOps acquires with every field at its limit (5.2 MiB
+	// as protobuf or compact JSON), with room to spare.
+	DefaultMaxRequestBytes = 8 << 20
+	// DefaultMaxInflightBodyBytes is four of the largest requests: a
+	// decoded request takes up to about ten times its body.
+	DefaultMaxInflightBodyBytes = 4 * DefaultMaxRequestBytes
+	DefaultBodyTimeout          = 30 * time.Second
+	DefaultMaxConns             = 4096
+	DefaultMaxConnsPerClient    = 512
+)
 
 // Server is the API front of one node. NewServer does not listen; Serve
 // does; Shutdown is idempotent.
 type Server struct {
-	node        *cluster.Node
-	log         *slog.Logger
-	metrics     *Metrics
-	http        *http.Server
-	fwd         *forwarder
-	rate        *rateLimiter // acquisitions per client; nil: no limit
-	forwardOnce sync.Once
+	node    *cluster.Node
+	log     *slog.Logger
+	metrics *Metrics
+	http    *http.Server
+	fwd     *forwarder
+	rate    *rateLimiter // acquisitions per client; nil: no limit
+	// maxConns and maxConnsPerClient bound the connections Serve accepts.
+	maxConns, maxConnsPerClient int
+	forwardOnce                 sync.Once
 	// base is every request's parent context: Shutdown cancels it after a
 	// grace period, so requests blocked in a long wait end (and withdraw
 	// their place in line) instead of holding the shutdown up.
@@ -80,12 +108,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.MaxRequestBytes == 0 {
-		cfg.MaxRequestBytes = 16 << 20
-	}
+	cfg.setDefaults()
 	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Node, cfg.NodeID)}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.rate = newRateLimiter(cfg.AcquireRate)
+	s.maxConns, s.maxConnsPerClient = cfg.MaxConns, cfg.MaxConnsPerClient
 	s.tls = cfg.TLS != nil
 	cfg.Registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -113,10 +140,13 @@ func New(cfg Config) (*Server, error) {
 		codecs = append(codecs, connect.WithCodec(c))
 	}
 	codec := connect.WithHandlerOptions(codecs...)
-	mux.Handle(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
-	mux.Handle(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
-	mux.Handle(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
-	mux.Handle(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, small, codec))
+	bodies := &bodyGuard{max: int64(cfg.MaxRequestBytes), budget: cfg.MaxInflightBodyBytes, timeout: cfg.BodyTimeout,
+		errors: connect.NewErrorWriter(codec), refused: s.refused}
+	mount := func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(h)) }
+	mount(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
+	mount(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
+	mount(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
+	mount(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, small, codec))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -143,6 +173,28 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+func (c *Config) setDefaults() {
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxInflightBodyBytes == 0 {
+		c.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnsPerClient == 0 {
+		c.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
+}
+
+// refused counts a connection or request refused by one of the node's
+// limits.
+func (s *Server) refused(limit string) { s.metrics.Refused.WithLabelValues(limit).Inc() }
+
 // ready answers 200 when this node can serve: it leads and a quorum just
 // confirmed it, or it follows a leader it heard from recently.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
@@ -167,6 +219,7 @@ func (s *Server) Serve(l net.Listener) error {
 		// TLS when raft TLS is on.
 		go s.http.Serve(s.node.ForwardListener())
 	})
+	l = limitConns(l, s.maxConns, s.maxConnsPerClient, s.refused)
 	var err error
 	if s.tls {
 		err = s.http.ServeTLS(l, "", "")
