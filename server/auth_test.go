@@ -29,6 +29,13 @@ const (
 
 func authNode(t *testing.T) *testcluster.Node {
 	t.Helper()
+	auth := testAuthenticator(t)
+	return testcluster.StartServerNode(t, func(c *server.Config) { c.Auth = auth })
+}
+
+// testAuthenticator knows workerToken, operatorToken and adminToken.
+func testAuthenticator(t *testing.T) *server.Authenticator {
+	t.Helper()
 	auth, err := server.NewAuthenticator(server.AuthFile{Tokens: []server.TokenEntry{
 		{Name: "ci-worker", SHA256: server.HashToken(workerToken), Role: "worker", Prefixes: []string{"jobs/"}},
 		{Name: "olga", SHA256: server.HashToken(operatorToken), Role: "operator"},
@@ -37,7 +44,7 @@ func authNode(t *testing.T) *testcluster.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testcluster.StartServerNode(t, func(c *server.Config) { c.Auth = auth })
+	return auth
 }
 
 func tokenClient(t *testing.T, url, token string) *client.Client {

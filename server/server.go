@@ -45,6 +45,12 @@ type Config struct {
 	// TLS, if set, serves the API over TLS (with client certificates if
 	// its ClientAuth asks for them).
 	TLS *tls.Config
+	// MetricsAuth requires an operator or admin bearer token for /metrics
+	// (it needs Auth).
+	MetricsAuth bool
+	// MetricsApart leaves /metrics off the API listener: ServeMetrics
+	// serves it on a listener of its own.
+	MetricsApart bool
 	// MaxRequestBytes bounds a request body (default
 	// DefaultMaxRequestBytes). A body that says it is larger is refused
 	// before a byte of it is read.
@@ -89,6 +95,9 @@ type Server struct {
 	// maxConns and maxConnsPerClient bound the connections Serve accepts.
 	maxConns, maxConnsPerClient int
 	forwardOnce                 sync.Once
+	metricsMux                  *http.ServeMux // /metrics, for ServeMetrics
+	mu                          sync.Mutex     // guards metricsSrv
+	metricsSrv                  *http.Server   // set by ServeMetrics
 	// base is every request's parent context: Shutdown cancels it after a
 	// grace period, so requests blocked in a long wait end (and withdraw
 	// their place in line) instead of holding the shutdown up.
@@ -147,7 +156,18 @@ func New(cfg Config) (*Server, error) {
 	mount(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
 	mount(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
 	mount(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, small, codec))
-	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
+	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
+	if cfg.MetricsAuth {
+		if cfg.Auth == nil {
+			return nil, errors.New("server: metrics auth needs an authenticator")
+		}
+		metrics = requireRole(cfg.Auth, RoleOperator, metrics)
+	}
+	s.metricsMux = http.NewServeMux()
+	s.metricsMux.Handle("/metrics", metrics)
+	if !cfg.MetricsApart {
+		mux.Handle("/metrics", metrics)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -232,6 +252,26 @@ func (s *Server) Serve(l net.Listener) error {
 	return err
 }
 
+// ServeMetrics answers /metrics alone on l (a listener apart from the
+// API's, see Config.MetricsApart) until Shutdown.
+func (s *Server) ServeMetrics(l net.Listener) error {
+	s.mu.Lock()
+	s.metricsSrv = &http.Server{
+		Handler:           s.metricsMux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          s.http.ErrorLog,
+	}
+	srv := s.metricsSrv
+	s.mu.Unlock()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
 // Shutdown stops accepting requests and waits for those in flight until ctx
 // ends, then closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
@@ -240,6 +280,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	defer s.cancelBase()
 	t := time.AfterFunc(time.Second, s.cancelBase)
 	defer t.Stop()
+	s.mu.Lock()
+	if s.metricsSrv != nil {
+		s.metricsSrv.Close() // scrapes are quick and harmless to cut
+	}
+	s.mu.Unlock()
 	err := s.http.Shutdown(ctx)
 	if err != nil {
 		s.http.Close()
