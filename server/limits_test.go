@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/internal/testcluster"
@@ -195,6 +198,48 @@ func TestBodyTimeoutSparesWaitingAcquire(t *testing.T) {
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatal("a waiter was not answered 30s after the release")
+		}
+	}
+}
+
+// The default body limit holds the largest valid request, a Batch of
+// MaxBatchOps acquires with every field at its limit, as protobuf and as
+// JSON.
+func TestLargestValidRequestFits(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	var ops []*pb.BatchOp
+	md := map[string]string{}
+	for k := range 4 {
+		md[fmt.Sprint(k)+strings.Repeat("k", 9)] = strings.Repeat("v", leasehold.MaxMetadataBytes/4-10)
+	}
+	for i := range leasehold.MaxBatchOps {
+		var rs []string
+		for j := range leasehold.MaxResources {
+			rs = append(rs, fmt.Sprintf("%03d-%02d-", i, j)+strings.Repeat("r", leasehold.MaxResourceLen-7))
+		}
+		// An invalid secret (the only rule broken) keeps the node from
+		// granting 16384 resources: the test is about the body's size.
+		ops = append(ops, opAcquire(&pb.AcquireRequest{Resources: rs, Ttl: dur(leasehold.MaxTTL), Wait: dur(leasehold.MaxWait),
+			LockDelay: dur(leasehold.MaxLockDelay), MaxHold: dur(leasehold.MaxMaxHold),
+			Owner: strings.Repeat("o", leasehold.MaxOwnerLen), Operation: strings.Repeat("p", leasehold.MaxOperationLen),
+			Metadata: md, RequestId: strings.Repeat("i", leasehold.MaxRequestIDLen), Secret: strings.Repeat("z", 2*leasehold.SecretBytes)}))
+	}
+	req := &pb.BatchRequest{Ops: ops}
+	for name, codec := range map[string][]connect.ClientOption{"protobuf": nil, "JSON": {connect.WithProtoJSON()}} {
+		var size int
+		if name == "JSON" {
+			b, _ := protojson.Marshal(req)
+			size = len(b)
+		} else {
+			size = proto.Size(req)
+		}
+		if size > server.DefaultMaxRequestBytes {
+			t.Fatalf("%s: the largest valid batch is %d bytes, over the default limit %d", name, size, server.DefaultMaxRequestBytes)
+		}
+		rs := mustBatch(t, newClient(t, n, codec...), ops...)
+		if e := rs[0].GetError(); e == nil || !strings.Contains(e.GetMessage(), "secret") {
+			t.Fatalf("%s: first result %v, want the secret refused", name, rs[0])
 		}
 	}
 }

@@ -75,9 +75,11 @@ const (
 	// leasehold.MaxBatchOps acquires with every field at its limit (5.2 MiB
 	// as protobuf or compact JSON), with room to spare.
 	DefaultMaxRequestBytes = 8 << 20
-	// DefaultMaxInflightBodyBytes is four of the largest requests: a
-	// decoded request takes up to about ten times its body.
-	DefaultMaxInflightBodyBytes = 4 * DefaultMaxRequestBytes
+	// DefaultMaxInflightBodyBytes is two of the largest requests. A
+	// decoded request can take twelve times its body (measured: 16 bodies
+	// of 8 MiB at once peak at 210 MB of RSS with this budget), while the
+	// usual request is under a kilobyte.
+	DefaultMaxInflightBodyBytes = 2 * DefaultMaxRequestBytes
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultMaxConns             = 4096
 	DefaultMaxConnsPerClient    = 512
