@@ -176,3 +176,22 @@ func newAuth() *cobra.Command {
 	cmd.AddCommand(token)
 	return cmd
 }
+
+// reservedFiles are the open files a node keeps for itself beyond API
+// connections: raft peers and forwarding, its log and snapshots, /metrics.
+const reservedFiles = 256
+
+// connsWithin fits the default --max-conns under the open-file limit
+// nofile, so that a node full of connections can still open its log and
+// answer /healthz; a value the operator set is kept. It returns the limit
+// to use and whether it is above what nofile allows.
+func connsWithin(maxConns int, set bool, nofile uint64) (int, bool) {
+	room := int(min(nofile, 1<<30)) - reservedFiles
+	if maxConns <= 0 || maxConns <= room {
+		return maxConns, false
+	}
+	if set {
+		return maxConns, true
+	}
+	return max(room, 1), false
+}

@@ -37,3 +37,27 @@ func TestMetricsAuthFor(t *testing.T) {
 		}
 	}
 }
+
+// The default --max-conns is lowered to fit the open-file limit; a value
+// the operator chose is kept, with a warning.
+func TestConnsWithin(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		conns    int
+		set      bool
+		nofile   uint64
+		want     int
+		wantWarn bool
+	}{
+		{"default fits", 4096, false, 1 << 20, 4096, false},
+		{"default lowered", 4096, false, 1024, 1024 - reservedFiles, false},
+		{"set kept, warned", 4096, true, 1024, 4096, true},
+		{"no limit", -1, false, 1024, -1, false},
+		{"tiny nofile", 4096, false, 100, 1, false},
+	} {
+		got, warn := connsWithin(tc.conns, tc.set, tc.nofile)
+		if got != tc.want || warn != tc.wantWarn {
+			t.Errorf("%s: %d, warn %v; want %d, warn %v", tc.name, got, warn, tc.want, tc.wantWarn)
+		}
+	}
+}

@@ -37,6 +37,7 @@ type serveFlags struct {
 	metricsAddr                              string
 	metricsAuth                              bool
 	limits                                   requestLimits
+	maxConnsSet                              bool // --max-conns was given
 }
 
 // requestLimits bound what clients may cost a node (see server.Config).
@@ -54,6 +55,7 @@ func newServe(g *globals) *cobra.Command {
 		Short: "Run a leasehold node (an embedded single node unless told otherwise)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.maxConnsSet = cmd.Flags().Changed("max-conns")
 			return serve(cmd.Context(), g, f, cmd.Flags().Changed("metrics-auth"))
 		},
 	}
@@ -153,6 +155,14 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	metricsAuth, err := metricsAuthFor(f, metricsAuthSet, auth != nil)
 	if err != nil {
 		return err
+	}
+
+	if nofile, ok := openFileLimit(); ok {
+		var over bool
+		if f.limits.maxConns, over = connsWithin(f.limits.maxConns, f.maxConnsSet, nofile); over {
+			log.Warn("--max-conns leaves fewer open files than the node needs for itself; raise the limit (ulimit -n)",
+				"max_conns", f.limits.maxConns, "open_file_limit", nofile, "reserved", reservedFiles)
+		}
 	}
 
 	// Listen before opening the node so a taken port fails fast.
