@@ -21,9 +21,9 @@ import (
 // arrive. A decoded request costs several times its body, so these bound
 // the memory that requests can take, whoever sends them.
 type bodyGuard struct {
-	max     int64         // bytes in one body
-	budget  int64         // bytes in all bodies in flight
-	timeout time.Duration // for one body to arrive
+	max     int64         // bytes in one body (≤ 0: no limit)
+	budget  int64         // bytes in all bodies in flight (≤ 0: no limit)
+	timeout time.Duration // for one body to arrive (≤ 0: no limit)
 	held    atomic.Int64  // bytes of bodies in flight
 	errors  *connect.ErrorWriter
 	refused func(limit string) // counts a refusal
@@ -34,7 +34,7 @@ type bodyGuard struct {
 // that long; a waiting Acquire's body is a few hundred bytes.
 func (g *bodyGuard) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > g.max {
+		if g.max > 0 && r.ContentLength > g.max {
 			// Refused before reading a byte of it.
 			g.refused("max_request_bytes")
 			g.errors.Write(w, r, api.ToConnect(tooLarge(r.ContentLength, g.max)))
@@ -50,7 +50,7 @@ func (g *bodyGuard) wrap(next http.Handler) http.Handler {
 		// The deadline covers the body only: it is lifted at its end, so a
 		// waiting Acquire can wait as long as it asked to. (net/http lifts
 		// it too on HTTP/1 connections, when its background read starts.)
-		b.deadline = b.rc.SetReadDeadline(time.Now().Add(g.timeout)) == nil
+		b.deadline = g.timeout > 0 && b.rc.SetReadDeadline(time.Now().Add(g.timeout)) == nil
 		// A copy: net/http decides whether the connection can be reused
 		// from the original request's body, which it must still see.
 		r2 := *r
@@ -88,7 +88,7 @@ type guardedBody struct {
 }
 
 func (b *guardedBody) take(n int64) bool {
-	if b.g.held.Add(n) > b.g.budget {
+	if b.g.held.Add(n) > b.g.budget && b.g.budget > 0 {
 		b.g.held.Add(-n)
 		return false
 	}
@@ -102,7 +102,7 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	b.read += int64(n)
 	switch {
-	case b.read > b.g.max:
+	case b.g.max > 0 && b.read > b.g.max:
 		b.g.refused("max_request_bytes")
 		return n, api.ToConnect(tooLarge(0, b.g.max))
 	case b.read > b.charged && !b.take(b.read-b.charged):

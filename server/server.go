@@ -53,7 +53,8 @@ type Config struct {
 	MetricsApart bool
 	// MaxRequestBytes bounds a request body (default
 	// DefaultMaxRequestBytes). A body that says it is larger is refused
-	// before a byte of it is read.
+	// before a byte of it is read. For this and the limits below, 0 means
+	// the default and a negative value no limit.
 	MaxRequestBytes int
 	// MaxInflightBodyBytes bounds the bytes that the bodies of all requests
 	// in flight may hold together (default DefaultMaxInflightBodyBytes); a
@@ -65,7 +66,7 @@ type Config struct {
 	BodyTimeout time.Duration
 	// MaxConns bounds the open API connections, and MaxConnsPerClient those
 	// from one IP address (defaults DefaultMaxConns and
-	// DefaultMaxConnsPerClient; negative: no limit).
+	// DefaultMaxConnsPerClient).
 	MaxConns, MaxConnsPerClient int
 }
 
