@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,16 +119,32 @@ func TestConnLimitTotal(t *testing.T) {
 // non-zero value.
 func wantMetric(t *testing.T, n *testcluster.Node, series string) {
 	t.Helper()
-	res, err := clientFrom(t, "127.0.0.3").Get(n.URL + "/metrics")
+	if v := metricValue(t, n, series); v == 0 {
+		t.Fatalf("/metrics has no non-zero %s", series)
+	}
+}
+
+// metricValue reads series (name and labels, as /metrics prints them)
+// from the node's /metrics; 0 if it is not there.
+func metricValue(t *testing.T, n *testcluster.Node, series string) int64 {
+	t.Helper()
+	// From an address of its own, which the connection tests leave alone.
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.9")}, Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: callTimeout, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	res, err := hc.Get(n.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok && v != "0" {
-			return
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return int64(f)
 		}
 	}
-	t.Fatalf("/metrics has no non-zero %s", series)
+	return 0
 }

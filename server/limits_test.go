@@ -111,31 +111,24 @@ func TestBodyBudgetRefusesAtOnce(t *testing.T) {
 	postHead(t, slow, "/leasehold.v1.Leases/Get", size)
 	io.WriteString(slow, body[:100]) // and the rest later: it holds 60 KiB of the budget
 
-	refused := false
-	deadline := time.Now().Add(10 * time.Second)
-	for !refused && time.Now().Before(deadline) {
-		c := rawConn(t, n, "127.0.0.2")
-		postHead(t, c, "/leasehold.v1.Leases/Get", size)
-		io.WriteString(c, body)
-		status, reply := readReply(t, c, 10*time.Second)
-		c.Close()
-		switch {
-		case status == http.StatusTooManyRequests && strings.Contains(reply, "max_inflight_body_bytes"):
-			refused = true
-		case status != http.StatusOK:
-			t.Fatalf("second body: status %d %s", status, reply)
-		default:
-			time.Sleep(20 * time.Millisecond) // the first body's head may not be read yet
-		}
-	}
-	if !refused {
-		t.Fatal("two 60 KiB bodies at once were both taken with a budget of 100 KiB")
+	eventually(t, 10*time.Second, "the first body's bytes were not counted in flight", func() bool {
+		return metricValue(t, n, "leasehold_inflight_body_bytes") == size
+	})
+	c := rawConn(t, n, "127.0.0.2")
+	postHead(t, c, "/leasehold.v1.Leases/Get", size)
+	io.WriteString(c, body)
+	if status, reply := readReply(t, c, 10*time.Second); status != http.StatusTooManyRequests ||
+		!strings.Contains(reply, "max_inflight_body_bytes") {
+		t.Fatalf("a second 60 KiB body with a budget of 100 KiB: status %d %s, want 429 naming max_inflight_body_bytes", status, reply)
 	}
 	io.WriteString(slow, body[100:])
 	if status, reply := readReply(t, slow, 10*time.Second); status != http.StatusOK {
 		t.Fatalf("the first body, completed: status %d %s", status, reply)
 	}
 	// Its bytes are given back when it is answered.
+	eventually(t, 10*time.Second, "the first body's bytes were not given back", func() bool {
+		return metricValue(t, n, "leasehold_inflight_body_bytes") == 0
+	})
 	if status, reply := postJSON(t, httpClient(t), n, "/leasehold.v1.Leases/Get", body); status != http.StatusOK {
 		t.Fatalf("after the first was answered: status %d %v", status, reply)
 	}

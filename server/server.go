@@ -154,6 +154,9 @@ func New(cfg Config) (*Server, error) {
 	codec := connect.WithHandlerOptions(codecs...)
 	bodies := &bodyGuard{max: int64(cfg.MaxRequestBytes), budget: cfg.MaxInflightBodyBytes, timeout: cfg.BodyTimeout,
 		errors: connect.NewErrorWriter(codec), refused: s.refused}
+	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_inflight_body_bytes",
+		Help: "Bytes of request bodies held by requests in flight (limit max_inflight_body_bytes)."},
+		func() float64 { return float64(bodies.held.Load()) }))
 	mount := func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(h)) }
 	mount(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
 	mount(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
