@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -29,6 +30,15 @@ func (jsonCodec) Marshal(m any) ([]byte, error) {
 	return protojson.Marshal(pm)
 }
 
+// MarshalAppend lets connect reuse its buffers, as with its own codec.
+func (jsonCodec) MarshalAppend(dst []byte, m any) ([]byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a protobuf message", m)
+	}
+	return protojson.MarshalOptions{}.MarshalAppend(dst, pm)
+}
+
 func (jsonCodec) Unmarshal(b []byte, m any) error {
 	pm, ok := m.(proto.Message)
 	if !ok {
@@ -37,10 +47,20 @@ func (jsonCodec) Unmarshal(b []byte, m any) error {
 	if len(b) == 0 {
 		return errors.New("the body is empty: send a JSON object, {} at least")
 	}
-	// protojson's errors name the field and place: `proto: (line 1:35):
-	// unknown field "tll"`.
 	if err := protojson.Unmarshal(b, pm); err != nil {
-		return fmt.Errorf("request is not a valid %s: %w", pm.ProtoReflect().Descriptor().Name(), err)
+		return fmt.Errorf("the JSON is not a valid %s%s", pm.ProtoReflect().Descriptor().Name(), jsonProblem(err))
 	}
 	return nil
+}
+
+// jsonProblem turns protojson's `proto: (line 1:35): unknown field "tll"`
+// into ` at line 1:35: unknown field "tll"`.
+func jsonProblem(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "proto: ")
+	if rest, ok := strings.CutPrefix(msg, "(line "); ok {
+		if pos, what, ok := strings.Cut(rest, "): "); ok {
+			return " at line " + pos + ": " + what
+		}
+	}
+	return ": " + msg
 }
