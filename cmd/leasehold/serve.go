@@ -83,9 +83,9 @@ func newServe(g *globals) *cobra.Command {
 	fl.BoolVar(&f.metricsAuth, "metrics-auth", false, "require an operator or admin token for /metrics "+
 		"(default: on when /metrics is served on a non-loopback address and --auth-file is given)")
 	fl.IntVar(&f.limits.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes,
-		"refuse a request body larger than this (the default holds the largest valid batch)")
+		"refuse a request body larger than this (the default holds the largest valid batch; -1: no limit)")
 	fl.Int64Var(&f.limits.maxInflightBodyBytes, "max-inflight-body-bytes", server.DefaultMaxInflightBodyBytes,
-		"refuse a request when the bodies of all requests in flight would hold more bytes than this")
+		"refuse a request when the bodies of all requests in flight would hold more bytes than this (-1: no limit)")
 	fl.DurationVar(&f.limits.bodyTimeout, "body-timeout", server.DefaultBodyTimeout,
 		"refuse a request whose body takes longer than this to arrive (a waiting acquire's wait is not counted)")
 	fl.IntVar(&f.limits.maxConns, "max-conns", server.DefaultMaxConns, "most API connections open at once (-1: no limit)")
