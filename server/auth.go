@@ -7,10 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
-	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -135,8 +134,11 @@ func HashToken(token string) string {
 }
 
 func (a *Authenticator) authenticate(header string) (Principal, error) {
-	token, ok := strings.CutPrefix(header, "Bearer ")
-	if !ok || token == "" {
+	// The scheme is case-insensitive and may be followed by more than one
+	// space (RFC 9110, section 11.1): "bearer TOKEN" is as good.
+	scheme, token, _ := strings.Cut(header, " ")
+	token = strings.TrimLeft(token, " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return Principal{}, leasehold.Errorf(leasehold.CodeUnauthenticated,
 			"missing bearer token: send 'Authorization: Bearer TOKEN'")
 	}
@@ -193,23 +195,6 @@ func names(msg any) []string {
 	return nil
 }
 
-// acquisitions counts the acquires a request makes, for the rate limit.
-func acquisitions(msg any) int {
-	switch m := msg.(type) {
-	case *pb.AcquireRequest:
-		return 1
-	case *pb.BatchRequest:
-		n := 0
-		for _, op := range m.GetOps() {
-			if op.GetAcquire() != nil {
-				n++
-			}
-		}
-		return n
-	}
-	return 0
-}
-
 func fenceName(f *pb.Fence) []string {
 	if f == nil {
 		return nil
@@ -230,11 +215,10 @@ func Identity(ctx context.Context) string {
 
 var anonymous = Principal{Name: "anonymous", Role: RoleAdmin}
 
-// guard is the interceptor that authenticates, authorizes and rate-limits
-// every request.
+// guard is the interceptor that authenticates and authorizes every
+// request, and names the client its acquisitions are charged to.
 type guard struct {
-	auth *Authenticator // nil: no auth (loopback or --insecure)
-	rate *rateLimiter
+	auth *Authenticator  // nil: no auth (loopback or --insecure)
 	base context.Context // canceled when the server shuts down
 }
 
@@ -264,16 +248,17 @@ func (g *guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				}
 			}
 		}
-		if n := acquisitions(req.Any()); n > 0 && req.Header().Get(forwardedHeader) == "" {
+		ctx = context.WithValue(ctx, principalKey{}, p)
+		if req.Header().Get(forwardedHeader) == "" {
+			// The handler charges the acquisitions it accepts to this key;
+			// a forwarded request was charged where it arrived.
 			key := p.Name
 			if g.auth == nil {
 				key, _, _ = net.SplitHostPort(req.Peer().Addr)
 			}
-			if err := g.rate.allow(key, n); err != nil {
-				return nil, api.ToConnect(err)
-			}
+			ctx = context.WithValue(ctx, rateKey{}, key)
 		}
-		res, err := next(context.WithValue(ctx, principalKey{}, p), req)
+		res, err := next(ctx, req)
 		if err != nil && g.base.Err() != nil && connect.CodeOf(err) == connect.CodeCanceled {
 			// Cut off by this node's shutdown, not by the caller: tell the
 			// caller to retry (with the same request ID) elsewhere.
@@ -294,53 +279,20 @@ func (g *guard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 	}
 }
 
-// rateLimiter is a token bucket per client: rate acquisitions a second,
-// with a burst of twice that. Idle buckets are dropped. A batch of more
-// acquires than the burst is let through when the bucket is full and
-// leaves it in debt, so the rate still holds on average.
-type rateLimiter struct {
-	rate    float64
-	mu      sync.Mutex
-	buckets map[string]*bucket
-	swept   time.Time
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func newRateLimiter(rate float64) *rateLimiter {
-	return &rateLimiter{rate: rate, buckets: map[string]*bucket{}}
-}
-
-// allow takes n acquisitions (n ≥ 1) from key's bucket, or refuses all n.
-func (r *rateLimiter) allow(key string, n int) error {
-	if r == nil || r.rate <= 0 {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := time.Now()
-	if now.Sub(r.swept) > time.Minute {
-		for k, b := range r.buckets {
-			if now.Sub(b.last) > time.Minute {
-				delete(r.buckets, k)
-			}
+// requireRole serves next only to callers whose bearer token has at least
+// role need (for /metrics, outside Connect).
+func requireRole(a *Authenticator, need Role, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := a.authenticate(r.Header.Get("Authorization"))
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, err.Error()+"\n", http.StatusUnauthorized)
+			return
 		}
-		r.swept = now
-	}
-	b := r.buckets[key]
-	if b == nil {
-		b = &bucket{tokens: 2 * r.rate, last: now}
-		r.buckets[key] = b
-	}
-	b.tokens = min(2*r.rate, b.tokens+now.Sub(b.last).Seconds()*r.rate)
-	b.last = now
-	if b.tokens < min(float64(n), max(1, 2*r.rate)) {
-		return leasehold.Errorf(leasehold.CodeLimit,
-			"client %q is over %.0f acquisitions a second (limit acquire_rate); slow down and retry", key, r.rate)
-	}
-	b.tokens -= float64(n)
-	return nil
+		if p.Role < need {
+			http.Error(w, fmt.Sprintf("token %q has role %s; %s needs %s\n", p.Name, p.Role, r.URL.Path, need), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

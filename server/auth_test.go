@@ -4,11 +4,17 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/leasehold/leasehold"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/testcluster"
 	"github.com/leasehold/leasehold/server"
@@ -23,6 +29,13 @@ const (
 
 func authNode(t *testing.T) *testcluster.Node {
 	t.Helper()
+	auth := testAuthenticator(t)
+	return testcluster.StartServerNode(t, func(c *server.Config) { c.Auth = auth })
+}
+
+// testAuthenticator knows workerToken, operatorToken and adminToken.
+func testAuthenticator(t *testing.T) *server.Authenticator {
+	t.Helper()
 	auth, err := server.NewAuthenticator(server.AuthFile{Tokens: []server.TokenEntry{
 		{Name: "ci-worker", SHA256: server.HashToken(workerToken), Role: "worker", Prefixes: []string{"jobs/"}},
 		{Name: "olga", SHA256: server.HashToken(operatorToken), Role: "operator"},
@@ -31,7 +44,7 @@ func authNode(t *testing.T) *testcluster.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testcluster.StartServerNode(t, func(c *server.Config) { c.Auth = auth })
+	return auth
 }
 
 func tokenClient(t *testing.T, url, token string) *client.Client {
@@ -174,4 +187,73 @@ func TestTLS(t *testing.T) {
 			t.Fatal("a client without a certificate was served")
 		}
 	})
+}
+
+// The Authorization scheme is case-insensitive (RFC 9110): "bearer",
+// "BEARER" and extra spaces are accepted; other schemes are not.
+func TestAuthSchemeCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	n := authNode(t)
+	hc := httpClient(t)
+	for _, tc := range []struct {
+		header string
+		want   int
+	}{
+		{"Bearer " + operatorToken, http.StatusOK},
+		{"bearer " + operatorToken, http.StatusOK},
+		{"BEARER " + operatorToken, http.StatusOK},
+		{"bEaReR  " + operatorToken, http.StatusOK},
+		{"Basic " + operatorToken, http.StatusUnauthorized},
+		{"Bearer", http.StatusUnauthorized},
+		{"Bearer ", http.StatusUnauthorized},
+		{"Bearer" + operatorToken, http.StatusUnauthorized},
+		{operatorToken, http.StatusUnauthorized},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL+"/leasehold.v1.Leases/Get",
+			strings.NewReader(`{"resource":"scheme/x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", tc.header)
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		cancel()
+		if res.StatusCode != tc.want {
+			t.Errorf("Authorization %q: status %d %s, want %d", strings.Replace(tc.header, operatorToken, "TOKEN", 1), res.StatusCode, body, tc.want)
+		}
+	}
+}
+
+// Requests refused as invalid charge nothing to the client's acquisition
+// rate: an oversized batch once locked its client out of Acquire for as
+// long as its ops took to pay back.
+func TestRateChargesOnlyAccepted(t *testing.T) {
+	t.Parallel()
+	// Burst 1, one acquisition back every 2s.
+	n := testcluster.StartServerNode(t, func(c *server.Config) { c.AcquireRate = 0.5 })
+	c := newClient(t, n)
+	var ops []*pb.BatchOp
+	for i := range leasehold.MaxBatchOps + 1 {
+		ops = append(ops, opAcquire(&pb.AcquireRequest{Resources: []string{fmt.Sprintf("charge/%d", i)}}))
+	}
+	_, err := batch(c, ops...)
+	wantCode(t, err, connect.CodeInvalidArgument, "split the batch")
+	rs := mustBatch(t, c, opAcquire(&pb.AcquireRequest{Resources: []string{""}}), opAcquire(&pb.AcquireRequest{Ttl: dur(time.Hour)}))
+	if rs[0].GetError() == nil || rs[1].GetError() == nil {
+		t.Fatalf("invalid acquires in a batch: %v", rs)
+	}
+	for range 3 {
+		_, err := acquire(t, c, &pb.AcquireRequest{Resources: []string{"charge/x"}, Ttl: dur(0)})
+		wantCode(t, err, connect.CodeInvalidArgument, "ttl")
+	}
+	// The bucket is still full (TestBatchRateLimit shows a valid acquire
+	// empties it).
+	a := mustAcquire(t, c, &pb.AcquireRequest{Resources: []string{"charge/x"}, Ttl: dur(time.Minute)})
+	mustRelease(t, c, a)
 }

@@ -43,6 +43,9 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 			cmds = append(cmds, cmd)
 		}
 	}
+	if err := s.charge(ctx, validAcquires(items)); err != nil {
+		return nil, api.ToConnect(err)
+	}
 	results, err := s.node.ProposeAll(ctx, cmds)
 	if addr, ok := leaderFor(req, err); ok {
 		// The leader checks, counts and answers every operation; the ops

@@ -30,6 +30,9 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 		s.metrics.Acquisitions.WithLabelValues("invalid").Inc()
 		return nil, api.ToConnect(err)
 	}
+	if err := s.charge(ctx, 1); err != nil {
+		return nil, api.ToConnect(err)
+	}
 	// A forwarded copy must carry the request ID and secret chosen here.
 	req.Msg.RequestId, req.Msg.Secret = cmd.RequestID, secret
 	res, err := s.acquire(ctx, cmd)

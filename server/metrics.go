@@ -24,6 +24,7 @@ type Metrics struct {
 	FenceRejections   *prometheus.CounterVec // fenced writes and checks refused, by op
 	ForcedReleases    prometheus.Counter     // forced releases this node carried out
 	CommitLatency     prometheus.Histogram   // seconds from raft.Apply to applied, per log entry
+	Refused           *prometheus.CounterVec // connections and requests refused by the node's own limits, by limit
 	Held              prometheus.Gauge
 	Waiters           prometheus.Gauge
 
@@ -67,9 +68,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "leasehold_raft_commit_seconds", Help: "How long log entries proposed by this node took from raft.Apply until applied (or failed).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_refused_total", Help: "Connections and requests refused to protect the node, by limit: max_conns, max_conns_per_client, max_request_bytes, max_inflight_body_bytes, body_timeout.",
+		}, []string{"limit"}),
 	}
 	for _, c := range []prometheus.Collector{m.Acquisitions, m.AcquireWait, m.LeasesGranted, m.LeasesEnded, m.Renewals,
-		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency} {
+		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused} {
 		f(c)
 	}
 	return m

@@ -114,6 +114,26 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// metricsAuthFor decides whether /metrics needs a token: as --metrics-auth
+// says if it was given (set says so), else when /metrics is served on a
+// non-loopback address and auth is on. Off loopback without auth, /metrics
+// is served only with --insecure, like the API.
+func metricsAuthFor(f *serveFlags, set, auth bool) (bool, error) {
+	addr, flag := f.apiAddr, "--api-addr"
+	if f.metricsAddr != "" {
+		addr, flag = f.metricsAddr, "--metrics-addr"
+	}
+	switch {
+	case set && f.metricsAuth && !auth:
+		return false, fmt.Errorf("--metrics-auth needs --auth-file: its tokens are what /metrics would ask for")
+	case set:
+		return f.metricsAuth, nil
+	case !auth && !loopback(addr) && !f.insecure:
+		return false, fmt.Errorf("%s %s is not a loopback address: give --auth-file (/metrics then needs an operator token) or --insecure", flag, addr)
+	}
+	return auth && !loopback(addr), nil
+}
+
 // readToken reads a bearer token from a file (the first line, trimmed).
 func readToken(path string) (string, error) {
 	if path == "" {
@@ -155,4 +175,23 @@ func newAuth() *cobra.Command {
 	token.Flags().StringSliceVar(&prefixes, "prefix", nil, "resource/key prefixes a worker may touch (repeatable)")
 	cmd.AddCommand(token)
 	return cmd
+}
+
+// reservedFiles are the open files a node keeps for itself beyond API
+// connections: raft peers and forwarding, its log and snapshots, /metrics.
+const reservedFiles = 256
+
+// connsWithin fits the default --max-conns under the open-file limit
+// nofile, so that a node full of connections can still open its log and
+// answer /healthz; a value the operator set is kept. It returns the limit
+// to use and whether it is above what nofile allows.
+func connsWithin(maxConns int, set bool, nofile uint64) (int, bool) {
+	room := int(min(nofile, 1<<30)) - reservedFiles
+	if maxConns <= 0 || maxConns <= room {
+		return maxConns, false
+	}
+	if set {
+		return maxConns, true
+	}
+	return max(room, 1), false
 }

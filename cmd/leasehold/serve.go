@@ -34,6 +34,18 @@ type serveFlags struct {
 	nodeID                                   string
 	logLevel                                 string
 	logFormat                                string
+	metricsAddr                              string
+	metricsAuth                              bool
+	limits                                   requestLimits
+	maxConnsSet                              bool // --max-conns was given
+}
+
+// requestLimits bound what clients may cost a node (see server.Config).
+type requestLimits struct {
+	maxRequestBytes             int
+	maxInflightBodyBytes        int64
+	bodyTimeout                 time.Duration
+	maxConns, maxConnsPerClient int
 }
 
 func newServe(g *globals) *cobra.Command {
@@ -42,7 +54,10 @@ func newServe(g *globals) *cobra.Command {
 		Use:   "serve",
 		Short: "Run a leasehold node (an embedded single node unless told otherwise)",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), g, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.maxConnsSet = cmd.Flags().Changed("max-conns")
+			return serve(cmd.Context(), g, f, cmd.Flags().Changed("metrics-auth"))
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", "./leasehold-data", "directory for the raft log and snapshots")
@@ -64,6 +79,18 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.raftTLSCert, "raft-tls-cert", "", "this node's certificate for mutual TLS between nodes")
 	fl.StringVar(&f.raftTLSKey, "raft-tls-key", "", "its key")
 	fl.StringVar(&f.raftTLSCA, "raft-tls-ca", "", "the CA that signs every node's certificate")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --api-addr")
+	fl.BoolVar(&f.metricsAuth, "metrics-auth", false, "require an operator or admin token for /metrics "+
+		"(default: on when /metrics is served on a non-loopback address and --auth-file is given)")
+	fl.IntVar(&f.limits.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes,
+		"refuse a request body larger than this (the default holds the largest valid batch; -1: no limit)")
+	fl.Int64Var(&f.limits.maxInflightBodyBytes, "max-inflight-body-bytes", server.DefaultMaxInflightBodyBytes,
+		"refuse a request when the bodies of all requests in flight would hold more bytes than this (-1: no limit)")
+	fl.DurationVar(&f.limits.bodyTimeout, "body-timeout", server.DefaultBodyTimeout,
+		"refuse a request whose body takes longer than this to arrive (a waiting acquire's wait is not counted)")
+	fl.IntVar(&f.limits.maxConns, "max-conns", server.DefaultMaxConns, "most API connections open at once (-1: no limit)")
+	fl.IntVar(&f.limits.maxConnsPerClient, "max-conns-per-client", server.DefaultMaxConnsPerClient,
+		"most API connections open at once from one IP address (-1: no limit)")
 	fl.IntVar(&f.maxWaitersPerResource, "max-waiters-per-resource", 1000, "refuse to queue more waiters on one resource (same on every node)")
 	fl.IntVar(&f.maxLeasesPerOwner, "max-leases-per-owner", 100000, "refuse more leases to one owner (same on every node)")
 	return cmd
@@ -84,7 +111,9 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
-func serve(ctx context.Context, g *globals, f *serveFlags) error {
+// serve runs a node; metricsAuthSet says --metrics-auth was given (else
+// its default depends on the other flags).
+func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) error {
 	log, err := newLogger(f.logLevel, f.logFormat)
 	if err != nil {
 		return err
@@ -123,12 +152,32 @@ func serve(ctx context.Context, g *globals, f *serveFlags) error {
 		return fmt.Errorf("--raft-addr %s is not a loopback address: give --raft-tls-cert/key/ca (or --insecure)", f.raftAddr)
 	}
 
+	metricsAuth, err := metricsAuthFor(f, metricsAuthSet, auth != nil)
+	if err != nil {
+		return err
+	}
+
+	if nofile, ok := openFileLimit(); ok {
+		var over bool
+		if f.limits.maxConns, over = connsWithin(f.limits.maxConns, f.maxConnsSet, nofile); over {
+			log.Warn("--max-conns leaves fewer open files than the node needs for itself; raise the limit (ulimit -n)",
+				"max_conns", f.limits.maxConns, "open_file_limit", nofile, "reserved", reservedFiles)
+		}
+	}
+
 	// Listen before opening the node so a taken port fails fast.
 	l, err := net.Listen("tcp", f.apiAddr)
 	if err != nil {
 		return fmt.Errorf("listen on --api-addr %s: %w", f.apiAddr, err)
 	}
 	defer l.Close()
+	var ml net.Listener
+	if f.metricsAddr != "" {
+		if ml, err = net.Listen("tcp", f.metricsAddr); err != nil {
+			return fmt.Errorf("listen on --metrics-addr %s: %w", f.metricsAddr, err)
+		}
+		defer ml.Close()
+	}
 
 	reg := prometheus.NewRegistry()
 	metrics := server.NewMetrics(reg)
@@ -148,13 +197,22 @@ func serve(ctx context.Context, g *globals, f *serveFlags) error {
 		apiURL = scheme + l.Addr().String()
 	}
 	srv, err := server.New(server.Config{Node: node, NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Registry: reg,
-		Metrics: metrics, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg})
+		Metrics: metrics, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg,
+		MetricsAuth: metricsAuth, MetricsApart: ml != nil,
+		MaxRequestBytes: f.limits.maxRequestBytes, MaxInflightBodyBytes: f.limits.maxInflightBodyBytes,
+		BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient})
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(l) }()
-	log.Info("leasehold serving", "api", scheme+l.Addr().String(), "auth", auth != nil, "raft_tls", cfg.TLS != nil, "raft", f.raftAddr, "data_dir", f.dataDir, "node_id", f.nodeID)
+	metricsAt := scheme + l.Addr().String() + "/metrics"
+	if ml != nil {
+		go func() { errc <- srv.ServeMetrics(ml) }()
+		metricsAt = "http://" + ml.Addr().String() + "/metrics"
+	}
+	log.Info("leasehold serving", "api", scheme+l.Addr().String(), "auth", auth != nil, "raft_tls", cfg.TLS != nil, "raft", f.raftAddr, "data_dir", f.dataDir, "node_id", f.nodeID,
+		"metrics", metricsAt, "metrics_auth", metricsAuth)
 	if cfg.Join {
 		adv := f.advertise
 		if adv == "" {
