@@ -24,6 +24,15 @@ type machine struct {
 	waits  *waits
 	events eventSink
 	log    *slog.Logger
+	// floor is saved above every token before any is answered; outcomes
+	// for waiting requests are held in pending until it is.
+	floor   *tokenFloor
+	pending []delivery
+}
+
+type delivery struct {
+	requestID string
+	result    fsm.Result
 }
 
 // eventSink receives applied events for metrics and logs.
@@ -51,7 +60,23 @@ func (m *machine) Apply(l *raft.Log) any {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.state.Apply(l.Index, b)
+	res := m.state.Apply(l.Index, b)
+	err = m.floor.cover(m.state.LastToken())
+	if err != nil {
+		m.log.Error("cannot save the token floor: answers that carry tokens fail until it can be saved", "err", err)
+		err = leasehold.Errorf(leasehold.CodeUnavailable, "the node could not save its token floor: %v", err)
+	}
+	for _, d := range m.pending {
+		if err != nil {
+			d.result = fsm.Result{Err: err}
+		}
+		m.waits.deliver(d.requestID, d.result)
+	}
+	m.pending = m.pending[:0]
+	if err != nil {
+		return err
+	}
+	return res
 }
 
 func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
@@ -78,6 +103,10 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 		// taking it would wind the state back. Refusing fails the install
 		// and leaves raft as it was.
 		return fmt.Errorf("snapshot holds entries up to %d, older than the %d this node applied", s.LastIndex(), have)
+	}
+	if err := m.floor.cover(s.LastToken()); err != nil {
+		m.mu.Unlock()
+		return err
 	}
 	m.state = s
 	m.mu.Unlock()
@@ -130,7 +159,7 @@ func (m *machine) Queued(requestID string, wait time.Duration) {
 
 func (m *machine) WaitEnded(requestID string, r fsm.Result) {
 	m.timers.waitEnded(requestID)
-	m.waits.deliver(requestID, r)
+	m.pending = append(m.pending, delivery{requestID, r})
 }
 
 func (m *machine) Blocked(resource string, token uint64, delay time.Duration) {
