@@ -55,27 +55,34 @@ type DamageError struct {
 	Reason   string
 	LastGood uint64 // the log is intact from its start up to this index (0: none)
 	Snapshot bool   // File is a snapshot, not the log
+	DataDir  string // the node's data dir
+}
+
+// What says what is damaged, without the advice.
+func (e *DamageError) What() string {
+	if e.Snapshot {
+		return fmt.Sprintf("snapshot %s is damaged: %s", e.File, e.Reason)
+	}
+	return fmt.Sprintf("the log is damaged in %s at byte %d: %s; the log is intact up to index %d",
+		e.File, e.Offset, e.Reason, e.LastGood)
 }
 
 func (e *DamageError) Error() string {
-	if e.Snapshot {
-		return fmt.Sprintf("cluster: snapshot %s is damaged: %s. Move its directory out of snapshots/ "+
-			"(in a cluster: or wipe the data dir and rejoin), or run `leasehold recover`: see README, \"Failure semantics\"",
-			e.File, e.Reason)
-	}
-	return fmt.Sprintf("cluster: the log is damaged in %s at byte %d: %s; the log is intact up to index %d. "+
-		"Refusing to start: in a cluster, wipe this node's data dir and rejoin; on a single node, "+
-		"`leasehold recover` keeps the log up to index %d: see README, \"Failure semantics\"",
-		e.File, e.Offset, e.Reason, e.LastGood, e.LastGood)
+	return fmt.Sprintf("cluster: %s. Refusing to start: in a cluster, wipe this node's data dir and let it rejoin; "+
+		"on a single node, `leasehold recover --data-dir %s` keeps what is intact: see README, \"Failure semantics\"",
+		e.What(), e.DataDir)
 }
 
 // verifyDataDir checks the snapshots and the log of a data dir. meta is
 // the log's metadata store (opened here if it is not yet).
 func verifyDataDir(dir string, meta *metadb.BoltMetaDB) error {
-	if err := verifySnapshots(dir); err != nil {
-		return err
+	err := verifySnapshots(dir)
+	if err == nil {
+		_, err = verifyLog(filepath.Join(dir, "wal"), meta)
 	}
-	_, err := verifyLog(filepath.Join(dir, "wal"), meta)
+	if de, ok := err.(*DamageError); ok {
+		de.DataDir = dir
+	}
 	return err
 }
 
