@@ -242,3 +242,43 @@ func mustReadDir(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// An entry that commits but cannot be read (here one the state machine
+// cannot decode, as a damaged byte would make it) stops the node from
+// applying, without a panic; proposals and readiness fail with the reason;
+// no snapshot freezes the stopped state; and on restart the node names the
+// entry, and recovers without reusing a token.
+func TestUnreadableEntryStopsApplyingWithoutPanic(t *testing.T) {
+	cfg, _ := damagedNode(t, 1<<20, false)
+	n := openNode(t, cfg)
+	r, err := n.Propose(context.Background(), acquireCmd("before", time.Hour, 0, "before"))
+	if err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	answered := r.Lease.Token
+	f := n.raft.Apply([]byte{0xff, 0x01, 0x02}, 5*time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	bad := f.Index()
+	if err, ok := f.Response().(error); !ok || !strings.Contains(err.Error(), fmt.Sprintf("cannot read log entry %d", bad)) {
+		t.Fatalf("applying an unreadable entry answered %v", f.Response())
+	}
+	if _, err := n.Propose(context.Background(), acquireCmd("after", time.Hour, 0, "after")); err == nil ||
+		!strings.Contains(err.Error(), "stopped applying entries") {
+		t.Fatalf("a proposal after the unreadable entry: %v, want a refusal that says why", err)
+	}
+	if err := n.Ready(context.Background()); err == nil {
+		t.Fatal("the node reports ready after it stopped applying entries")
+	}
+	if err := n.Snapshot(); err == nil {
+		t.Fatal("the node took a snapshot of a state that stopped short of its log")
+	}
+	n.Close()
+
+	de := refuses(t, cfg, segPath(cfg.DataDir, segments(t, cfg.DataDir)[0]))
+	if de.LastGood != bad-1 || !strings.Contains(de.Reason, fmt.Sprintf("entry %d cannot be read", bad)) {
+		t.Fatalf("damage %+v: want entry %d named, and the log intact up to %d", de, bad, bad-1)
+	}
+	recoverAndGrant(t, cfg, answered, func(*RecoveryPlan) int { return damageLeases + 1 })
+}

@@ -28,6 +28,11 @@ type machine struct {
 	// for waiting requests are held in pending until it is.
 	floor   *tokenFloor
 	pending []delivery
+	// broken is set when a committed entry cannot be read. The state stops
+	// there: applying later entries, or snapshotting, would let this
+	// replica diverge. Every later Apply fails with it, until a snapshot
+	// install replaces the state.
+	broken error
 }
 
 type delivery struct {
@@ -54,12 +59,18 @@ func (m *machine) Apply(l *raft.Log) any {
 		return nil
 	}
 	b, err := fsm.DecodeBatch(l.Data)
-	if err != nil {
-		// Skipping an entry we cannot read would let this replica diverge.
-		panic(fmt.Sprintf("leasehold: cannot apply log entry %d: %v", l.Index, err))
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.broken != nil {
+		return m.broken
+	}
+	if err != nil {
+		// Skipping an entry we cannot read would let this replica diverge.
+		m.log.Error("cannot read a committed log entry: this node stops applying entries; restart it", "index", l.Index, "err", err)
+		m.broken = leasehold.Errorf(leasehold.CodeUnavailable,
+			"this node cannot read log entry %d (%v) and has stopped applying entries: restart it, and it names the damage", l.Index, err)
+		return m.broken
+	}
 	res := m.state.Apply(l.Index, b)
 	err = m.floor.cover(m.state.LastToken())
 	if err != nil {
@@ -82,6 +93,9 @@ func (m *machine) Apply(l *raft.Log) any {
 func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	if m.broken != nil {
+		return nil, m.broken
+	}
 	return snapshot(m.state.Snapshot()), nil
 }
 
@@ -108,10 +122,17 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 		m.mu.Unlock()
 		return err
 	}
-	m.state = s
+	m.state, m.broken = s, nil
 	m.mu.Unlock()
 	m.timers.restart(m) // no-op unless leader
 	return nil
+}
+
+// failed returns why the machine stopped applying entries, or nil.
+func (m *machine) failed() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.broken
 }
 
 // read runs f with the state read-locked.
