@@ -282,3 +282,52 @@ func TestUnreadableEntryStopsApplyingWithoutPanic(t *testing.T) {
 	}
 	recoverAndGrant(t, cfg, answered, func(*RecoveryPlan) int { return damageLeases + 1 })
 }
+
+// The only snapshot is damaged and the log no longer reaches back to
+// index 1 (compacted after that snapshot): nothing can be rebuilt, so
+// Recover drops the log too and the node starts again empty, as a new
+// cluster of one, and still never reuses a token.
+func TestDamagedOnlySnapshotWithCompactedLog(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.WALSegmentSize = 2048
+	cfg.TrailingLogs = 4
+	cfg.SnapshotThreshold = 1 << 30
+	n := openNode(t, cfg)
+	var answered uint64
+	for i := range damageLeases {
+		if i == damageLeases-5 {
+			if err := n.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := n.Propose(context.Background(), acquireCmd(fmt.Sprint("a", i), time.Hour, 0, fmt.Sprint("r", i)))
+		if err != nil || r.Err != nil {
+			t.Fatal(err, r.Err)
+		}
+		answered = r.Lease.Token
+	}
+	n.Close()
+	if segs := segments(t, cfg.DataDir); segs[0].MinIndex <= 1 {
+		t.Fatalf("the log still starts at index %d: not compacted", segs[0].MinIndex)
+	}
+	snaps, err := listSnapshots(cfg.DataDir)
+	if err != nil || len(snaps) != 1 {
+		t.Fatalf("snapshots: %v %v", snaps, err)
+	}
+	state := filepath.Join(snaps[0].dir, "state.bin")
+	data, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[10] ^= 0x01
+	if err := os.WriteFile(state, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refuses(t, cfg, state)
+	recoverAndGrant(t, cfg, answered, func(p *RecoveryPlan) int {
+		if !p.Fresh || p.LastGood != 0 || len(p.Files) == 0 {
+			t.Errorf("plan %+v: want the whole log dropped and a fresh start", p)
+		}
+		return 0
+	})
+}

@@ -37,6 +37,9 @@ type RecoveryPlan struct {
 	FloorGuessed bool
 	// Backup is the directory the damaged files go to.
 	Backup string
+	// Fresh says nothing of the state is left: the node starts again as a
+	// new cluster (tokens still start at the floor).
+	Fresh bool
 }
 
 // recoverFloorGuess is how far above the highest index it can see Recover
@@ -123,6 +126,7 @@ func planRecovery(dir string, meta *metadb.BoltMetaDB) (*RecoveryPlan, *logCheck
 	}
 	if lc.damage != nil {
 		plan.LostFrom = max(plan.LastGood, plan.Snapshot) + 1
+		plan.Fresh = plan.LastGood == 0 && plan.Snapshot == 0
 	}
 	floor, err := ReadTokenFloor(dir)
 	if err != nil {
@@ -206,6 +210,7 @@ func cutLog(walDir string, meta *metadb.BoltMetaDB, lc *logCheck, plan *Recovery
 		}
 	}
 	plan.LostFrom = max(plan.LastGood, plan.Snapshot) + 1
+	plan.Fresh = len(keep) == 0 && plan.Snapshot == 0
 	for i, f := range plan.Files {
 		if i == 0 && cut {
 			continue // copied aside by cutSegment
@@ -224,6 +229,15 @@ func cutLog(walDir string, meta *metadb.BoltMetaDB, lc *logCheck, plan *Recovery
 	st.Segments = keep
 	if err := meta.CommitState(st); err != nil {
 		return fmt.Errorf("cluster: rewrite the log's metadata: %w", err)
+	}
+	if plan.Fresh {
+		// Nothing is left to say who the voters are: forget raft's term and
+		// vote too, so the node bootstraps again as a new cluster.
+		for _, k := range []string{"CurrentTerm", "LastVoteTerm", "LastVoteCand"} {
+			if err := meta.SetStable([]byte(k), nil); err != nil {
+				return fmt.Errorf("cluster: reset raft's term: %w", err)
+			}
+		}
 	}
 	return syncDir(walDir)
 }

@@ -73,6 +73,9 @@ func printPlan(w io.Writer, dir string, p *cluster.RecoveryPlan) {
 			fmt.Fprintf(w, "      %s\n", f)
 		}
 	}
+	if p.Fresh {
+		fmt.Fprintf(w, "  - start this node again as a new single-node cluster: nothing of its state is left\n")
+	}
 	if p.FloorGuessed {
 		fmt.Fprintf(w, "  - save a token floor of %d: this data dir has none (written by an older version), so it is\n"+
 			"    set far above every index the log shows; tokens issued from now on start there\n", p.TokenFloor)
