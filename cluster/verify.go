@@ -213,11 +213,17 @@ func checkSegment(walDir string, si types.SegmentInfo, sealed bool) segCheck {
 		sc.damage = &DamageError{File: sc.path, Offset: off, Reason: fmt.Sprintf(format, args...)}
 		return sc
 	}
-	// raft-wal preallocates every segment to its size limit, so a shorter
-	// file lost its end.
+	// raft-wal preallocates every segment to its size limit before it
+	// writes to it, so a shorter file that holds a write lost its end. (A
+	// crash between creating the tail and preallocating it leaves a short
+	// file with nothing in it, which raft-wal starts over.)
 	if si.SizeLimit > 0 && sc.size < int64(si.SizeLimit) {
 		sc = walkFrames(sc, data)
-		return bad(sc.size, "the file is %d bytes, shorter than the %d it was created with: its end was cut off", sc.size, si.SizeLimit)
+		if sealed || sc.goodEnd > 0 {
+			return bad(sc.size, "the file is %d bytes, shorter than the %d it was created with: its end was cut off", sc.size, si.SizeLimit)
+		}
+		sc.damage, sc.entries = nil, nil
+		return sc
 	}
 	if len(data) < segHeaderLen {
 		return bad(0, "the file is too short for a segment header")

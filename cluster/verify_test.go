@@ -80,3 +80,22 @@ func BenchmarkVerifyLog100k(b *testing.B) {
 	meta.Close()
 	b.ReportMetric(float64(size)/(1<<20), "MiB")
 }
+
+// A crash between creating the log's newest segment and preallocating it
+// leaves a short, empty file: that is not damage (raft-wal starts it
+// over), while a short file that held a write is.
+func TestShortEmptyTailIsNotDamage(t *testing.T) {
+	cfg, _ := damagedNode(t, 1<<20, false)
+	segs := segments(t, cfg.DataDir)
+	tail := segs[len(segs)-1]
+	sc := checkSegment(filepath.Join(cfg.DataDir, "wal"), tail, false)
+	if sc.damage != nil || len(sc.entries) == 0 {
+		t.Fatalf("intact tail: %v, %d entries", sc.damage, len(sc.entries))
+	}
+	if err := os.Truncate(segPath(cfg.DataDir, tail), 0); err != nil {
+		t.Fatal(err)
+	}
+	if sc := checkSegment(filepath.Join(cfg.DataDir, "wal"), tail, false); sc.damage != nil {
+		t.Fatalf("an empty short tail is reported as damage: %v", sc.damage)
+	}
+}
