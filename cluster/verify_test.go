@@ -14,35 +14,6 @@ import (
 	"github.com/leasehold/leasehold/fsm"
 )
 
-func TestTokenFloorFile(t *testing.T) {
-	dir := t.TempDir()
-	f, err := openTokenFloor(dir)
-	if err != nil || f.value() != 0 {
-		t.Fatalf("a new data dir: floor %d, %v", f.value(), err)
-	}
-	if err := f.cover(5); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := ReadTokenFloor(dir); err != nil || v != 5+tokenFloorStep {
-		t.Fatalf("after covering token 5 the saved floor is %d (%v), want %d", v, err, 5+tokenFloorStep)
-	}
-	if err := f.settle(3); err != nil { // below an applied token: settle keeps last+1 only
-		t.Fatal(err)
-	}
-	if v, _ := ReadTokenFloor(dir); v != 4 {
-		t.Fatalf("settled at last token 3: floor %d, want 4", v)
-	}
-	if err := f.settle(100); err != nil || f.value() != 4 {
-		t.Fatalf("settle never raises: floor %d, %v", f.value(), err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, TokenFloorFile), []byte("12x\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := openTokenFloor(dir); err == nil {
-		t.Fatal("a damaged token floor file was accepted")
-	}
-}
-
 // BenchmarkVerifyLog100k: the open-time check of a log of 100,000 entries
 // of one acquire each (every checksum, every entry decoded).
 func BenchmarkVerifyLog100k(b *testing.B) {
