@@ -150,30 +150,49 @@ func TestDamagedLogTruncatedTail(t *testing.T) {
 	recoverAndGrant(t, cfg, answered, keptUpTo)
 }
 
-func TestDamagedLogFlippedBytesInSealedSegment(t *testing.T) {
-	cfg, answered := damagedNode(t, 2048, false)
-	segs := segments(t, cfg.DataDir)
-	if len(segs) < 3 {
-		t.Fatalf("want several segments, got %d", len(segs))
+func TestDamagedLogFlippedBytes(t *testing.T) {
+	flip := func(t *testing.T, path string, at int) {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 8 {
+			data[at+i] ^= 0xa5
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	sealed := segPath(cfg.DataDir, segs[1])
-	data, err := os.ReadFile(sealed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mid := int(segs[1].IndexStart) / 2
-	for i := range 8 {
-		data[mid+i] ^= 0xa5
-	}
-	if err := os.WriteFile(sealed, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	de := refuses(t, cfg, sealed)
-	if de.Offset > int64(mid) || de.LastGood < segs[1].BaseIndex-1 || de.LastGood >= segs[1].MaxIndex {
-		t.Fatalf("damage reported at byte %d (flipped at %d), intact up to %d; segment holds %d-%d",
-			de.Offset, mid, de.LastGood, segs[1].BaseIndex, segs[1].MaxIndex)
-	}
-	recoverAndGrant(t, cfg, answered, keptUpTo)
+	t.Run("sealed segment", func(t *testing.T) {
+		cfg, answered := damagedNode(t, 2048, false)
+		segs := segments(t, cfg.DataDir)
+		if len(segs) < 3 {
+			t.Fatalf("want several segments, got %d", len(segs))
+		}
+		sealed := segPath(cfg.DataDir, segs[1])
+		mid := int(segs[1].IndexStart) / 2
+		flip(t, sealed, mid)
+		de := refuses(t, cfg, sealed)
+		if de.Offset > int64(mid) || de.LastGood < segs[1].BaseIndex-1 || de.LastGood >= segs[1].MaxIndex {
+			t.Fatalf("damage reported at byte %d (flipped at %d), intact up to %d; segment holds %d-%d",
+				de.Offset, mid, de.LastGood, segs[1].BaseIndex, segs[1].MaxIndex)
+		}
+		recoverAndGrant(t, cfg, answered, keptUpTo)
+	})
+	t.Run("middle of the open segment", func(t *testing.T) {
+		cfg, answered := damagedNode(t, 1<<20, false)
+		segs := segments(t, cfg.DataDir)
+		si := segs[len(segs)-1]
+		sc := checkSegment(filepath.Join(cfg.DataDir, "wal"), si, false)
+		mid := sc.goodEnd / 2
+		flip(t, sc.path, int(mid))
+		de := refuses(t, cfg, sc.path)
+		if de.Offset > mid || de.LastGood >= si.BaseIndex+uint64(len(sc.entries)) {
+			t.Fatalf("damage reported at byte %d (flipped at %d), intact up to %d", de.Offset, mid, de.LastGood)
+		}
+		recoverAndGrant(t, cfg, answered, keptUpTo)
+	})
 }
 
 func TestDamagedLogFrameHeader(t *testing.T) {
