@@ -54,6 +54,10 @@ const recoverFloorGuess = 1 << 20
 // token floor is kept, so no token is issued twice. confirm sees the plan
 // before anything changes; Recover does nothing unless it returns true.
 func Recover(dir string, confirm func(*RecoveryPlan) bool) (*RecoveryPlan, error) {
+	walDir := filepath.Join(dir, "wal")
+	if _, err := os.Stat(filepath.Join(walDir, metadb.FileName)); err != nil {
+		return nil, fmt.Errorf("cluster: %s holds no leasehold log (%v)", dir, err)
+	}
 	lock, err := lockDir(dir)
 	if err != nil {
 		return nil, err
@@ -61,10 +65,6 @@ func Recover(dir string, confirm func(*RecoveryPlan) bool) (*RecoveryPlan, error
 	defer lock.Close()
 	meta := &metadb.BoltMetaDB{}
 	defer meta.Close()
-	walDir := filepath.Join(dir, "wal")
-	if _, err := os.Stat(filepath.Join(walDir, metadb.FileName)); err != nil {
-		return nil, fmt.Errorf("cluster: %s holds no leasehold log (%v)", dir, err)
-	}
 	plan, lc, err := planRecovery(dir, meta)
 	if err != nil || plan.Damage == nil || !confirm(plan) {
 		return plan, err
