@@ -103,22 +103,26 @@ func FromConnect(err error) error {
 	return &leasehold.Error{Code: leasehold.CodeUnknown, Message: ce.Message()}
 }
 
-// ToBatchError is ToConnect for one operation of a Batch: the same code
-// and message, carried in the result instead of the reply's status.
+// ToBatchError is ToConnect for one operation of a Batch: the same Connect
+// code, by the name the unary calls and the README use
+// ("invalid_argument", "already_exists", ...), and the same message,
+// carried in the result instead of the reply's status.
 func ToBatchError(err error) *pb.BatchError {
 	ce := ToConnect(err).(*connect.Error)
-	code := ce.Meta().Get(codeHeader)
-	if code == "" {
-		code = fromConnect[ce.Code()].String()
-	}
-	return &pb.BatchError{Code: code, Message: ce.Message()}
+	return &pb.BatchError{Code: ce.Code().String(), Message: ce.Message()}
 }
 
-// FromBatchError is FromConnect for one operation's error in a Batch.
+// FromBatchError is FromConnect for one operation's error in a Batch. It
+// also reads leasehold's own code names ("held", "not_holder", ...), which
+// servers before the Connect names sent.
 func FromBatchError(e *pb.BatchError) error {
-	code, ok := codeByName[e.GetCode()]
+	var cc connect.Code
+	code, ok := leasehold.CodeUnknown, false
+	if cc.UnmarshalText([]byte(e.GetCode())) == nil {
+		code, ok = fromConnect[cc]
+	}
 	if !ok {
-		code = leasehold.CodeUnknown
+		code = codeByName[e.GetCode()] // CodeUnknown if not one of ours either
 	}
 	return &leasehold.Error{Code: code, Message: e.GetMessage()}
 }

@@ -346,21 +346,23 @@ func (n *Node) proposeTimed(cmds []fsm.Command) {
 	})
 }
 
-// Queued reports, on the leader, whether the acquire requestID waits in
-// line, with the attempt that owns its place and its secret's hash (see
-// fsm.State.Queued). Elsewhere it reports false.
-func (n *Node) Queued(requestID string) (attempt string, secretHash [32]byte, ok bool) {
+// Queued reports, on the leader, whether the acquire with this key
+// (fsm.Acquire.Key) waits in line, with the attempt that owns its place
+// and its secret's hash (see fsm.State.Queued). Elsewhere it reports
+// false.
+func (n *Node) Queued(key string) (attempt string, secretHash [32]byte, ok bool) {
 	if !n.IsLeader() {
 		return "", [32]byte{}, false
 	}
-	n.m.read(func(st *fsm.State) { attempt, secretHash, ok = st.Queued(requestID) })
+	n.m.read(func(st *fsm.State) { attempt, secretHash, ok = st.Queued(key) })
 	return attempt, secretHash, ok
 }
 
-// Watch returns a channel that receives the outcome of a queued acquire.
-// Call it before proposing the acquire, and call stop when done.
-func (n *Node) Watch(requestID string) (outcome <-chan fsm.Result, stop func()) {
-	return n.waits.watch(requestID)
+// Watch returns a channel that receives the outcome of the queued acquire
+// with this key (fsm.Acquire.Key). Call it before proposing the acquire,
+// and call stop when done.
+func (n *Node) Watch(key string) (outcome <-chan fsm.Result, stop func()) {
+	return n.waits.watch(key)
 }
 
 // Read runs f on the state after checking, with a quorum, that this node is

@@ -115,10 +115,11 @@ func TestLeaderExpiresLeaseAndGrantsWaiter(t *testing.T) {
 	if err != nil || r.Err != nil {
 		t.Fatal(err, r.Err)
 	}
-	outcome, stop := n.Watch("waiter")
+	wc := acquireCmd("waiter", time.Second, 5*time.Second, "x")
+	outcome, stop := n.Watch(wc.Key())
 	defer stop()
 	start := time.Now()
-	w, err := n.Propose(ctx, acquireCmd("waiter", time.Second, 5*time.Second, "x"))
+	w, err := n.Propose(ctx, wc)
 	if err != nil || !w.Queued {
 		t.Fatalf("waiter not queued: %+v %v", w, err)
 	}
@@ -142,9 +143,10 @@ func TestWaitTimeoutEndsWaiter(t *testing.T) {
 	if r, err := n.Propose(ctx, acquireCmd("holder", time.Hour, 0, "x")); err != nil || r.Err != nil {
 		t.Fatal(err, r.Err)
 	}
-	outcome, stop := n.Watch("waiter")
+	wc := acquireCmd("waiter", time.Second, 300*time.Millisecond, "x")
+	outcome, stop := n.Watch(wc.Key())
 	defer stop()
-	if _, err := n.Propose(ctx, acquireCmd("waiter", time.Second, 300*time.Millisecond, "x")); err != nil {
+	if _, err := n.Propose(ctx, wc); err != nil {
 		t.Fatal(err)
 	}
 	select {

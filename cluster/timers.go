@@ -139,7 +139,7 @@ func (t *timers) armWait(requestID string, wait time.Duration) {
 	if old := t.waits[requestID]; old != nil {
 		old.Stop()
 	}
-	t.waits[requestID] = t.clock.AfterFunc(wait, func() { t.fire(&fsm.WaitTimeout{RequestID: requestID}) })
+	t.waits[requestID] = t.clock.AfterFunc(wait, func() { t.fire(&fsm.WaitTimeout{Key: requestID}) })
 }
 
 func (t *timers) waitEnded(requestID string) {

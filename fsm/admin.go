@@ -24,6 +24,7 @@ type ForceRelease struct {
 	LeaseID   uint64
 	Actor     string // the authenticated identity
 	Reason    string
+	legacy    bool // decoded from a log entry written before scoping
 }
 
 func (*ForceRelease) Kind() Kind { return KindForceRelease }
@@ -42,6 +43,7 @@ func (c *ForceRelease) decode(d *decoder) {
 	c.LeaseID = d.uvarint()
 	c.Actor = d.str()
 	c.Reason = d.str()
+	c.legacy = d.legacy
 }
 
 // AuditRecord is one entry of the audit log. It never holds a secret.
@@ -82,11 +84,12 @@ func (s *State) forceRelease(ix uint64, now int64, c *ForceRelease) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	if r, ok := s.dedup.lookup(c.RequestID, KindForceRelease); ok {
+	key, sum := c.key(), c.sum(&s.scratch)
+	if r, ok := s.dedup.lookup(key, c.RequestID, KindForceRelease, sum); ok {
 		return r
 	}
 	r := s.doForceRelease(ix, now, c)
-	s.dedup.put(c.RequestID, KindForceRelease, now, r, s.cfg)
+	s.dedup.put(key, KindForceRelease, sum, now, r, s.cfg)
 	return r
 }
 

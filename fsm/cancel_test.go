@@ -17,13 +17,13 @@ func TestCancelIsScopedToItsAttempt(t *testing.T) {
 		if r := applyOne(s, ix, acq("B", 0)); r.Lease == nil {
 			t.Fatalf("grant: %+v", r)
 		}
-		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "A"}); r != (Result{}) {
+		if r := applyOne(s, ix, &Cancel{Key: acq("", 0).Key(), Attempt: "A"}); r != (Result{}) {
 			t.Fatalf("cancel from A: %+v", r)
 		}
 		if _, held := s.Holder("x"); !held {
 			t.Fatal("A's cancel released B's grant")
 		}
-		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "B"}); r.Lease == nil {
+		if r := applyOne(s, ix, &Cancel{Key: acq("", 0).Key(), Attempt: "B"}); r.Lease == nil {
 			t.Fatal("B's own cancel did not release its grant")
 		}
 	})
@@ -36,7 +36,7 @@ func TestCancelIsScopedToItsAttempt(t *testing.T) {
 		if r := applyOne(s, ix, acq("B", time.Minute)); !r.Queued || !r.Dup {
 			t.Fatalf("retry: %+v", r)
 		}
-		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "A"}); r != (Result{}) {
+		if r := applyOne(s, ix, &Cancel{Key: acq("", 0).Key(), Attempt: "A"}); r != (Result{}) {
 			t.Fatalf("cancel after the retry re-attached: %+v", r)
 		}
 		if len(s.Waiters("x")) != 1 {
@@ -44,7 +44,7 @@ func TestCancelIsScopedToItsAttempt(t *testing.T) {
 		}
 		// The retry owns the place now: when its own caller goes away,
 		// its Cancel withdraws it.
-		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "B"}); r.Err == nil {
+		if r := applyOne(s, ix, &Cancel{Key: acq("", 0).Key(), Attempt: "B"}); r.Err == nil {
 			t.Fatalf("cancel from the retry that took the place over: %+v", r)
 		}
 		if len(s.Waiters("x")) != 0 {
@@ -59,10 +59,10 @@ func TestCancelIsScopedToItsAttempt(t *testing.T) {
 		if r := applyOne(s, ix, acq("B", 0)); r.Lease == nil || !r.Dup {
 			t.Fatalf("retry: %+v", r)
 		}
-		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "A"}); r != (Result{}) {
+		if r := applyOne(s, ix, &Cancel{Key: acq("", 0).Key(), Attempt: "A"}); r != (Result{}) {
 			t.Fatalf("cancel from A after B took the grant over: %+v", r)
 		}
-		if r := applyOne(s, ix, &Cancel{RequestID: "r", Attempt: "B"}); r.Lease == nil {
+		if r := applyOne(s, ix, &Cancel{Key: acq("", 0).Key(), Attempt: "B"}); r.Lease == nil {
 			t.Fatal("B's cancel did not release the grant it took over")
 		}
 	})

@@ -50,6 +50,18 @@ func (e *encoder) strMap(m map[string]string) {
 type decoder struct {
 	b   []byte
 	err error
+	// legacy marks an encoding from before request IDs were scoped to
+	// their caller (batch version 1, snapshot version 4): commands carry
+	// no caller.
+	legacy bool
+}
+
+// caller reads a command's caller, which a legacy encoding lacks.
+func (d *decoder) caller() string {
+	if d.legacy {
+		return ""
+	}
+	return d.str()
 }
 
 func (d *decoder) fail() {
@@ -130,6 +142,16 @@ func (d *decoder) hash() (h [32]byte) {
 	copy(h[:], d.b[:32])
 	d.b = d.b[32:]
 	return h
+}
+
+func (d *decoder) fingerprint() (f fingerprint) {
+	if len(d.b) < len(f) {
+		d.fail()
+		return f
+	}
+	copy(f[:], d.b[:len(f)])
+	d.b = d.b[len(f):]
+	return f
 }
 
 func (d *decoder) strs() []string {

@@ -24,26 +24,27 @@ func sampleCommands() map[string]Command {
 			RequestID: "req-1", Resources: []string{"a", "b/c", "日本"}, Owner: "worker-7", Operation: "nightly",
 			TTL: 15 * time.Second, Wait: time.Minute, LockDelay: 3 * time.Second, MaxHold: time.Hour,
 			Metadata: map[string]string{"team": "core", "z": "", "": "empty key"}, SecretHash: full,
+			Attempt: "a-1", Caller: "ci-worker",
 		},
 		"acquire zero":     &Acquire{},
 		"acquire extremes": &Acquire{TTL: math.MinInt64, Wait: math.MaxInt64, LockDelay: -1, MaxHold: 1, Resources: []string{strings.Repeat("r", 300)}},
-		"renew full":       &Renew{RequestID: "req-2", LeaseID: 42, SecretHash: full, Progress: "rows 1-1000", Age: 90 * time.Second},
+		"renew full":       &Renew{RequestID: "req-2", LeaseID: 42, SecretHash: full, Progress: "rows 1-1000", Age: 90 * time.Second, Caller: "ci-worker"},
 		"renew zero":       &Renew{},
 		"renew extremes":   &Renew{LeaseID: math.MaxUint64, Age: math.MinInt64},
-		"release full":     &Release{RequestID: "req-3", LeaseID: 7, SecretHash: full},
+		"release full":     &Release{RequestID: "req-3", LeaseID: 7, SecretHash: full, Caller: "日本"},
 		"release zero":     &Release{},
 		"expire":           &Expire{LeaseID: math.MaxUint64, RenewCount: math.MaxUint64},
 		"expire zero":      &Expire{},
-		"cancel":           &Cancel{RequestID: "req-4"},
+		"cancel":           &Cancel{Key: "req-4"},
 		"cancel zero":      &Cancel{},
-		"wait timeout":     &WaitTimeout{RequestID: "req-5"},
+		"wait timeout":     &WaitTimeout{Key: "req-5"},
 		"wait timeout 0":   &WaitTimeout{},
 		"unblock":          &Unblock{Resource: "a", Token: 1 << 40},
 		"unblock zero":     &Unblock{},
 		"put full": &Put{RequestID: "req-6", Key: "cfg/a", Value: []byte{0, 1, 2}, IfVersion: 9, HasIfVersion: true,
-			Fence: &leasehold.Fence{Resource: "a", Token: 1 << 50}},
+			Fence: &leasehold.Fence{Resource: "a", Token: 1 << 50}, Caller: "ci-worker"},
 		"put plain":     &Put{Key: "k", Value: []byte("v")},
-		"delete full":   &Delete{RequestID: "req-7", Key: "k", HasIfVersion: true, Fence: &leasehold.Fence{Resource: "r", Token: 3}},
+		"delete full":   &Delete{RequestID: "req-7", Key: "k", HasIfVersion: true, Fence: &leasehold.Fence{Resource: "r", Token: 3}, Caller: "ci-worker"},
 		"delete plain":  &Delete{Key: "k"},
 		"force release": &ForceRelease{RequestID: "req-8", Resource: "r", LeaseID: 9, Actor: "alice", Reason: "stuck since 3am"},
 		"raise tokens":  &RaiseTokens{Floor: math.MaxUint64},
@@ -109,7 +110,7 @@ func TestCommandRoundTrip(t *testing.T) {
 		}
 	})
 	t.Run("Encode appends", func(t *testing.T) {
-		b := &Batch{Time: 1, Cmds: []Command{&Cancel{RequestID: "x"}}}
+		b := &Batch{Time: 1, Cmds: []Command{&Cancel{Key: "x"}}}
 		enc := b.Encode([]byte("head"))
 		if !bytes.HasPrefix(enc, []byte("head")) || !bytes.Equal(enc[4:], b.Encode(nil)) {
 			t.Fatal("Encode does not append to its buffer")
@@ -133,12 +134,12 @@ func rawBatch(version byte, cmds ...any) []byte {
 
 func cancelBody(id string) []byte {
 	var e encoder
-	(&Cancel{RequestID: id}).encode(&e)
+	(&Cancel{Key: id}).encode(&e)
 	return e.b
 }
 
 func TestDecodeBatchErrors(t *testing.T) {
-	good := (&Batch{Time: t0, Cmds: []Command{sampleCommands()["acquire full"], &Cancel{RequestID: "c"}}}).Encode(nil)
+	good := (&Batch{Time: t0, Cmds: []Command{sampleCommands()["acquire full"], &Cancel{Key: "c"}}}).Encode(nil)
 	cases := []struct {
 		name    string
 		data    []byte
@@ -193,7 +194,7 @@ func TestDecodeBatchErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []Command{&Cancel{RequestID: "kept"}}
+		want := []Command{&Cancel{Key: "kept"}}
 		if !reflect.DeepEqual(b.Cmds, want) {
 			t.Fatalf("cmds = %#v", b.Cmds)
 		}
@@ -281,7 +282,9 @@ func checkDecodeInput(t *testing.T, data []byte) {
 	if err != nil {
 		t.Fatalf("re-encoded batch does not decode: %v", err)
 	}
-	if !reflect.DeepEqual(b, b2) {
+	// An old (version 1) entry is only ever read: written again, its
+	// commands are current ones, whose request IDs are scoped.
+	if data[0] == batchVersion && !reflect.DeepEqual(b, b2) {
 		t.Fatalf("round trip differs:\n%#v\n%#v", b, b2)
 	}
 	if !bytes.Equal(b2.Encode(nil), enc) {
@@ -304,6 +307,9 @@ func checkDecodeInput(t *testing.T, data []byte) {
 func FuzzDecodeBatch(f *testing.F) {
 	for _, s := range seedBatches() {
 		f.Add(s)
+	}
+	for _, e := range legacyLog(f) { // version 1 entries
+		f.Add(e.raw)
 	}
 	f.Fuzz(checkDecodeInput)
 }
@@ -331,7 +337,7 @@ func seedSnapshots(t testing.TB) [][]byte {
 
 	h = newHarness(t) // dedup records: an error, and a queued acquire
 	h.one(&Release{RequestID: "r", LeaseID: 9})
-	h.one(&Cancel{RequestID: "r"})
+	h.one(&Cancel{Key: "r"})
 	out = append(out, h.s.Snapshot())
 	return out
 }
@@ -377,6 +383,7 @@ func FuzzRestore(f *testing.F) {
 		f.Add(s)
 	}
 	f.Add([]byte(snapMagic + "\x01"))
+	f.Add(legacySnapshotBytes(f, "legacy-v4.snapshot.hex"))
 	f.Fuzz(checkRestoreInput)
 }
 

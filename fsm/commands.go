@@ -46,6 +46,11 @@ type Acquire struct {
 	// Attempt names one try of the request (request IDs repeat across
 	// retries); a Cancel withdraws only what its own attempt made.
 	Attempt string
+	// Caller is the authenticated identity that sent it (empty without
+	// auth), stamped by the node, never taken from the request: with the
+	// secret's hash it scopes the request ID (see Key).
+	Caller string
+	legacy bool // decoded from a log entry written before scoping
 }
 
 // Renew extends a lease by its TTL. Age is stamped by the leader: how long
@@ -56,6 +61,8 @@ type Renew struct {
 	SecretHash [32]byte
 	Progress   string
 	Age        time.Duration
+	Caller     string // see Acquire.Caller
+	legacy     bool
 }
 
 // Release ends a lease; only its holder can.
@@ -63,6 +70,8 @@ type Release struct {
 	RequestID  string
 	LeaseID    uint64
 	SecretHash [32]byte
+	Caller     string // see Acquire.Caller
+	legacy     bool
 }
 
 // Expire ends a lease whose countdown ran out on the leader. It applies only
@@ -72,17 +81,20 @@ type Expire struct {
 	RenewCount uint64
 }
 
-// Cancel withdraws a waiting acquire by its request ID and attempt, when
-// its caller went away. If the acquire was granted in the meantime, the
-// grant is released. It does nothing to a waiter or grant that another
-// attempt (a retry) made or took over: the latest attempt owns them.
+// Cancel withdraws a waiting acquire by its key (Acquire.Key: the request
+// ID scoped to its caller and secret) and attempt, when its caller went
+// away. If the acquire was granted in the meantime, the grant is released.
+// It does nothing to a waiter or grant that another attempt (a retry) made
+// or took over: the latest attempt owns them. The node proposes it from
+// the acquire it made; no caller names a key.
 type Cancel struct {
-	RequestID string
-	Attempt   string
+	Key     string
+	Attempt string
 }
 
-// WaitTimeout ends a waiting acquire that reached its wait bound.
-type WaitTimeout struct{ RequestID string }
+// WaitTimeout ends a waiting acquire, named by its key, that reached its
+// wait bound.
+type WaitTimeout struct{ Key string }
 
 // Unblock ends the lock-delay of a resource. Token names the expired lease
 // that caused it, so a stale Unblock cannot end a newer lock-delay.
@@ -111,6 +123,7 @@ func (c *Acquire) encode(e *encoder) {
 	e.strMap(c.Metadata)
 	e.hash(c.SecretHash)
 	e.str(c.Attempt)
+	e.str(c.Caller)
 }
 
 func (c *Acquire) decode(d *decoder) {
@@ -125,6 +138,7 @@ func (c *Acquire) decode(d *decoder) {
 	c.Metadata = d.strMap()
 	c.SecretHash = d.hash()
 	c.Attempt = d.str()
+	c.Caller, c.legacy = d.caller(), d.legacy
 }
 
 func (c *Renew) encode(e *encoder) {
@@ -133,6 +147,7 @@ func (c *Renew) encode(e *encoder) {
 	e.hash(c.SecretHash)
 	e.str(c.Progress)
 	e.varint(int64(c.Age))
+	e.str(c.Caller)
 }
 
 func (c *Renew) decode(d *decoder) {
@@ -141,28 +156,33 @@ func (c *Renew) decode(d *decoder) {
 	c.SecretHash = d.hash()
 	c.Progress = d.str()
 	c.Age = time.Duration(d.varint())
+	c.Caller, c.legacy = d.caller(), d.legacy
 }
 
 func (c *Release) encode(e *encoder) {
 	e.str(c.RequestID)
 	e.uvarint(c.LeaseID)
 	e.hash(c.SecretHash)
+	e.str(c.Caller)
 }
 
 func (c *Release) decode(d *decoder) {
 	c.RequestID = d.str()
 	c.LeaseID = d.uvarint()
 	c.SecretHash = d.hash()
+	c.Caller, c.legacy = d.caller(), d.legacy
 }
 
 func (c *Expire) encode(e *encoder) { e.uvarint(c.LeaseID); e.uvarint(c.RenewCount) }
 func (c *Expire) decode(d *decoder) { c.LeaseID = d.uvarint(); c.RenewCount = d.uvarint() }
 
-func (c *Cancel) encode(e *encoder) { e.str(c.RequestID); e.str(c.Attempt) }
-func (c *Cancel) decode(d *decoder) { c.RequestID = d.str(); c.Attempt = d.str() }
+// A legacy Cancel or WaitTimeout carries a bare request ID, which is the
+// key of a legacy waiter: the same encoding serves both.
+func (c *Cancel) encode(e *encoder) { e.str(c.Key); e.str(c.Attempt) }
+func (c *Cancel) decode(d *decoder) { c.Key = d.str(); c.Attempt = d.str() }
 
-func (c *WaitTimeout) encode(e *encoder) { e.str(c.RequestID) }
-func (c *WaitTimeout) decode(d *decoder) { c.RequestID = d.str() }
+func (c *WaitTimeout) encode(e *encoder) { e.str(c.Key) }
+func (c *WaitTimeout) decode(d *decoder) { c.Key = d.str() }
 
 func (c *Unblock) encode(e *encoder) { e.str(c.Resource); e.uvarint(c.Token) }
 func (c *Unblock) decode(d *decoder) { c.Resource = d.str(); c.Token = d.uvarint() }
@@ -205,7 +225,12 @@ type Batch struct {
 	Cmds []Command
 }
 
-const batchVersion = 1
+// batchVersion 2 added the caller to acquires, renewals, releases and KV
+// writes; version 1 entries are still read (see request.go).
+const (
+	batchVersion = 2
+	batchOldest  = 1
+)
 
 // Encode appends the batch's encoding to buf.
 func (b *Batch) Encode(buf []byte) []byte {
@@ -228,8 +253,9 @@ func (b *Batch) Encode(buf []byte) []byte {
 // dropped; an unknown kind without the ignorable bit is an error.
 func DecodeBatch(data []byte) (*Batch, error) {
 	d := decoder{b: data}
-	if v := d.byte1(); d.err == nil && v != batchVersion {
-		return nil, fmt.Errorf("fsm: log entry version %d is newer than this node understands (%d)", v, batchVersion)
+	v := d.byte1()
+	if d.err == nil && (v < batchOldest || v > batchVersion) {
+		return nil, fmt.Errorf("fsm: log entry version %d is not one this node understands (%d to %d); upgrade it", v, batchOldest, batchVersion)
 	}
 	b := &Batch{Time: d.varint()}
 	n := d.count(2)
@@ -240,7 +266,7 @@ func DecodeBatch(data []byte) (*Batch, error) {
 		if d.err != nil || size > uint64(len(d.b)) {
 			return nil, errCorrupt
 		}
-		body := decoder{b: d.b[:size]}
+		body := decoder{b: d.b[:size], legacy: v < 2}
 		d.b = d.b[size:]
 		c := newCommand(k)
 		if c == nil {

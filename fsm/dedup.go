@@ -2,8 +2,10 @@ package fsm
 
 import "github.com/leasehold/leasehold"
 
-// dedup remembers the answer to each request ID for a bounded window, so a
+// dedup remembers the answer to each request for a bounded window, so a
 // retried request gets the first answer instead of acting twice. Records
+// are keyed by the request ID scoped to its caller (see request.go) and
+// keep the request's fingerprint: a retry must be the same request. They
 // leave in arrival order once older than the window or past the cap, both
 // decided by entry times stamped in the log, so every node evicts alike.
 type dedup struct {
@@ -13,8 +15,9 @@ type dedup struct {
 }
 
 type dedupRec struct {
-	id     string
+	key    string // the scoped request ID (a bare one for a legacy record)
 	kind   Kind
+	sum    fingerprint
 	time   int64
 	result Result
 	// leaseID stands for result.Lease of a granted acquire: a retry is
@@ -36,37 +39,52 @@ func (rec *dedupRec) answer() Result {
 
 func newDedup() dedup { return dedup{recs: make(map[string]*dedupRec)} }
 
-func (d *dedup) lookup(id string, k Kind) (Result, bool) {
-	if id == "" {
+// lookup finds the first answer to the request with this key, of kind k
+// and fingerprint sum; id is the bare request ID, for the message. A
+// record of another kind or request is an error that says nothing about
+// the first request.
+func (d *dedup) lookup(key, id string, k Kind, sum fingerprint) (Result, bool) {
+	if key == "" {
 		return Result{}, false
 	}
-	rec := d.recs[id]
+	rec := d.recs[key]
 	if rec == nil {
 		return Result{}, false
 	}
-	if rec.kind != k {
-		return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
-			"request_id %q was already used for a different kind of request", id)}, true
+	if rec.kind != k || !rec.sum.matches(sum) {
+		return Result{Err: reusedID(id)}, true
 	}
 	r := rec.answer()
 	r.Dup = true
 	return r, true
 }
 
-// put records (or replaces) the answer for id. A waiter's record is
+// matches reports whether a retry with fingerprint s is the request that
+// made f; a zero (unknown) fingerprint on either side matches anything.
+func (f fingerprint) matches(s fingerprint) bool {
+	return f == s || f == fingerprint{} || s == fingerprint{}
+}
+
+func reusedID(id string) error {
+	return leasehold.Errorf(leasehold.CodeInvalid,
+		"request_id %q was already used for a different request: a retry must repeat the request exactly; "+
+			"use a new request_id for a new request", id)
+}
+
+// put records (or replaces) the answer for key. A waiter's record is
 // replaced when its wait ends, and then counts as new.
-func (d *dedup) put(id string, k Kind, now int64, r Result, cfg Config) {
-	if id == "" {
+func (d *dedup) put(key string, k Kind, sum fingerprint, now int64, r Result, cfg Config) {
+	if key == "" {
 		return
 	}
-	if old := d.recs[id]; old != nil {
+	if old := d.recs[key]; old != nil {
 		old.live = false
 	}
-	rec := &dedupRec{id: id, kind: k, time: now, result: r, live: true}
+	rec := &dedupRec{key: key, kind: k, sum: sum, time: now, result: r, live: true}
 	if k == KindAcquire && r.Lease != nil {
 		rec.leaseID, rec.result.Lease = r.Lease.ID, nil
 	}
-	d.recs[id] = rec
+	d.recs[key] = rec
 	d.order = append(d.order, rec)
 	d.trim(cfg)
 }
@@ -92,7 +110,7 @@ func (d *dedup) trim(cfg Config) {
 
 func (d *dedup) drop(rec *dedupRec) {
 	if rec.live {
-		delete(d.recs, rec.id)
+		delete(d.recs, rec.key)
 	}
 	d.order[d.head] = nil
 	d.head++

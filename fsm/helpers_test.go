@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"testing"
@@ -38,6 +39,10 @@ func acq(id string, resources ...string) *Acquire {
 	}
 }
 
+// keyOf is the key (Acquire.Key) of the acquire acq(id) or wacq(id)
+// makes: no caller, the secret derived from id.
+func keyOf(id string) string { return acq(id).Key() }
+
 // wacq is acq with a wait bound of one minute.
 func wacq(id string, resources ...string) *Acquire {
 	c := acq(id, resources...)
@@ -60,8 +65,24 @@ type recorder struct{ ev []string }
 
 func (r *recorder) add(format string, args ...any) { r.ev = append(r.ev, fmt.Sprintf(format, args...)) }
 
-func (r *recorder) Granted(l *leasehold.Lease, requestID string) {
-	r.add("granted lease=%d token=%d req=%s res=%v", l.ID, l.Token, requestID, l.Resources)
+// showKey renders a waiter's key (Acquire.Key) for reading: the request
+// ID, after its caller if it has one ("bob/r1"). A legacy key is the bare
+// request ID already.
+func showKey(key string) string {
+	if key == "" || key[0] != 0 {
+		return key
+	}
+	n, w := binary.Uvarint([]byte(key[1:]))
+	caller := key[1+w : 1+w+int(n)]
+	id := key[1+w+int(n)+16:]
+	if caller == "" {
+		return id
+	}
+	return caller + "/" + id
+}
+
+func (r *recorder) Granted(l *leasehold.Lease, key string) {
+	r.add("granted lease=%d token=%d req=%s res=%v", l.ID, l.Token, showKey(key), l.Resources)
 }
 func (r *recorder) Renewed(l *leasehold.Lease, remaining time.Duration) {
 	r.add("renewed lease=%d count=%d remaining=%v", l.ID, l.RenewCount, remaining)
@@ -69,11 +90,11 @@ func (r *recorder) Renewed(l *leasehold.Lease, remaining time.Duration) {
 func (r *recorder) Ended(l *leasehold.Lease, why EndReason) {
 	r.add("ended lease=%d why=%v", l.ID, why)
 }
-func (r *recorder) Queued(requestID string, wait time.Duration) {
-	r.add("queued req=%s wait=%v", requestID, wait)
+func (r *recorder) Queued(key string, wait time.Duration) {
+	r.add("queued req=%s wait=%v", showKey(key), wait)
 }
-func (r *recorder) WaitEnded(requestID string, res Result) {
-	r.add("waitended req=%s %s", requestID, summarize(res))
+func (r *recorder) WaitEnded(key string, res Result) {
+	r.add("waitended req=%s %s", showKey(key), summarize(res))
 }
 func (r *recorder) Blocked(resource string, token uint64, delay time.Duration) {
 	r.add("blocked res=%s token=%d delay=%v", resource, token, delay)

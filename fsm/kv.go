@@ -26,6 +26,8 @@ type Put struct {
 	IfVersion    uint64
 	HasIfVersion bool
 	Fence        *leasehold.Fence
+	Caller       string // see Acquire.Caller
+	legacy       bool
 }
 
 // Delete removes Key, with the same conditions as Put.
@@ -35,6 +37,8 @@ type Delete struct {
 	IfVersion    uint64
 	HasIfVersion bool
 	Fence        *leasehold.Fence
+	Caller       string // see Acquire.Caller
+	legacy       bool
 }
 
 func (*Put) Kind() Kind    { return KindPut }
@@ -62,6 +66,7 @@ func (c *Put) encode(e *encoder) {
 	e.bool(c.HasIfVersion)
 	e.uvarint(c.IfVersion)
 	encodeFence(e, c.Fence)
+	e.str(c.Caller)
 }
 
 func (c *Put) decode(d *decoder) {
@@ -71,6 +76,7 @@ func (c *Put) decode(d *decoder) {
 	c.HasIfVersion = d.bool()
 	c.IfVersion = d.uvarint()
 	c.Fence = decodeFence(d)
+	c.Caller, c.legacy = d.caller(), d.legacy
 }
 
 func (c *Delete) encode(e *encoder) {
@@ -79,6 +85,7 @@ func (c *Delete) encode(e *encoder) {
 	e.bool(c.HasIfVersion)
 	e.uvarint(c.IfVersion)
 	encodeFence(e, c.Fence)
+	e.str(c.Caller)
 }
 
 func (c *Delete) decode(d *decoder) {
@@ -87,6 +94,7 @@ func (c *Delete) decode(d *decoder) {
 	c.HasIfVersion = d.bool()
 	c.IfVersion = d.uvarint()
 	c.Fence = decodeFence(d)
+	c.Caller, c.legacy = d.caller(), d.legacy
 }
 
 // Item is a stored value.
@@ -143,7 +151,8 @@ func (s *State) put(ix uint64, now int64, c *Put) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	if r, ok := s.dedup.lookup(c.RequestID, KindPut); ok {
+	key, sum := c.key(), c.sum(&s.scratch)
+	if r, ok := s.dedup.lookup(key, c.RequestID, KindPut, sum); ok {
 		return r
 	}
 	r := func() Result {
@@ -165,7 +174,7 @@ func (s *State) put(ix uint64, now int64, c *Put) Result {
 		s.kv[c.Key] = Item{Value: c.Value, Version: ix}
 		return Result{Version: ix}
 	}()
-	s.dedup.put(c.RequestID, KindPut, now, r, s.cfg)
+	s.dedup.put(key, KindPut, sum, now, r, s.cfg)
 	return r
 }
 
@@ -173,7 +182,8 @@ func (s *State) del(now int64, c *Delete) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	if r, ok := s.dedup.lookup(c.RequestID, KindDelete); ok {
+	key, sum := c.key(), c.sum(&s.scratch)
+	if r, ok := s.dedup.lookup(key, c.RequestID, KindDelete, sum); ok {
 		return r
 	}
 	r := func() Result {
@@ -188,7 +198,7 @@ func (s *State) del(now int64, c *Delete) Result {
 		delete(s.kv, c.Key)
 		return Result{Version: old.Version}
 	}()
-	s.dedup.put(c.RequestID, KindDelete, now, r, s.cfg)
+	s.dedup.put(key, KindDelete, sum, now, r, s.cfg)
 	return r
 }
 

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"testing"
@@ -18,6 +19,8 @@ import (
 // equal the model (holders, leases, lock-delays, waiters in order, dedup
 // records in order), the observer must have heard exactly the model's
 // events, and invariants 1, 2, 6 and 7 of DESIGN.md are checked directly.
+// Several callers send requests, reusing each other's request IDs: a
+// request ID counts only within its caller and secret.
 //
 // Deeper runs: go test -run TestPropertyModel ./fsm -rapid.checks=20000
 
@@ -29,9 +32,9 @@ type mLease struct {
 	secret                       [32]byte
 	ttl, lockDelay, maxHold, age time.Duration
 	renews                       uint64
-	reqID                        string
+	key                          mKey
 	attempt                      string // the latest attempt answered with it
-	renewID                      string // the last renewal's request ID
+	renewKey                     mKey   // the last renewal's scope
 	renewRem                     time.Duration
 }
 
@@ -40,9 +43,51 @@ type mBlock struct {
 	delay time.Duration
 }
 
+// mKey is the model's scope of a request ID: who sent it, with which
+// secret. A retry finds a record only under the same mKey.
+type mKey struct {
+	caller string
+	secret [32]byte
+	id     string
+}
+
+// String is the State's encoding of the key, for comparing with it.
+func (k mKey) String() string { return requestKey(k.caller, k.secret, k.id) }
+
+func cmdKey(c Command) mKey {
+	switch c := c.(type) {
+	case *Acquire:
+		return mKey{c.Caller, c.SecretHash, c.RequestID}
+	case *Renew:
+		return mKey{c.Caller, c.SecretHash, c.RequestID}
+	case *Release:
+		return mKey{c.Caller, c.SecretHash, c.RequestID}
+	}
+	return mKey{}
+}
+
+// sameRequest is the model's reading of "a retry is the same request": an
+// acquire asks for the same resources with the same options, a release
+// names the same lease. Renewals are never recorded, so only a record's
+// kind is checked against them.
+func sameRequest(first, retry Command) bool {
+	switch a := first.(type) {
+	case *Acquire:
+		b, ok := retry.(*Acquire)
+		return ok && slices.Equal(a.Resources, b.Resources) && a.Owner == b.Owner && a.Operation == b.Operation &&
+			a.TTL == b.TTL && a.Wait == b.Wait && a.LockDelay == b.LockDelay && a.MaxHold == b.MaxHold &&
+			maps.Equal(a.Metadata, b.Metadata)
+	case *Release:
+		b, ok := retry.(*Release)
+		return ok && a.LeaseID == b.LeaseID
+	}
+	return true
+}
+
 type mRec struct {
-	id   string
+	key  mKey
 	kind Kind
+	req  Command // the first request
 	time int64
 	res  Result
 }
@@ -58,17 +103,19 @@ type model struct {
 	events    []string
 
 	// for the generator
-	ever      []uint64            // every lease ever granted
-	secretOf  map[uint64][32]byte // lease -> secret hash
-	history   map[string][]uint64 // resource -> leases that held it
-	acquireID []string            // request IDs of acquires sent
-	sent      []Command           // commands sent with a request ID
+	ever     []uint64            // every lease ever granted
+	secretOf map[uint64][32]byte // lease -> secret hash
+	history  map[string][]uint64 // resource -> leases that held it
+	acquires []*Acquire          // acquires sent with a request ID
+	sent     []Command           // commands sent with a request ID
+	sentKeys map[mKey]bool       // their scopes
 }
 
 func newModel(cfg Config) *model {
 	return &model{
 		cfg: cfg, leases: map[uint64]*mLease{}, holders: map[string]uint64{},
 		blocks: map[string]mBlock{}, secretOf: map[uint64][32]byte{}, history: map[string][]uint64{},
+		sentKeys: map[mKey]bool{},
 	}
 }
 
@@ -78,19 +125,20 @@ func (m *model) event(format string, args ...any) {
 
 func errResult(c leasehold.Code) Result { return Result{Err: &leasehold.Error{Code: c}} }
 
-func (m *model) recIndex(id string) int {
-	return slices.IndexFunc(m.dedup, func(r mRec) bool { return r.id == id })
+func (m *model) recIndex(key mKey) int {
+	return slices.IndexFunc(m.dedup, func(r mRec) bool { return r.key == key })
 }
 
-func (m *model) lookup(id string, k Kind) (Result, bool) {
-	if id == "" {
+func (m *model) lookup(c Command, k Kind) (Result, bool) {
+	key := cmdKey(c)
+	if key.id == "" {
 		return Result{}, false
 	}
-	i := m.recIndex(id)
+	i := m.recIndex(key)
 	if i < 0 {
 		return Result{}, false
 	}
-	if m.dedup[i].kind != k {
+	if m.dedup[i].kind != k || !sameRequest(m.dedup[i].req, c) {
 		return errResult(leasehold.CodeInvalid), true
 	}
 	r := m.dedup[i].res
@@ -98,15 +146,16 @@ func (m *model) lookup(id string, k Kind) (Result, bool) {
 	return r, true
 }
 
-// put records an answer as the newest; the oldest go past DedupMax.
-func (m *model) put(id string, k Kind, now int64, r Result) {
-	if id == "" {
+// put records the answer to c as the newest; the oldest go past DedupMax.
+func (m *model) put(c Command, k Kind, now int64, r Result) {
+	key := cmdKey(c)
+	if key.id == "" {
 		return
 	}
-	if i := m.recIndex(id); i >= 0 {
+	if i := m.recIndex(key); i >= 0 {
 		m.dedup = slices.Delete(m.dedup, i, i+1)
 	}
-	m.dedup = append(m.dedup, mRec{id: id, kind: k, time: now, res: r})
+	m.dedup = append(m.dedup, mRec{key: key, kind: k, req: c, time: now, res: r})
 	for len(m.dedup) > m.cfg.DedupMax {
 		m.dedup = m.dedup[1:]
 	}
@@ -118,11 +167,26 @@ func (m *model) evict(now int64) {
 	m.dedup = slices.DeleteFunc(m.dedup, func(r mRec) bool { return r.time <= cutoff })
 }
 
-func (m *model) waiterIndex(id string) int {
-	if id == "" {
+func (m *model) waiterIndex(key mKey) int {
+	if key.id == "" {
 		return -1
 	}
-	return slices.IndexFunc(m.waiters, func(w *Acquire) bool { return w.RequestID == id })
+	return slices.IndexFunc(m.waiters, func(w *Acquire) bool { return cmdKey(w) == key })
+}
+
+// named finds the scope a Cancel or WaitTimeout names by its key string.
+func (m *model) named(key string) (mKey, bool) {
+	for _, w := range m.waiters {
+		if k := cmdKey(w); k.id != "" && k.String() == key {
+			return k, true
+		}
+	}
+	for _, r := range m.dedup {
+		if r.key.String() == key {
+			return r.key, true
+		}
+	}
+	return mKey{}, false
 }
 
 // free: every resource is unheld, out of lock-delay, and wanted by none of
@@ -171,7 +235,7 @@ func (m *model) grant(ix uint64, c *Acquire) Result {
 	tok := max(ix, m.lastToken+1)
 	m.lastToken = tok
 	l := &mLease{id: tok, res: c.Resources, secret: c.SecretHash, ttl: c.TTL,
-		lockDelay: c.LockDelay, maxHold: c.MaxHold, reqID: c.RequestID, attempt: c.Attempt}
+		lockDelay: c.LockDelay, maxHold: c.MaxHold, key: cmdKey(c), attempt: c.Attempt}
 	m.leases[tok] = l
 	for _, r := range c.Resources {
 		m.holders[r] = tok
@@ -179,7 +243,7 @@ func (m *model) grant(ix uint64, c *Acquire) Result {
 	}
 	m.ever = append(m.ever, tok)
 	m.secretOf[tok] = c.SecretHash
-	m.event("granted lease=%d token=%d req=%s res=%v", tok, tok, c.RequestID, c.Resources)
+	m.event("granted lease=%d token=%d req=%s res=%v", tok, tok, showKey(cmdKey(c).String()), c.Resources)
 	return Result{Lease: &leasehold.Lease{ID: tok}, Remaining: c.TTL}
 }
 
@@ -207,16 +271,16 @@ func (m *model) settle(ix uint64, now int64) {
 		w := m.waiters[i]
 		m.waiters = slices.Delete(m.waiters, i, i+1)
 		r := m.grant(ix, w)
-		m.put(w.RequestID, KindAcquire, now, r)
-		m.event("waitended req=%s %s", w.RequestID, summarize(r))
+		m.put(w, KindAcquire, now, r)
+		m.event("waitended req=%s %s", showKey(cmdKey(w).String()), summarize(r))
 	}
 }
 
 func (m *model) endWait(now int64, i int, r Result) Result {
 	w := m.waiters[i]
 	m.waiters = slices.Delete(m.waiters, i, i+1)
-	m.put(w.RequestID, KindAcquire, now, r)
-	m.event("waitended req=%s %s", w.RequestID, summarize(r))
+	m.put(w, KindAcquire, now, r)
+	m.event("waitended req=%s %s", showKey(cmdKey(w).String()), summarize(r))
 	return r
 }
 
@@ -233,16 +297,19 @@ func (m *model) apply(ix uint64, now int64, cmds []Command) []Result {
 func (m *model) cmd(ix uint64, now int64, c Command) Result {
 	switch c := c.(type) {
 	case *Acquire:
-		if i := m.waiterIndex(c.RequestID); i >= 0 {
+		if i := m.waiterIndex(cmdKey(c)); i >= 0 {
+			if !sameRequest(m.waiters[i], c) {
+				return errResult(leasehold.CodeInvalid)
+			}
 			m.waiters[i].Attempt = c.Attempt
 			return Result{Queued: true, Dup: true, ForeignSecret: m.waiters[i].SecretHash != c.SecretHash}
 		}
-		if r, ok := m.lookup(c.RequestID, KindAcquire); ok {
+		if r, ok := m.lookup(c, KindAcquire); ok {
 			if r.Lease == nil {
 				return r
 			}
 			l := m.leases[r.Lease.ID]
-			if l == nil || l.reqID != c.RequestID {
+			if l == nil || l.key != cmdKey(c) {
 				nf := errResult(leasehold.CodeNotFound)
 				nf.Dup = true
 				return nf
@@ -264,19 +331,19 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 		default:
 			r = errResult(leasehold.CodeHeld)
 		}
-		m.put(c.RequestID, KindAcquire, now, r)
+		m.put(c, KindAcquire, now, r)
 		if r.Queued {
-			m.event("queued req=%s wait=%v", c.RequestID, c.Wait)
+			m.event("queued req=%s wait=%v", showKey(cmdKey(c).String()), c.Wait)
 		}
 		return r
 
 	case *Renew:
-		if r, ok := m.lookup(c.RequestID, KindRenew); ok {
+		if r, ok := m.lookup(c, KindRenew); ok {
 			return r
 		}
 		// A retry of a lease's last renewal gets its answer; renewals are
 		// not kept in the dedup window.
-		if l := m.leases[c.LeaseID]; l != nil && c.RequestID != "" && l.renewID == c.RequestID && l.secret == c.SecretHash {
+		if l := m.leases[c.LeaseID]; l != nil && c.RequestID != "" && l.renewKey == cmdKey(c) && l.secret == c.SecretHash {
 			return Result{Lease: &leasehold.Lease{ID: l.id}, Remaining: l.renewRem, Dup: true}
 		}
 		r := func() Result {
@@ -298,13 +365,13 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 			l.age = max(l.age, c.Age)
 			l.renews++
 			m.event("renewed lease=%d count=%d remaining=%v", l.id, l.renews, rem)
-			l.renewID, l.renewRem = c.RequestID, rem
+			l.renewKey, l.renewRem = cmdKey(c), rem
 			return Result{Lease: &leasehold.Lease{ID: l.id}, Remaining: rem}
 		}()
 		return r
 
 	case *Release:
-		if r, ok := m.lookup(c.RequestID, KindRelease); ok {
+		if r, ok := m.lookup(c, KindRelease); ok {
 			return r
 		}
 		var r Result
@@ -316,7 +383,7 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 		default:
 			r = m.end(l, EndReleased)
 		}
-		m.put(c.RequestID, KindRelease, now, r)
+		m.put(c, KindRelease, now, r)
 		return r
 
 	case *Expire:
@@ -340,28 +407,31 @@ func (m *model) cmd(ix uint64, now int64, c Command) Result {
 		return Result{}
 
 	case *Cancel:
-		if i := m.waiterIndex(c.RequestID); i >= 0 {
+		key, ok := m.named(c.Key)
+		if !ok {
+			return Result{}
+		}
+		if i := m.waiterIndex(key); i >= 0 {
 			if m.waiters[i].Attempt != c.Attempt {
 				return Result{}
 			}
 			return m.endWait(now, i, errResult(leasehold.CodeCanceled))
 		}
-		if c.RequestID == "" {
-			return Result{}
-		}
-		i := m.recIndex(c.RequestID)
+		i := m.recIndex(key)
 		if i < 0 || m.dedup[i].kind != KindAcquire || m.dedup[i].res.Lease == nil {
 			return Result{}
 		}
 		l := m.leases[m.dedup[i].res.Lease.ID]
-		if l == nil || l.reqID != c.RequestID || l.attempt != c.Attempt {
+		if l == nil || l.key != key || l.attempt != c.Attempt {
 			return Result{}
 		}
 		return m.end(l, EndCanceled)
 
 	case *WaitTimeout:
-		if i := m.waiterIndex(c.RequestID); i >= 0 {
-			return m.endWait(now, i, errResult(leasehold.CodeWaitTimeout))
+		if key, ok := m.named(c.Key); ok {
+			if i := m.waiterIndex(key); i >= 0 {
+				return m.endWait(now, i, errResult(leasehold.CodeWaitTimeout))
+			}
 		}
 		return Result{}
 	}
@@ -383,7 +453,7 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 			t.Fatalf("lease %d missing", id)
 		}
 		if l.Token != id || !slices.Equal(l.Resources, ml.res) || l.RenewCount != ml.renews ||
-			l.heldFor != ml.age || l.secretHash != ml.secret || l.requestID != ml.reqID {
+			l.heldFor != ml.age || l.secretHash != ml.secret || l.key != ml.key.String() {
 			t.Fatalf("lease %d = %+v (age %v), model %+v", id, l.Lease, l.heldFor, ml)
 		}
 	}
@@ -406,11 +476,11 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 	sort.Slice(ws, func(i, j int) bool { return ws[i].arrival < ws[j].arrival })
 	got := make([]string, len(ws))
 	for i, w := range ws {
-		got[i] = w.RequestID
+		got[i] = w.key
 	}
 	want := make([]string, len(m.waiters))
 	for i, w := range m.waiters {
-		want[i] = w.RequestID
+		want[i] = cmdKey(w).String()
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("waiters %v, model %v", got, want)
@@ -418,11 +488,11 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 	for _, r := range propResources {
 		var q, mq []string
 		for _, w := range s.queues[r] {
-			q = append(q, w.RequestID)
+			q = append(q, w.key)
 		}
 		for _, w := range m.waiters {
 			if slices.Contains(w.Resources, r) {
-				mq = append(mq, w.RequestID)
+				mq = append(mq, cmdKey(w).String())
 			}
 		}
 		if !slices.Equal(q, mq) {
@@ -432,11 +502,11 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 	// Dedup records, in order, with their answers.
 	var recs []string
 	s.dedup.each(func(r *dedupRec) {
-		recs = append(recs, fmt.Sprintf("%s/%d/%d/%s", r.id, r.kind, r.time, summarize(r.answer())))
+		recs = append(recs, fmt.Sprintf("%q/%d/%d/%s", r.key, r.kind, r.time, summarize(r.answer())))
 	})
 	var mrecs []string
 	for _, r := range m.dedup {
-		mrecs = append(mrecs, fmt.Sprintf("%s/%d/%d/%s", r.id, r.kind, r.time, summarize(r.res)))
+		mrecs = append(mrecs, fmt.Sprintf("%q/%d/%d/%s", r.key.String(), r.kind, r.time, summarize(r.res)))
 	}
 	if !slices.Equal(recs, mrecs) {
 		t.Fatalf("dedup records:\n%v\nmodel:\n%v", recs, mrecs)
@@ -479,7 +549,7 @@ func checkStructure(t *rapid.T, s *State) {
 			t.Fatalf("empty queue kept for %s", r)
 		}
 		for i, w := range q {
-			if s.waiters[w.RequestID] != w || !slices.Contains(w.Resources, r) {
+			if s.waiters[w.key] != w || !slices.Contains(w.Resources, r) {
 				t.Fatalf("queue of %s holds a stray waiter %q", r, w.RequestID)
 			}
 			if i > 0 && q[i-1].arrival >= w.arrival {
@@ -533,6 +603,9 @@ func (w *tokenWatch) Granted(l *leasehold.Lease, requestID string) {
 
 var propResources = []string{"a", "b", "c", "d"}
 
+// propCallers send the requests: no auth (""), and two token names.
+var propCallers = []string{"", "alice", "bob"}
+
 type gen struct {
 	t   *rapid.T
 	m   *model
@@ -580,6 +653,8 @@ func (g *gen) proof(id uint64) ([32]byte, bool) {
 // miss the latest attempt.
 func (g *gen) attempt() string { return rapid.SampledFrom([]string{"A", "B"}).Draw(g.t, "attempt") }
 
+func (g *gen) caller() string { return rapid.SampledFrom(propCallers).Draw(g.t, "caller") }
+
 func (g *gen) acquire() Command {
 	c := &Acquire{
 		RequestID: g.fresh("q"),
@@ -590,6 +665,12 @@ func (g *gen) acquire() Command {
 		MaxHold:    rapid.SampledFrom([]time.Duration{0, 0, 30 * time.Second}).Draw(g.t, "maxhold"),
 		SecretHash: secret(g.fresh("s")),
 		Attempt:    g.attempt(),
+		Caller:     g.caller(),
+	}
+	if len(g.m.acquires) > 0 && rapid.IntRange(0, 3).Draw(g.t, "collide") == 0 {
+		// Another request's ID: the same or another caller, another
+		// secret. It is a request of its own, not a retry.
+		c.RequestID = rapid.SampledFrom(g.m.acquires).Draw(g.t, "collide with").RequestID
 	}
 	if rapid.Bool().Draw(g.t, "wait") {
 		c.Wait = time.Minute
@@ -607,7 +688,7 @@ func (g *gen) acquire() Command {
 		c.Resources = append(c.Resources, c.Resources[0])
 	}
 	if c.RequestID != "" {
-		g.m.acquireID = append(g.m.acquireID, c.RequestID)
+		g.m.acquires = append(g.m.acquires, c)
 	}
 	return c
 }
@@ -626,7 +707,7 @@ func (g *gen) command() Command {
 	case 3, 4:
 		id := g.pickLease()
 		h, right := g.proof(id)
-		c := &Renew{RequestID: g.requestID(), LeaseID: id, SecretHash: h, Progress: g.fresh("p"),
+		c := &Renew{RequestID: g.requestID(), LeaseID: id, SecretHash: h, Progress: g.fresh("p"), Caller: g.caller(),
 			Age: rapid.SampledFrom([]time.Duration{0, 10 * time.Second, 25 * time.Second, 29 * time.Second, 30 * time.Second, 45 * time.Second}).Draw(g.t, "age")}
 		if !right {
 			g.bad[c] = "renew with a wrong secret"
@@ -635,7 +716,7 @@ func (g *gen) command() Command {
 	case 5, 6:
 		id := g.pickLease()
 		h, right := g.proof(id)
-		c := &Release{RequestID: g.requestID(), LeaseID: id, SecretHash: h}
+		c := &Release{RequestID: g.requestID(), LeaseID: id, SecretHash: h, Caller: g.caller()}
 		if !right {
 			g.bad[c] = "release with a wrong secret"
 		}
@@ -692,48 +773,76 @@ func (g *gen) command() Command {
 		}
 		return &Unblock{Resource: r, Token: tok}
 	case 10, 11:
-		var id string
+		// Mostly a waiter's or an acquire's own key; sometimes the key of
+		// another caller who used the same request ID, which must not
+		// touch what the first caller got.
+		var key mKey
 		switch {
 		case len(g.m.waiters) > 0 && rapid.Bool().Draw(g.t, "waiter"):
-			id = rapid.SampledFrom(g.m.waiters).Draw(g.t, "w").RequestID
-		case len(g.m.acquireID) > 0 && rapid.Bool().Draw(g.t, "acquire id"):
-			id = rapid.SampledFrom(g.m.acquireID).Draw(g.t, "a")
+			key = cmdKey(rapid.SampledFrom(g.m.waiters).Draw(g.t, "w"))
+		case len(g.m.acquires) > 0 && rapid.Bool().Draw(g.t, "acquire id"):
+			key = cmdKey(rapid.SampledFrom(g.m.acquires).Draw(g.t, "a"))
+		}
+		if key.id != "" && rapid.IntRange(0, 3).Draw(g.t, "other caller") == 0 {
+			key.caller = g.caller()
 		}
 		if rapid.Bool().Draw(g.t, "cancel") {
-			return &Cancel{RequestID: id, Attempt: g.attempt()}
+			return &Cancel{Key: key.String(), Attempt: g.attempt()}
 		}
-		return &WaitTimeout{RequestID: id}
+		return &WaitTimeout{Key: key.String()}
 	default:
 		// A retry of an earlier request, or its ID reused for another kind.
 		if len(g.m.sent) == 0 {
 			return g.acquire()
 		}
 		c := rapid.SampledFrom(g.m.sent).Draw(g.t, "retry")
-		if rapid.IntRange(0, 4).Draw(g.t, "misuse") > 0 {
-			if a, ok := c.(*Acquire); ok {
-				retry := *a // a retry on another connection: another attempt
-				retry.Attempt = g.attempt()
-				return &retry
+		switch rapid.IntRange(0, 5).Draw(g.t, "misuse") {
+		case 0:
+			// The ID reused, by the same caller with the same secret, for
+			// another kind of request.
+			k := cmdKey(c)
+			switch c.(type) {
+			case *Acquire:
+				return &Release{RequestID: k.id, LeaseID: g.pickLease(), SecretHash: k.secret, Caller: k.caller}
+			case *Renew:
+				return &Acquire{RequestID: k.id, Resources: []string{"a"}, TTL: time.Second, SecretHash: k.secret, Caller: k.caller}
+			default:
+				return &Renew{RequestID: k.id, LeaseID: g.pickLease(), SecretHash: k.secret, Caller: k.caller}
+			}
+		case 1:
+			// The ID reused for a different request of the same kind.
+			switch c := c.(type) {
+			case *Acquire:
+				changed := *c
+				changed.Attempt = g.attempt()
+				changed.TTL += time.Second
+				return &changed
+			case *Release:
+				changed := *c
+				changed.LeaseID++
+				return &changed
+			}
+			return c
+		case 2:
+			// The same request from another caller: not a retry of it.
+			switch c := c.(type) {
+			case *Acquire:
+				other := *c
+				other.Attempt, other.Caller = g.attempt(), g.caller()
+				return &other
+			case *Release:
+				other := *c
+				other.Caller = g.caller()
+				return &other
 			}
 			return c
 		}
-		var id string
-		switch c := c.(type) {
-		case *Acquire:
-			id = c.RequestID
-		case *Renew:
-			id = c.RequestID
-		case *Release:
-			id = c.RequestID
+		if a, ok := c.(*Acquire); ok {
+			retry := *a // a retry on another connection: another attempt
+			retry.Attempt = g.attempt()
+			return &retry
 		}
-		switch c.(type) {
-		case *Acquire:
-			return &Release{RequestID: id, LeaseID: g.pickLease()}
-		case *Renew:
-			return &Acquire{RequestID: id, Resources: []string{"a"}, TTL: time.Second}
-		default:
-			return &Renew{RequestID: id, LeaseID: g.pickLease()}
-		}
+		return c
 	}
 }
 
@@ -795,8 +904,14 @@ func TestPropertyModel(t *testing.T) {
 				if got[i].Dup && requestIDOf(cmds[i]) == "" {
 					t.Fatalf("a request without an ID was answered as a dup")
 				}
+				// A request ID counts only within its caller and secret:
+				// nobody else's request is ever answered from its record.
+				if got[i].Dup && !m.sentKeys[cmdKey(cmds[i])] {
+					t.Fatalf("%T %+v was answered from another caller's record: %s", cmds[i], cmds[i], gs)
+				}
 				if id := requestIDOf(cmds[i]); id != "" && !slices.Contains(m.sent, cmds[i]) {
 					m.sent = append(m.sent, cmds[i])
+					m.sentKeys[cmdKey(cmds[i])] = true
 				}
 			}
 			if evs := watch.take(); !slices.Equal(evs, m.events) {

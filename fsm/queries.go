@@ -45,11 +45,11 @@ func (s *State) HeldFor(id uint64) time.Duration {
 	return 0
 }
 
-// Queued reports whether the acquire requestID waits in line, with the
-// attempt that owns its place and its secret's hash.
-func (s *State) Queued(requestID string) (attempt string, secretHash [32]byte, ok bool) {
-	w := s.waiters[requestID]
-	if w == nil || requestID == "" {
+// Queued reports whether the acquire with this key (Acquire.Key) waits in
+// line, with the attempt that owns its place and its secret's hash.
+func (s *State) Queued(key string) (attempt string, secretHash [32]byte, ok bool) {
+	w := s.waiters[key]
+	if w == nil || key == "" {
 		return "", [32]byte{}, false
 	}
 	return w.Attempt, w.SecretHash, true
@@ -128,10 +128,10 @@ func (s *State) EachLease(f func(l *leasehold.Lease, heldFor time.Duration)) {
 	}
 }
 
-// EachWaiter visits every waiter.
-func (s *State) EachWaiter(f func(requestID string, wait time.Duration)) {
-	for id, w := range s.waiters {
-		f(id, w.Wait)
+// EachWaiter visits every waiter, by its key.
+func (s *State) EachWaiter(f func(key string, wait time.Duration)) {
+	for key, w := range s.waiters {
+		f(key, w.Wait)
 	}
 }
 

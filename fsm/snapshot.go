@@ -9,15 +9,20 @@ import (
 	"github.com/leasehold/leasehold"
 )
 
-// Snapshot layout (version 4): magic, version, counters, then leases by id,
+// Snapshot layout (version 5): magic, version, counters, then leases by id,
 // lock-delays by resource, waiters by arrival, the key-value space by key,
 // the audit log and dedup records by arrival. Everything is written in a
 // fixed order, so equal states give equal bytes. A node refuses a version it
 // does not know, rather than guess.
+//
+// Version 5 scopes request IDs to their caller (request.go): a lease keeps
+// its acquire's key, a waiter its key and fingerprint, a dedup record its
+// key and fingerprint. Versions 3 and 4 are read as legacy state: bare
+// request IDs as keys, no fingerprints.
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = 4
+	snapVersion = 5
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -42,9 +47,9 @@ func (s *State) Snapshot() []byte {
 		encodeLease(&e, &l.Lease)
 		e.hash(l.secretHash)
 		e.varint(int64(l.heldFor))
-		e.str(l.requestID)
+		e.str(l.key)
 		e.str(l.attempt)
-		e.str(l.renewID)
+		e.str(l.renewKey)
 		e.varint(int64(l.renewRemaining))
 	}
 
@@ -70,6 +75,8 @@ func (s *State) Snapshot() []byte {
 		w.Acquire.encode(&e)
 		e.uvarint(w.arrival)
 		e.varint(w.queuedAt)
+		e.str(w.key)
+		e.b = append(e.b, w.sum[:]...)
 	}
 
 	keys := make([]string, 0, len(s.kv))
@@ -91,9 +98,10 @@ func (s *State) Snapshot() []byte {
 
 	e.uvarint(uint64(s.dedup.len()))
 	s.dedup.each(func(rec *dedupRec) {
-		e.str(rec.id)
+		e.str(rec.key)
 		e.byte1(byte(rec.kind))
 		e.varint(rec.time)
+		e.b = append(e.b, rec.sum[:]...)
 		encodeResult(&e, rec.answer())
 	})
 	return e.b
@@ -108,7 +116,7 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 	if v < snapOldest || v > snapVersion {
 		return nil, fmt.Errorf("fsm: snapshot version %d is not supported by this node (%d to %d)", v, snapOldest, snapVersion)
 	}
-	d := decoder{b: data[len(snapMagic)+1:]}
+	d := decoder{b: data[len(snapMagic)+1:], legacy: v < 5}
 	s := New(cfg, obs)
 	s.lastIndex = d.uvarint()
 	s.lastToken = d.uvarint()
@@ -119,13 +127,13 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		decodeLease(&d, &l.Lease)
 		l.secretHash = d.hash()
 		l.heldFor = time.Duration(d.varint())
-		l.requestID = d.str()
+		l.key = d.str()
 		l.attempt = d.str()
 		if v < 4 && d.bool() {
 			l.attempt = "" // claimed by a retry (version 3): no Cancel matches
 		}
 		if v >= 4 {
-			l.renewID = d.str()
+			l.renewKey = d.str()
 			l.renewRemaining = time.Duration(d.varint())
 		}
 		if d.err != nil {
@@ -162,15 +170,20 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		if v < 4 && d.bool() {
 			w.Attempt = "" // claimed by a retry (version 3): no Cancel matches
 		}
+		if v >= 5 {
+			w.key, w.sum = d.str(), d.fingerprint()
+		} else {
+			w.key = w.RequestID // legacy: unscoped, no fingerprint
+		}
 		if d.err != nil {
 			break
 		}
-		if w.RequestID == "" || s.waiters[w.RequestID] != nil || w.arrival <= lastArrival ||
+		if w.key == "" || w.RequestID == "" || s.waiters[w.key] != nil || w.arrival <= lastArrival ||
 			w.arrival > s.nextArrival || len(w.Resources) == 0 {
 			return nil, errCorrupt
 		}
 		lastArrival = w.arrival
-		s.waiters[w.RequestID] = w
+		s.waiters[w.key] = w
 		for _, r := range w.Resources {
 			s.queues[r] = append(s.queues[r], w)
 		}
@@ -188,14 +201,18 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 		s.audit = append(s.audit, decodeAudit(&d))
 	}
 	for range d.count(4) {
-		id := d.str()
+		key := d.str()
 		k := Kind(d.byte1())
 		t := d.varint()
+		var sum fingerprint
+		if v >= 5 {
+			sum = d.fingerprint()
+		}
 		r := decodeResult(&d)
 		if d.err != nil {
 			break
 		}
-		s.dedup.put(id, k, t, r, Config{DedupMax: int(^uint(0) >> 1)})
+		s.dedup.put(key, k, sum, t, r, Config{DedupMax: int(^uint(0) >> 1)})
 	}
 	if d.err != nil {
 		return nil, d.err

@@ -35,11 +35,11 @@ func richState(t testing.TB) *harness {
 	h.mustQueue(wacq("w5", "c1"))
 	h.mustQueue(wacq("w6", "c2"))
 	h.mustQueue(wacq("w7", "q"))
-	h.one(&Expire{LeaseID: ld.ID})       // blk1, blk2 in lock-delay
-	h.one(&WaitTimeout{RequestID: "w5"}) // record replaced by a timeout
-	h.one(&Cancel{RequestID: "w6"})      // record replaced by a cancel
-	h.one(acq("held", "z"))              // refused: held
-	h.one(acq("bad", "x", "x"))          // refused: invalid
+	h.one(&Expire{LeaseID: ld.ID})        // blk1, blk2 in lock-delay
+	h.one(&WaitTimeout{Key: keyOf("w5")}) // record replaced by a timeout
+	h.one(&Cancel{Key: keyOf("w6")})      // record replaced by a cancel
+	h.one(acq("held", "z"))               // refused: held
+	h.one(acq("bad", "x", "x"))           // refused: invalid
 	h.one(&Release{RequestID: "rel-gone", LeaseID: 9999, SecretHash: secret("a")})
 	e := h.mustGrant(acq("e", "e"))
 	h.one(&Release{RequestID: "rel-e", LeaseID: e.ID, SecretHash: secret("e")})
@@ -141,11 +141,11 @@ func TestSnapshotThenApply(t *testing.T) {
 		{&Unblock{Resource: "blk1", Token: ld}},                                  // grants w4
 		{&Expire{LeaseID: la.ID, RenewCount: 2}},                                 // blocks x, y
 		{&Unblock{Resource: "x", Token: la.Token}, &Unblock{Resource: "y", Token: la.Token}},
-		{&Cancel{RequestID: "w2"}, &WaitTimeout{RequestID: "w1"}},
+		{&Cancel{Key: keyOf("w2")}, &WaitTimeout{Key: keyOf("w1")}},
 		{&Release{RequestID: "rel-b", LeaseID: lb.ID, SecretHash: secret("b")}}, // grants w3
 		{&Release{RequestID: "rel-b", LeaseID: lb.ID, SecretHash: secret("b")}}, // retry
 		{acq("new1", "x", "q"), wacq("new2", "q"), acq("held", "z")},
-		{&Cancel{RequestID: "w3"}}, // the grant raced the cancel
+		{&Cancel{Key: keyOf("w3")}}, // the grant raced the cancel
 	}
 	for i, cmds := range entries {
 		ix, now := h.ix+uint64(i)+1, h.now+int64(i+1)*int64(time.Second)
@@ -279,9 +279,9 @@ func (g *randomLog) next() Command {
 			target = g.waiting[g.rng.IntN(len(g.waiting))]
 		}
 		if g.rng.IntN(2) == 0 {
-			return &Cancel{RequestID: target}
+			return &Cancel{Key: keyOf(target)}
 		}
-		return &WaitTimeout{RequestID: target}
+		return &WaitTimeout{Key: keyOf(target)}
 	default:
 		if len(g.reqs) == 0 {
 			return &Unblock{Resource: "none"}

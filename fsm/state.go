@@ -43,12 +43,15 @@ func (r EndReason) String() string {
 // Observer hears about every change as it is applied, in log order. The
 // node uses it to run leader timers and wake waiting requests. Calls happen
 // inside Apply, so they must be quick and must not call back into State.
+//
+// A waiting acquire is named by its key (Acquire.Key), which the node
+// treats as an opaque string.
 type Observer interface {
-	Granted(l *leasehold.Lease, requestID string)
+	Granted(l *leasehold.Lease, key string)
 	Renewed(l *leasehold.Lease, remaining time.Duration)
 	Ended(l *leasehold.Lease, why EndReason)
-	Queued(requestID string, wait time.Duration)
-	WaitEnded(requestID string, r Result)
+	Queued(key string, wait time.Duration)
+	WaitEnded(key string, r Result)
 	Blocked(resource string, token uint64, delay time.Duration)
 }
 
@@ -71,25 +74,28 @@ type lease struct {
 	leasehold.Lease
 	secretHash [32]byte
 	heldFor    time.Duration // age last stamped by a leader, for MaxHold
-	requestID  string
+	key        string        // the granting acquire's Key
 	// attempt is the latest attempt of the acquire that made it or was
 	// answered with it: only that attempt's Cancel releases it, so a
 	// withdrawal by an earlier attempt's (gone) caller never undoes what a
 	// retry was given.
 	attempt string
-	// The last renewal's request ID and answer. A retry of it gets that
-	// answer; renewals are remembered here rather than in the dedup
-	// window, where thousands a second would cost far more than the
-	// leases. (A retry of an older renewal renews again, which is safe:
-	// the holder counts its deadline from its first send.)
-	renewID        string
+	// The last renewal's key (Renew.key: its request ID scoped to its
+	// caller) and answer. A retry of it gets that answer; renewals are
+	// remembered here rather than in the dedup window, where thousands a
+	// second would cost far more than the leases. (A retry of an older
+	// renewal renews again, which is safe: the holder counts its deadline
+	// from its first send.)
+	renewKey       string
 	renewRemaining time.Duration
 }
 
 type waiter struct {
 	Acquire
-	arrival  uint64 // global arrival order
-	queuedAt int64  // leader wall clock, display only
+	key      string      // Acquire.Key, as it was when it queued
+	sum      fingerprint // Acquire.sum, likewise
+	arrival  uint64      // global arrival order
+	queuedAt int64       // leader wall clock, display only
 }
 
 type block struct {
@@ -127,7 +133,7 @@ type State struct {
 	leases      map[uint64]*lease
 	holders     map[string]uint64    // resource -> lease id
 	blocks      map[string]block     // resources in lock-delay
-	waiters     map[string]*waiter   // by acquire request ID
+	waiters     map[string]*waiter   // by acquire key (Acquire.Key)
 	queues      map[string][]*waiter // resource -> waiters in arrival order
 	dedup       dedup
 	kv          map[string]Item
@@ -135,7 +141,8 @@ type State struct {
 	audit       []AuditRecord
 	owned       map[string]int // owner -> leases held
 
-	fenceRejections uint64 // a metric; not part of the replicated state
+	fenceRejections uint64  // a metric; not part of the replicated state
+	scratch         encoder // a buffer for fingerprints (request.go)
 }
 
 // New returns an empty state. obs may be nil.
@@ -223,16 +230,20 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	if w := s.waiters[c.RequestID]; w != nil && c.RequestID != "" {
+	key, sum := c.Key(), c.sum(&s.scratch)
+	if w := s.waiters[key]; w != nil && key != "" {
+		if !w.sum.matches(sum) {
+			return Result{Err: reusedID(c.RequestID)}
+		}
 		w.Attempt = c.Attempt // the retry takes the place over
 		return Result{Queued: true, Dup: true, ForeignSecret: w.SecretHash != c.SecretHash}
 	}
-	if r, ok := s.dedup.lookup(c.RequestID, KindAcquire); ok {
+	if r, ok := s.dedup.lookup(key, c.RequestID, KindAcquire, sum); ok {
 		if r.Lease == nil {
 			return r
 		}
 		l := s.leases[r.Lease.ID]
-		if l == nil || l.requestID != c.RequestID {
+		if l == nil || l.key != key {
 			// Answering with a lease that has ended would let the caller
 			// count a fresh deadline from its retry.
 			return Result{Dup: true, Err: leasehold.Errorf(leasehold.CodeNotFound,
@@ -250,19 +261,19 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	} else if err := s.ownerLimit(c.Owner); err != nil {
 		r = Result{Err: err}
 	} else if held := s.blocker(c.Resources, nil); held == nil {
-		l := s.grant(ix, now, c)
+		l := s.grant(ix, now, c, key)
 		r = Result{Lease: l, Remaining: l.TTL}
 	} else if c.Wait == 0 {
 		r = Result{Err: held}
 	} else if err := s.queueLimit(c.Resources); err != nil {
 		r = Result{Err: err}
 	} else {
-		s.enqueue(now, c)
+		s.enqueue(now, c, key, sum)
 		r = Result{Queued: true}
 	}
-	s.dedup.put(c.RequestID, KindAcquire, now, r, s.cfg)
+	s.dedup.put(key, KindAcquire, sum, now, r, s.cfg)
 	if r.Queued {
-		s.obs.Queued(c.RequestID, c.Wait)
+		s.obs.Queued(key, c.Wait)
 	}
 	return r
 }
@@ -308,7 +319,7 @@ func (s *State) queueLimit(resources []string) error {
 	return nil
 }
 
-func (s *State) grant(ix uint64, now int64, c *Acquire) *leasehold.Lease {
+func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.Lease {
 	tok := s.nextToken(ix)
 	l := &lease{
 		Lease: leasehold.Lease{
@@ -319,7 +330,7 @@ func (s *State) grant(ix uint64, now int64, c *Acquire) *leasehold.Lease {
 			AcquiredAt: time.Unix(0, now).UTC(),
 		},
 		secretHash: c.SecretHash,
-		requestID:  c.RequestID,
+		key:        key,
 		attempt:    c.Attempt,
 	}
 	s.leases[l.ID] = l
@@ -328,14 +339,14 @@ func (s *State) grant(ix uint64, now int64, c *Acquire) *leasehold.Lease {
 		s.holders[r] = l.ID
 	}
 	view := l.Lease
-	s.obs.Granted(&view, c.RequestID)
+	s.obs.Granted(&view, key)
 	return &view
 }
 
-func (s *State) enqueue(now int64, c *Acquire) {
+func (s *State) enqueue(now int64, c *Acquire, key string, sum fingerprint) {
 	s.nextArrival++
-	w := &waiter{Acquire: *c, arrival: s.nextArrival, queuedAt: now}
-	s.waiters[c.RequestID] = w
+	w := &waiter{Acquire: *c, key: key, sum: sum, arrival: s.nextArrival, queuedAt: now}
+	s.waiters[key] = w
 	for _, r := range c.Resources {
 		s.queues[r] = append(s.queues[r], w)
 	}
@@ -344,7 +355,7 @@ func (s *State) enqueue(now int64, c *Acquire) {
 // dequeue removes w from the waiters and returns the resources whose queue
 // head changed.
 func (s *State) dequeue(w *waiter) []string {
-	delete(s.waiters, w.RequestID)
+	delete(s.waiters, w.key)
 	var heads []string
 	for _, r := range w.Resources {
 		q := s.queues[r]
@@ -381,10 +392,10 @@ func (s *State) wake(ix uint64, now int64, resources []string) {
 			continue
 		}
 		s.dequeue(w)
-		l := s.grant(ix, now, &w.Acquire)
+		l := s.grant(ix, now, &w.Acquire, w.key)
 		r := Result{Lease: l, Remaining: l.TTL}
-		s.dedup.put(w.RequestID, KindAcquire, now, r, s.cfg)
-		s.obs.WaitEnded(w.RequestID, r)
+		s.dedup.put(w.key, KindAcquire, w.sum, now, r, s.cfg)
+		s.obs.WaitEnded(w.key, r)
 	}
 }
 
@@ -408,17 +419,18 @@ func (s *State) renew(now int64, c *Renew) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	if r, ok := s.dedup.lookup(c.RequestID, KindRenew); ok {
+	key := c.key()
+	if r, ok := s.dedup.lookup(key, c.RequestID, KindRenew, fingerprint{}); ok {
 		return r // the ID was used for another kind of request
 	}
-	if l := s.leases[c.LeaseID]; l != nil && c.RequestID != "" && l.renewID == c.RequestID && l.secretHash == c.SecretHash {
+	if l := s.leases[c.LeaseID]; l != nil && key != "" && l.renewKey == key && l.secretHash == c.SecretHash {
 		view := l.Lease
 		return Result{Lease: &view, Remaining: l.renewRemaining, Dup: true}
 	}
 	r := s.doRenew(now, c)
 	if r.Err == nil {
 		l := s.leases[c.LeaseID]
-		l.renewID, l.renewRemaining = c.RequestID, r.Remaining
+		l.renewKey, l.renewRemaining = key, r.Remaining
 	}
 	return r
 }
@@ -456,7 +468,8 @@ func (s *State) release(ix uint64, now int64, c *Release) Result {
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
-	if r, ok := s.dedup.lookup(c.RequestID, KindRelease); ok {
+	key, sum := c.key(), c.sum(&s.scratch)
+	if r, ok := s.dedup.lookup(key, c.RequestID, KindRelease, sum); ok {
 		return r
 	}
 	var r Result
@@ -465,7 +478,7 @@ func (s *State) release(ix uint64, now int64, c *Release) Result {
 	} else {
 		r = Result{Lease: s.end(l, EndReleased)}
 	}
-	s.dedup.put(c.RequestID, KindRelease, now, r, s.cfg)
+	s.dedup.put(key, KindRelease, sum, now, r, s.cfg)
 	// Waiters are granted after the release's own answer is recorded, in the
 	// same entry: a contended hand-off costs one commit.
 	if r.Lease != nil {
@@ -516,7 +529,7 @@ func (s *State) unblock(ix uint64, now int64, c *Unblock) Result {
 }
 
 func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
-	if w := s.waiters[c.RequestID]; w != nil {
+	if w := s.waiters[c.Key]; w != nil {
 		if w.Attempt != c.Attempt {
 			return Result{}
 		}
@@ -525,12 +538,12 @@ func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
 		return r
 	}
 	// The grant may have won the race: release it, since nobody will use it.
-	rec, ok := s.dedup.lookup(c.RequestID, KindAcquire)
+	rec, ok := s.dedup.lookup(c.Key, "", KindAcquire, fingerprint{})
 	if !ok || rec.Lease == nil {
 		return Result{}
 	}
 	l := s.leases[rec.Lease.ID]
-	if l == nil || l.requestID != c.RequestID || l.attempt != c.Attempt {
+	if l == nil || l.key != c.Key || l.attempt != c.Attempt {
 		return Result{}
 	}
 	view := s.end(l, EndCanceled)
@@ -539,7 +552,7 @@ func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
 }
 
 func (s *State) waitTimeout(ix uint64, now int64, c *WaitTimeout) Result {
-	w := s.waiters[c.RequestID]
+	w := s.waiters[c.Key]
 	if w == nil {
 		return Result{}
 	}
@@ -553,8 +566,8 @@ func (s *State) waitTimeout(ix uint64, now int64, c *WaitTimeout) Result {
 // move up.
 func (s *State) endWait(ix uint64, now int64, w *waiter, r Result) {
 	heads := s.dequeue(w)
-	s.dedup.put(w.RequestID, KindAcquire, now, r, s.cfg)
-	s.obs.WaitEnded(w.RequestID, r)
+	s.dedup.put(w.key, KindAcquire, w.sum, now, r, s.cfg)
+	s.obs.WaitEnded(w.key, r)
 	s.wake(ix, now, heads)
 }
 

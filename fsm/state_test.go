@@ -213,7 +213,7 @@ func TestTokensIncreasePerResource(t *testing.T) {
 	h.mustQueue(wacq("g4", "r"))
 	h.one(release(l, "g3"))
 	l = seen("hand-off to a waiter")
-	h.one(&Cancel{RequestID: "g4"}) // the grant raced the cancel: released
+	h.one(&Cancel{Key: keyOf("g4")}) // the grant raced the cancel: released
 	if _, ok := h.s.Holder("r"); ok {
 		t.Fatal("cancel after the grant left r held")
 	}
@@ -451,7 +451,7 @@ func TestLockDelay(t *testing.T) {
 		}},
 		{"canceled grant does not block", func(t *testing.T, h *harness) {
 			h.mustGrant(delayed("a", "x"))
-			h.one(&Cancel{RequestID: "a"})
+			h.one(&Cancel{Key: keyOf("a")})
 			if _, ok := h.s.LockDelay("x"); ok {
 				t.Fatal("cancel blocked the resource")
 			}
@@ -738,7 +738,7 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 			h.mustQueue(wacq("w1", "a", "b"))
 			h.mustQueue(wacq("w2", "b"))
 			h.obs.take()
-			r := h.one(&WaitTimeout{RequestID: "w1"})
+			r := h.one(&WaitTimeout{Key: keyOf("w1")})
 			wantCode(t, "wait timeout", r, leasehold.CodeWaitTimeout)
 			wantEvents(t, h.obs,
 				"waitended req=w1 err=wait_timeout",
@@ -754,7 +754,7 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 			h.mustQueue(wacq("w1", "a", "b"))
 			h.mustQueue(wacq("w2", "b"))
 			h.obs.take()
-			r := h.one(&Cancel{RequestID: "w1"})
+			r := h.one(&Cancel{Key: keyOf("w1")})
 			wantCode(t, "cancel", r, leasehold.CodeCanceled)
 			wantEvents(t, h.obs,
 				"waitended req=w1 err=canceled",
@@ -771,8 +771,8 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 			for _, id := range []string{"w1", "w2", "w3", "w4"} {
 				h.mustQueue(wacq(id, "a"))
 			}
-			h.one(&Cancel{RequestID: "w2"})
-			h.one(&WaitTimeout{RequestID: "w3"})
+			h.one(&Cancel{Key: keyOf("w2")})
+			h.one(&WaitTimeout{Key: keyOf("w3")})
 			if q := h.queue("a"); !slices.Equal(q, []string{"w1", "w4"}) {
 				t.Fatalf("queue = %v", q)
 			}
@@ -786,7 +786,7 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 			h.mustQueue(wacq("w2", "a"))
 			h.obs.take()
 			// The release grants w1; the cancel in the same entry loses the race.
-			out := h.apply(release(l, "l"), &Cancel{RequestID: "w1"})
+			out := h.apply(release(l, "l"), &Cancel{Key: keyOf("w1")})
 			w1, w2 := h.ix, h.ix+1
 			if out[1].Lease == nil || out[1].Lease.ID != w1 || out[1].Err != nil {
 				t.Fatalf("cancel: %s, want w1's lease %d released", summarize(out[1]), w1)
@@ -801,7 +801,7 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 			if h.holder("a") != w2 {
 				t.Fatalf("a held by %d, want w2's lease %d", h.holder("a"), w2)
 			}
-			if r := h.one(&Cancel{RequestID: "w1"}); r != (Result{}) {
+			if r := h.one(&Cancel{Key: keyOf("w1")}); r != (Result{}) {
 				t.Fatalf("second cancel: %s", summarize(r))
 			}
 			if h.holder("a") != w2 {
@@ -810,7 +810,7 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 		}},
 		{"cancel racing an immediate grant releases it", func(t *testing.T, h *harness) {
 			l := h.mustGrant(wacq("w", "a"))
-			r := h.one(&Cancel{RequestID: "w"})
+			r := h.one(&Cancel{Key: keyOf("w")})
 			if r.Lease == nil || r.Lease.ID != l.ID {
 				t.Fatalf("cancel: %s", summarize(r))
 			}
@@ -829,7 +829,7 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 				t.Fatalf("retry: %s", summarize(r))
 			}
 			// ... so the first connection's late withdrawal must not end it.
-			if r := h.one(&Cancel{RequestID: "w", Attempt: "1"}); r != (Result{}) {
+			if r := h.one(&Cancel{Key: keyOf("w"), Attempt: "1"}); r != (Result{}) {
 				t.Fatalf("cancel: %s", summarize(r))
 			}
 			if h.holder("a") != l.ID {
@@ -840,10 +840,10 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 			l := h.mustGrant(acq("", "a"))
 			h.obs.take()
 			for _, id := range []string{"", "nobody"} {
-				if r := h.one(&Cancel{RequestID: id}); r != (Result{}) {
+				if r := h.one(&Cancel{Key: keyOf(id)}); r != (Result{}) {
 					t.Fatalf("cancel %q: %s", id, summarize(r))
 				}
-				if r := h.one(&WaitTimeout{RequestID: id}); r != (Result{}) {
+				if r := h.one(&WaitTimeout{Key: keyOf(id)}); r != (Result{}) {
 					t.Fatalf("wait timeout %q: %s", id, summarize(r))
 				}
 			}
@@ -855,7 +855,7 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 		{"cancel of a refused acquire is a no-op", func(t *testing.T, h *harness) {
 			l := h.mustGrant(acq("l", "a"))
 			wantCode(t, "acquire", h.one(acq("x", "a")), leasehold.CodeHeld)
-			if r := h.one(&Cancel{RequestID: "x"}); r != (Result{}) {
+			if r := h.one(&Cancel{Key: keyOf("x")}); r != (Result{}) {
 				t.Fatalf("cancel: %s", summarize(r))
 			}
 			if h.holder("a") != l.ID {
@@ -865,7 +865,7 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 		{"cancel names a request ID used by a renew: no-op", func(t *testing.T, h *harness) {
 			l := h.mustGrant(acq("l", "a"))
 			h.one(&Renew{RequestID: "r", LeaseID: l.ID, SecretHash: secret("l")})
-			if r := h.one(&Cancel{RequestID: "r"}); r != (Result{}) {
+			if r := h.one(&Cancel{Key: keyOf("r")}); r != (Result{}) {
 				t.Fatalf("cancel: %s", summarize(r))
 			}
 			if h.holder("a") != l.ID {
@@ -877,7 +877,7 @@ func TestCancelAndWaitTimeout(t *testing.T) {
 			h.mustQueue(wacq("w", "a"))
 			h.apply(release(l, "l"))
 			w := h.ix
-			if r := h.one(&WaitTimeout{RequestID: "w"}); r != (Result{}) {
+			if r := h.one(&WaitTimeout{Key: keyOf("w")}); r != (Result{}) {
 				t.Fatalf("wait timeout: %s", summarize(r))
 			}
 			if h.holder("a") != w {
@@ -999,7 +999,9 @@ func TestDedup(t *testing.T) {
 				t.Fatalf("the acquire's own record was lost: %s", summarize(r))
 			}
 			h.one(&Release{RequestID: "rl", LeaseID: l.ID + 100, SecretHash: secret("k")})
-			wantCode(t, "acquire with a release's ID", h.one(acq("rl", "y")), leasehold.CodeInvalid)
+			sameScope := acq("rl", "y") // the same caller and secret as the release
+			sameScope.SecretHash = secret("k")
+			wantCode(t, "acquire with a release's ID", h.one(sameScope), leasehold.CodeInvalid)
 			wantCode(t, "renew with a release's ID", h.one(&Renew{RequestID: "rl", LeaseID: l.ID, SecretHash: secret("k")}), leasehold.CodeInvalid)
 			if h.holder("y") != 0 || h.holder("x") != l.ID {
 				t.Fatal("the misused request ID acted")
@@ -1241,17 +1243,17 @@ func TestObserverEventOrder(t *testing.T) {
 	h := newHarness(t)
 	c := acq("a", "x", "y")
 	c.LockDelay = 2 * time.Second
-	h.apply(c)                                                                        // 1
-	h.apply(wacq("w1", "x"))                                                          // 2
-	h.apply(wacq("w2", "y", "z"))                                                     // 3
-	h.apply(acq("b", "z"))                                                            // 4: z is reserved for w2
-	h.apply(&Renew{LeaseID: 1, SecretHash: secret("a"), Progress: "half"})            // 5
-	h.apply(&Expire{LeaseID: 1, RenewCount: 0})                                       // 6: stale
-	h.apply(&Expire{LeaseID: 1, RenewCount: 1})                                       // 7
-	h.apply(&Unblock{Resource: "y", Token: 1}, &Unblock{Resource: "x", Token: 1})     // 8
-	h.apply(&Release{LeaseID: 8, SecretHash: secret("w1")}, &Cancel{RequestID: "w1"}) // 9
-	h.apply(&WaitTimeout{RequestID: "w2"})                                            // 10
-	h.apply(&Release{LeaseID: 8, SecretHash: secret("w2")})                           // 11
+	h.apply(c)                                                                         // 1
+	h.apply(wacq("w1", "x"))                                                           // 2
+	h.apply(wacq("w2", "y", "z"))                                                      // 3
+	h.apply(acq("b", "z"))                                                             // 4: z is reserved for w2
+	h.apply(&Renew{LeaseID: 1, SecretHash: secret("a"), Progress: "half"})             // 5
+	h.apply(&Expire{LeaseID: 1, RenewCount: 0})                                        // 6: stale
+	h.apply(&Expire{LeaseID: 1, RenewCount: 1})                                        // 7
+	h.apply(&Unblock{Resource: "y", Token: 1}, &Unblock{Resource: "x", Token: 1})      // 8
+	h.apply(&Release{LeaseID: 8, SecretHash: secret("w1")}, &Cancel{Key: keyOf("w1")}) // 9
+	h.apply(&WaitTimeout{Key: keyOf("w2")})                                            // 10
+	h.apply(&Release{LeaseID: 8, SecretHash: secret("w2")})                            // 11
 	wantEvents(t, h.obs,
 		"granted lease=1 token=1 req=a res=[x y]",
 		"queued req=w1 wait=1m0s",
@@ -1304,7 +1306,7 @@ func TestQueries(t *testing.T) {
 	n := 0
 	h.s.EachLease(func(l *leasehold.Lease, _ time.Duration) { n++ })
 	h.s.EachWaiter(func(id string, wait time.Duration) {
-		if id != "w" || wait != time.Minute {
+		if id != keyOf("w") || wait != time.Minute {
 			t.Fatalf("EachWaiter: %q %v", id, wait)
 		}
 	})

@@ -19,7 +19,8 @@ import (
 // batch. It takes its place in line and is answered queued; the caller then
 // sends the same AcquireRequest (same request_id and secret) to Acquire,
 // which finds that place (a retried request ID re-attaches to its waiter)
-// and waits for the grant.
+// and waits for the grant. A place nobody follows up within withdrawGrace
+// is withdrawn, as for any caller that went away.
 func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]) (*connect.Response[pb.BatchResponse], error) {
 	s := h.s
 	start := time.Now()
@@ -34,9 +35,10 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 	}
 	items := make([]batchItem, len(ops))
 	var cmds []fsm.Command
+	who := caller(ctx)
 	for i, op := range ops {
 		it := &items[i]
-		if cmd := it.prepare(s, i, op); cmd != nil {
+		if cmd := it.prepare(s, i, op, who); cmd != nil {
 			it.index = len(cmds)
 			cmds = append(cmds, cmd)
 		}
@@ -76,6 +78,11 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 			// Granted or queued as the caller left: nobody will take these.
 			left = s.leftEarly(ctx, taken...)
 		}
+		for i := range items {
+			if it := &items[i]; it.err == nil && !it.left && it.acquire != nil && it.res.Queued {
+				s.holdPlace(it.acquire)
+			}
+		}
 	}
 	out := &pb.BatchResponse{Results: make([]*pb.BatchResult, len(items))}
 	for i := range items {
@@ -110,14 +117,14 @@ type batchItem struct {
 // to propose, or nil with it.err set. Request IDs and secrets chosen here
 // are written back into op, so a batch forwarded to the leader carries
 // them.
-func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp) fsm.Command {
+func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string) fsm.Command {
 	switch o := op.GetOp().(type) {
 	case *pb.BatchOp_Acquire:
 		if o.Acquire == nil {
 			break
 		}
 		m := o.Acquire
-		it.acquire, it.secret, it.err = acquireCommand(m)
+		it.acquire, it.secret, it.err = acquireCommand(m, caller)
 		if it.err == nil && it.acquire.Wait > 0 && (m.RequestId == "" || m.Secret == "") {
 			// A queued answer carries neither, and only the same request
 			// (same request_id and secret) can wait for that place in line.
@@ -135,7 +142,7 @@ func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp) fsm.Command {
 		if o.Renew == nil {
 			break
 		}
-		if it.renew, it.err = renewCommand(o.Renew); it.err != nil {
+		if it.renew, it.err = renewCommand(o.Renew, caller); it.err != nil {
 			it.renew = &fsm.Renew{}
 			return nil
 		}
@@ -146,7 +153,7 @@ func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp) fsm.Command {
 		if o.Release == nil {
 			break
 		}
-		if it.release, it.err = releaseCommand(o.Release); it.err != nil {
+		if it.release, it.err = releaseCommand(o.Release, caller); it.err != nil {
 			it.release = &fsm.Release{}
 			return nil
 		}
@@ -195,6 +202,16 @@ func (s *Server) batchAnswer(it *batchItem, whole error, start time.Time) *pb.Ba
 		}
 		return &pb.BatchResult{Result: &pb.BatchResult_Release{Release: r}}
 	}
+}
+
+// holdPlace keeps the place in line cmd took for its caller's follow-up
+// (see places), and withdraws it if none comes within withdrawGrace.
+func (s *Server) holdPlace(cmd *fsm.Acquire) {
+	s.places.hold(cmd, withdrawGrace, func() {
+		if s.base.Err() == nil { // shutting down: the leader's wait timer ends it
+			s.withdraw(0, cmd)
+		}
+	})
 }
 
 func batchError(err error) *pb.BatchResult {

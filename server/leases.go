@@ -25,7 +25,7 @@ const cancelTimeout = 5 * time.Second
 func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequest]) (*connect.Response[pb.AcquireResponse], error) {
 	s := h.s
 	start := time.Now()
-	cmd, secret, err := acquireCommand(req.Msg)
+	cmd, secret, err := acquireCommand(req.Msg, caller(ctx))
 	if err != nil {
 		s.metrics.Acquisitions.WithLabelValues("invalid").Inc()
 		return nil, api.ToConnect(err)
@@ -79,14 +79,18 @@ func (s *Server) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, err
 	queued := false
 	if cmd.Wait > 0 {
 		var stop func()
-		outcome, stop = s.node.Watch(cmd.RequestID)
+		key := cmd.Key()
+		outcome, stop = s.node.Watch(key)
 		defer stop()
-		// A place in line already taken (by a Batch, whose caller now waits
-		// for it here): wait for it as the attempt that took it, without
-		// another log entry. Watching first means no grant is missed.
-		if attempt, hash, ok := s.node.Queued(cmd.RequestID); ok {
+		// A place in line a Batch took here, whose caller now waits for
+		// it: wait for it as the attempt that took it, without another log
+		// entry. Watching first means no grant is missed. (The key is
+		// scoped to the caller and secret, so only the same caller finds
+		// it; a place held by no Batch here is taken over by proposing
+		// the acquire again, as a retry.)
+		if attempt, _, ok := s.node.Queued(key); ok && s.places.claim(key) {
 			cmd.Attempt, queued = attempt, true
-			res = fsm.Result{Queued: true, Dup: true, ForeignSecret: hash != cmd.SecretHash}
+			res = fsm.Result{Queued: true, Dup: true}
 		}
 	}
 	if !queued {
@@ -165,7 +169,7 @@ func (s *Server) withdraw(grace time.Duration, cmds ...*fsm.Acquire) {
 	defer cancel()
 	cancels := make([]fsm.Command, len(cmds))
 	for i, c := range cmds {
-		cancels[i] = &fsm.Cancel{RequestID: c.RequestID, Attempt: c.Attempt}
+		cancels[i] = &fsm.Cancel{Key: c.Key(), Attempt: c.Attempt}
 	}
 	results, err := s.node.ProposeAll(ctx, cancels)
 	if err != nil {
@@ -181,7 +185,7 @@ func (s *Server) withdraw(grace time.Duration, cmds ...*fsm.Acquire) {
 
 func (h leases) Renew(ctx context.Context, req *connect.Request[pb.RenewRequest]) (*connect.Response[pb.RenewResponse], error) {
 	s := h.s
-	cmd, err := renewCommand(req.Msg)
+	cmd, err := renewCommand(req.Msg, caller(ctx))
 	if err != nil {
 		s.metrics.RenewalFailures.WithLabelValues(leasehold.CodeInvalid.String()).Inc()
 		return nil, api.ToConnect(err)
@@ -219,7 +223,7 @@ func (s *Server) renewAnswer(res fsm.Result, err error) (*pb.RenewResponse, erro
 
 func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequest]) (*connect.Response[pb.ReleaseResponse], error) {
 	s := h.s
-	cmd, err := releaseCommand(req.Msg)
+	cmd, err := releaseCommand(req.Msg, caller(ctx))
 	if err != nil {
 		return nil, api.ToConnect(err)
 	}

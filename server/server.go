@@ -68,6 +68,9 @@ type Server struct {
 	// tls is kept apart from http.TLSConfig, which net/http fills in on
 	// first use even for plain listeners.
 	tls bool
+	// places are the places in line Batch answered "queued", held for
+	// their caller's follow-up.
+	places *places
 }
 
 // New builds a server. It registers node gauges and Go runtime metrics on
@@ -82,7 +85,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = 16 << 20
 	}
-	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Node, cfg.NodeID)}
+	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Node, cfg.NodeID),
+		places: newPlaces()}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.tls = cfg.TLS != nil
 	cfg.Registry.MustRegister(

@@ -57,8 +57,10 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func acquireCommand(m *pb.AcquireRequest) (cmd *fsm.Acquire, secret string, err error) {
-	cmd = &fsm.Acquire{Resources: m.Resources, Owner: m.Owner, Operation: m.Operation, Metadata: m.Metadata}
+// acquireCommand checks an AcquireRequest from caller (see caller) and
+// builds its command.
+func acquireCommand(m *pb.AcquireRequest, caller string) (cmd *fsm.Acquire, secret string, err error) {
+	cmd = &fsm.Acquire{Resources: m.Resources, Owner: m.Owner, Operation: m.Operation, Metadata: m.Metadata, Caller: caller}
 	if err := leasehold.ValidateResources(m.Resources); err != nil {
 		return nil, "", err
 	}
@@ -100,6 +102,15 @@ func acquireCommand(m *pb.AcquireRequest) (cmd *fsm.Acquire, secret string, err 
 	if cmd.RequestID, err = requestID(m.RequestId); err != nil {
 		return nil, "", err
 	}
+	if m.RequestId != "" && m.Secret == "" {
+		// A retry finds its first answer only under the same secret, and
+		// a node-made secret differs on every try: the retry would
+		// acquire again, while the first grant waits out its TTL.
+		return nil, "", leasehold.Errorf(leasehold.CodeInvalid,
+			"an acquire with a request_id needs a secret: a retry is recognised by its request_id and secret together, "+
+				"and only the secret can renew or release what it gets; send a secret (%d hex characters) you keep, "+
+				"or neither (the node then makes both)", 2*leasehold.SecretBytes)
+	}
 	if secret, cmd.SecretHash, err = secretHash(m.Secret); err != nil {
 		return nil, "", err
 	}
@@ -118,7 +129,7 @@ func leaseRef(id uint64, secret string) ([32]byte, error) {
 	return h, err
 }
 
-func renewCommand(m *pb.RenewRequest) (*fsm.Renew, error) {
+func renewCommand(m *pb.RenewRequest, caller string) (*fsm.Renew, error) {
 	h, err := leaseRef(m.LeaseId, m.Secret)
 	if err != nil {
 		return nil, err
@@ -130,10 +141,10 @@ func renewCommand(m *pb.RenewRequest) (*fsm.Renew, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fsm.Renew{RequestID: id, LeaseID: m.LeaseId, SecretHash: h, Progress: m.Progress}, nil
+	return &fsm.Renew{RequestID: id, LeaseID: m.LeaseId, SecretHash: h, Progress: m.Progress, Caller: caller}, nil
 }
 
-func releaseCommand(m *pb.ReleaseRequest) (*fsm.Release, error) {
+func releaseCommand(m *pb.ReleaseRequest, caller string) (*fsm.Release, error) {
 	h, err := leaseRef(m.LeaseId, m.Secret)
 	if err != nil {
 		return nil, err
@@ -142,7 +153,7 @@ func releaseCommand(m *pb.ReleaseRequest) (*fsm.Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fsm.Release{RequestID: id, LeaseID: m.LeaseId, SecretHash: h}, nil
+	return &fsm.Release{RequestID: id, LeaseID: m.LeaseId, SecretHash: h, Caller: caller}, nil
 }
 
 func listParams(m *pb.ListRequest) (after uint64, limit int, err error) {

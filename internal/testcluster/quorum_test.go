@@ -37,7 +37,8 @@ func TestNoQuorumFailsFast(t *testing.T) {
 	// caller's bound.
 	start := time.Now()
 	_, err = rawLeases(t, c.URL(s)).Acquire(ctxFor(t, bound), connect.NewRequest(&pb.AcquireRequest{
-		Resources: []string{"quorum/raw"}, Ttl: durationpb.New(5 * time.Second), RequestId: "quorum-raw-1"}))
+		Resources: []string{"quorum/raw"}, Ttl: durationpb.New(5 * time.Second), RequestId: "quorum-raw-1",
+		Secret: "00112233445566778899aabbccddeeff"}))
 	took := time.Since(start)
 	if connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Errorf("raw acquire without a quorum: %v (after %v); want Unavailable", err, took)

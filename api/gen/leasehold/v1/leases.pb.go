@@ -345,8 +345,8 @@ func (*BatchResult_Error) isBatchResult_Result() {}
 
 type BatchError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// leasehold's error code, as in the Leasehold-Error-Code header of an
-	// error reply ("not_found", "held", ...).
+	// The Connect code, by the name a unary call's error reply carries
+	// ("invalid_argument", "already_exists", "failed_precondition", ...).
 	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	// What went wrong, for a person.
 	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`

@@ -1,0 +1,155 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+)
+
+// A request ID is chosen by its caller, so two callers may pick the same
+// one (by accident, or to read or end what another caller got). The dedup
+// window, the waiters and the grants they lead to are therefore keyed by
+// the request ID scoped to its caller: the authenticated identity (empty
+// without auth) and the hash of the secret the request carries. A retry
+// finds its first answer only if it comes from the same identity with the
+// same secret, and then only if it is the same request (its fingerprint).
+//
+// Commands decoded from a log entry or snapshot written before scoping
+// (batch version 1, snapshot version 4) keep their bare request ID as the
+// key and skip the fingerprint, so replaying an old log gives the state
+// the old code gave.
+
+// requestKey scopes id to a caller and a secret hash. It starts with a zero
+// byte, which no request ID (printable UTF-8) contains, so a scoped key
+// never equals a bare, legacy one. Half the hash is kept: 128 bits, enough
+// against a guess, at 16 bytes less per record.
+func requestKey(caller string, secret [32]byte, id string) string {
+	if id == "" {
+		return ""
+	}
+	var buf [128]byte // most keys fit: one allocation, for the string
+	b := append(buf[:0], 0)
+	b = binary.AppendUvarint(b, uint64(len(caller)))
+	b = append(b, caller...)
+	b = append(b, secret[:16]...)
+	return string(append(b, id...))
+}
+
+// fingerprint identifies what a request asks for, so a retry that reuses
+// a request ID for something else is refused. The zero fingerprint means
+// unknown (a legacy record) and matches anything.
+type fingerprint [16]byte
+
+// sumOf is the fingerprint of what e holds. The sum methods write into a
+// scratch encoder that the State keeps, so a fingerprint allocates nothing.
+func sumOf(e *encoder) fingerprint {
+	h := sha256.Sum256(e.b)
+	return fingerprint(h[:16])
+}
+
+// Key is the acquire's request ID scoped to its caller and secret.
+func (c *Acquire) Key() string {
+	if c.legacy {
+		return c.RequestID
+	}
+	return requestKey(c.Caller, c.SecretHash, c.RequestID)
+}
+
+// sum covers what the acquire asks for; its secret and caller are in its
+// key already, and its attempt differs by design between retries.
+func (c *Acquire) sum(e *encoder) fingerprint {
+	if c.legacy || c.RequestID == "" {
+		return fingerprint{} // nothing to compare with
+	}
+	e.b = e.b[:0]
+	e.strs(c.Resources)
+	e.str(c.Owner)
+	e.str(c.Operation)
+	e.varint(int64(c.TTL))
+	e.varint(int64(c.Wait))
+	e.varint(int64(c.LockDelay))
+	e.varint(int64(c.MaxHold))
+	e.strMap(c.Metadata)
+	return sumOf(e)
+}
+
+func (c *Renew) key() string {
+	if c.legacy {
+		return c.RequestID
+	}
+	return requestKey(c.Caller, c.SecretHash, c.RequestID)
+}
+
+func (c *Release) key() string {
+	if c.legacy {
+		return c.RequestID
+	}
+	return requestKey(c.Caller, c.SecretHash, c.RequestID)
+}
+
+func (c *Release) sum(e *encoder) fingerprint {
+	if c.legacy || c.RequestID == "" {
+		return fingerprint{} // nothing to compare with
+	}
+	e.b = e.b[:0]
+	e.uvarint(c.LeaseID)
+	return sumOf(e)
+}
+
+func (c *Put) key() string {
+	if c.legacy {
+		return c.RequestID
+	}
+	return requestKey(c.Caller, [32]byte{}, c.RequestID)
+}
+
+func (c *Put) sum(e *encoder) fingerprint {
+	if c.legacy || c.RequestID == "" {
+		return fingerprint{} // nothing to compare with
+	}
+	e.b = e.b[:0]
+	e.str(c.Key)
+	e.uvarint(uint64(len(c.Value)))
+	e.b = append(e.b, c.Value...)
+	e.bool(c.HasIfVersion)
+	e.uvarint(c.IfVersion)
+	encodeFence(e, c.Fence)
+	return sumOf(e)
+}
+
+func (c *Delete) key() string {
+	if c.legacy {
+		return c.RequestID
+	}
+	return requestKey(c.Caller, [32]byte{}, c.RequestID)
+}
+
+func (c *Delete) sum(e *encoder) fingerprint {
+	if c.legacy || c.RequestID == "" {
+		return fingerprint{} // nothing to compare with
+	}
+	e.b = e.b[:0]
+	e.str(c.Key)
+	e.bool(c.HasIfVersion)
+	e.uvarint(c.IfVersion)
+	encodeFence(e, c.Fence)
+	return sumOf(e)
+}
+
+// A forced release is scoped to its actor, the authenticated identity.
+func (c *ForceRelease) key() string {
+	if c.legacy {
+		return c.RequestID
+	}
+	return requestKey(c.Actor, [32]byte{}, c.RequestID)
+}
+
+func (c *ForceRelease) sum(e *encoder) fingerprint {
+	if c.legacy || c.RequestID == "" {
+		return fingerprint{} // nothing to compare with
+	}
+	e.b = e.b[:0]
+	e.str(c.Resource)
+	e.uvarint(c.LeaseID)
+	e.str(c.Reason)
+	return sumOf(e)
+}
