@@ -85,7 +85,7 @@ func newRoot() *cobra.Command {
 		newRelease(g),
 		newStatus(g),
 		newList(g),
-		newRun(g),
+		newRun(g), newWatchdog(),
 		newBench(g),
 		newCluster(g),
 		newLocks(g), newForceRelease(g), newAudit(g),

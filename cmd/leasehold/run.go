@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/watchdog"
 )
 
 // killMargin is how long before the local safe deadline the child must
@@ -27,6 +28,7 @@ const exitLeaseLost = 75
 type runFlags struct {
 	ttl, wait, grace time.Duration
 	owner, operation string
+	cgroup           string
 }
 
 func newRun(g *globals) *cobra.Command {
@@ -36,14 +38,19 @@ func newRun(g *globals) *cobra.Command {
 		Short: "Run a command while holding a lease on RESOURCE",
 		Long: `Acquires RESOURCE, runs CMD with LEASEHOLD_TOKEN, LEASEHOLD_RESOURCE and
 LEASEHOLD_LEASE_ID in its environment, and renews the lease while CMD lives.
-If renewal fails, CMD (its whole process group) gets SIGTERM early enough that,
-after --grace and a SIGKILL, it is gone before the lease's local safe deadline:
-it never runs while someone else may hold the lease. On CMD's exit the lease is
-released and run exits with CMD's status (75 if run had to stop CMD).`,
+If renewal fails, CMD (its whole tree) gets SIGTERM early enough that, after
+--grace and a SIGKILL, it is gone before the lease's local safe deadline: it
+never runs while someone else may hold the lease. A watchdog process holds that
+deadline too, so this holds even if run itself is stopped or killed. On CMD's
+exit the lease is released and run exits with CMD's status (75 if CMD had to be
+stopped).`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
 				return errors.New("usage: leasehold run RESOURCE [flags] -- CMD [ARGS...]")
+			}
+			if f.cgroup != "auto" && f.cgroup != "off" {
+				return fmt.Errorf("--cgroup %q: want auto or off", f.cgroup)
 			}
 			if !cmd.Flags().Changed("grace") {
 				f.grace = defaultGrace(f.ttl)
@@ -57,7 +64,24 @@ released and run exits with CMD's status (75 if run had to stop CMD).`,
 	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lease cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the command does (default: the command's name)")
+	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")
 	return cmd
+}
+
+// newWatchdog is the hidden subcommand that run starts between itself and
+// the command (internal/watchdog); not for people.
+func newWatchdog() *cobra.Command {
+	return &cobra.Command{
+		Use:                watchdog.Subcommand,
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := watchdog.Main(args); code != 0 {
+				return exitError{code}
+			}
+			return nil
+		},
+	}
 }
 
 // defaultGrace is --grace when it is not given: 2s, or less for a short TTL,
@@ -86,106 +110,69 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 	if err != nil {
 		return err
 	}
+	keep := false // true: the child could not be confirmed dead
 	defer func() {
+		if keep {
+			return
+		}
+		// A lease already lost here had its command stopped in time: the
+		// release's "work ran without it" would be false.
+		lost := l.Err() != nil
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := l.Release(rctx); err != nil {
+		if err := l.Release(rctx); err != nil && !lost {
 			fmt.Fprintln(os.Stderr, "leasehold run: release:", err)
 		}
 	}()
 
-	child := exec.Command(argv[0], argv[1:]...)
-	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(),
-		"LEASEHOLD_TOKEN="+strconv.FormatUint(l.Token(), 10),
-		"LEASEHOLD_RESOURCE="+resource,
-		"LEASEHOLD_LEASE_ID="+strconv.FormatUint(l.ID(), 10),
-	)
-	// Its own process group, so the kill reaches everything it started;
-	// and killed with run, so it cannot outlive the lease if run dies.
-	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return fmt.Errorf("start %s: %w", argv[0], err)
+	}
 	// Pass SIGINT and SIGTERM on to the child; run keeps the lease until it
 	// exits. Registered before the start so that no signal is missed.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	if err := child.Start(); err != nil {
+	// The child runs under a watchdog process that holds the lease's
+	// deadline even while run is stopped or dead (internal/watchdog).
+	wd, err := watchdog.Start(watchdog.Config{
+		Path: path, Args: argv,
+		Env: append(os.Environ(),
+			"LEASEHOLD_TOKEN="+strconv.FormatUint(l.Token(), 10),
+			"LEASEHOLD_RESOURCE="+resource,
+			"LEASEHOLD_LEASE_ID="+strconv.FormatUint(l.ID(), 10),
+		),
+		Deadline: l.Deadline(), TTL: f.ttl, Grace: f.grace, KillMargin: killMargin,
+		NoCgroup: f.cgroup == "off",
+	})
+	if err != nil {
 		return fmt.Errorf("start %s: %w", argv[0], err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
+	fmt.Fprintf(os.Stderr, "leasehold run: watchdog pid %d guards pid %d (%s)\n", wd.WatchdogPid(), wd.ChildPid(), wd.Mechanism())
 
-	pgid := child.Process.Pid
-	waitErr, stopped := supervise(l, pgid, f.grace, exited, sigs)
-	// Nothing the child left running in its group may outlive the lease,
-	// which the deferred Release gives up.
-	syscall.Kill(-pgid, syscall.SIGKILL)
-	if stopped {
-		why := "no renewal succeeded in time"
+	o := watchdog.Supervise(l, wd, sigs)
+	// Nothing the child left running may outlive the lease, which the
+	// deferred Release gives up.
+	if !wd.Close(10 * time.Second) {
+		keep = true
+		fmt.Fprintf(os.Stderr, "leasehold run: processes of the command still run 10s after SIGKILL; the lease on %q is left to expire instead of being released\n", resource)
+	}
+	switch {
+	case o.Stopped != "" && o.LeaseLost:
+		why := o.Stopped
 		if err := l.Err(); err != nil {
 			why = err.Error()
 		}
 		fmt.Fprintf(os.Stderr, "leasehold run: the lease on %q could not be kept (%s); the command was stopped before the lease's local deadline\n",
 			resource, why)
 		return exitError{exitLeaseLost}
+	case o.Stopped != "":
+		fmt.Fprintf(os.Stderr, "leasehold run: the command was stopped: %s\n", o.Stopped)
+		return exitError{exitLeaseLost}
+	case o.ExitCode() != 0:
+		return exitError{o.ExitCode()}
 	}
-	return exitStatus(waitErr)
-}
-
-// supervise waits for the child to exit. If the lease's local deadline comes
-// near without a renewal, it sends SIGTERM to the child's group at
-// deadline - grace - killMargin and SIGKILL at deadline - killMargin; if the
-// lease is lost outright it sends SIGKILL at once. It reports whether it
-// had to stop the child.
-func supervise(l *client.Lease, pgid int, grace time.Duration, exited <-chan error, sigs <-chan os.Signal) (error, bool) {
-	for {
-		deadline := l.Deadline()
-		term := time.NewTimer(time.Until(deadline.Add(-grace - killMargin)))
-		select {
-		case err := <-exited:
-			term.Stop()
-			return err, false
-		case s := <-sigs:
-			term.Stop()
-			syscall.Kill(-pgid, s.(syscall.Signal))
-			continue
-		case <-l.Done():
-			term.Stop()
-			if errors.Is(l.Err(), client.ErrReleased) {
-				return <-exited, false
-			}
-			syscall.Kill(-pgid, syscall.SIGKILL)
-			return <-exited, true
-		case <-term.C:
-		}
-		if l.Deadline().After(deadline) {
-			continue // renewed just now
-		}
-		syscall.Kill(-pgid, syscall.SIGTERM)
-		kill := time.NewTimer(time.Until(deadline.Add(-killMargin)))
-		select {
-		case err := <-exited:
-			kill.Stop()
-			return err, true
-		case <-kill.C:
-			syscall.Kill(-pgid, syscall.SIGKILL)
-			return <-exited, true
-		}
-	}
-}
-
-func exitStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return exitError{128 + int(ws.Signal())}
-		}
-		return exitError{ee.ExitCode()}
-	}
-	return err
+	return nil
 }
