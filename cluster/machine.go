@@ -24,6 +24,20 @@ type machine struct {
 	waits  *waits
 	events eventSink
 	log    *slog.Logger
+	// floor is saved above every token before any is answered; outcomes
+	// for waiting requests are held in pending until it is.
+	floor   *tokenFloor
+	pending []delivery
+	// broken is set when a committed entry cannot be read. The state stops
+	// there: applying later entries, or snapshotting, would let this
+	// replica diverge. Every later Apply fails with it, until a snapshot
+	// install replaces the state.
+	broken error
+}
+
+type delivery struct {
+	requestID string
+	result    fsm.Result
 }
 
 // eventSink receives applied events for metrics and logs.
@@ -45,18 +59,43 @@ func (m *machine) Apply(l *raft.Log) any {
 		return nil
 	}
 	b, err := fsm.DecodeBatch(l.Data)
-	if err != nil {
-		// Skipping an entry we cannot read would let this replica diverge.
-		panic(fmt.Sprintf("leasehold: cannot apply log entry %d: %v", l.Index, err))
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.state.Apply(l.Index, b)
+	if m.broken != nil {
+		return m.broken
+	}
+	if err != nil {
+		// Skipping an entry we cannot read would let this replica diverge.
+		m.log.Error("cannot read a committed log entry: this node stops applying entries; restart it", "index", l.Index, "err", err)
+		m.broken = leasehold.Errorf(leasehold.CodeUnavailable,
+			"this node cannot read log entry %d (%v) and has stopped applying entries: restart it, and it names the damage", l.Index, err)
+		return m.broken
+	}
+	res := m.state.Apply(l.Index, b)
+	err = m.floor.cover(m.state.LastToken())
+	if err != nil {
+		m.log.Error("cannot save the token floor: answers that carry tokens fail until it can be saved", "err", err)
+		err = leasehold.Errorf(leasehold.CodeUnavailable, "the node could not save its token floor: %v", err)
+	}
+	for _, d := range m.pending {
+		if err != nil {
+			d.result = fsm.Result{Err: err}
+		}
+		m.waits.deliver(d.requestID, d.result)
+	}
+	m.pending = m.pending[:0]
+	if err != nil {
+		return err
+	}
+	return res
 }
 
 func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	if m.broken != nil {
+		return nil, m.broken
+	}
 	return snapshot(m.state.Snapshot()), nil
 }
 
@@ -79,10 +118,21 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 		// and leaves raft as it was.
 		return fmt.Errorf("snapshot holds entries up to %d, older than the %d this node applied", s.LastIndex(), have)
 	}
-	m.state = s
+	if err := m.floor.cover(s.LastToken()); err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	m.state, m.broken = s, nil
 	m.mu.Unlock()
 	m.timers.restart(m) // no-op unless leader
 	return nil
+}
+
+// failed returns why the machine stopped applying entries, or nil.
+func (m *machine) failed() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.broken
 }
 
 // read runs f with the state read-locked.
@@ -130,7 +180,7 @@ func (m *machine) Queued(requestID string, wait time.Duration) {
 
 func (m *machine) WaitEnded(requestID string, r fsm.Result) {
 	m.timers.waitEnded(requestID)
-	m.waits.deliver(requestID, r)
+	m.pending = append(m.pending, delivery{requestID, r})
 }
 
 func (m *machine) Blocked(resource string, token uint64, delay time.Duration) {

@@ -35,6 +35,7 @@ type Node struct {
 	m      *machine
 	timers *timers
 	waits  *waits
+	floor  *tokenFloor
 
 	props    proposals
 	stop     chan struct{}
@@ -119,6 +120,14 @@ func (n *Node) start() error {
 	// raft-wal v0.4 does not close a meta store it opened itself, so an
 	// in-process restart would block on its file lock: own it here.
 	n.meta = &metadb.BoltMetaDB{}
+	if err := verifyDataDir(cfg.DataDir, n.meta); err != nil {
+		return err
+	}
+	floor, err := openTokenFloor(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	n.floor, n.m.floor = floor, floor
 	w, err := raftwal.Open(walDir, raftwal.WithLogger(newHclog(n.log, "wal")), raftwal.WithMetaStore(n.meta),
 		raftwal.WithSegmentSize(cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)))
 	if err != nil {
@@ -200,6 +209,9 @@ func (n *Node) Close() error {
 		// blocked on one.
 		err := n.raft.Shutdown().Error()
 		n.wg.Wait()
+		if err == nil {
+			err = n.settleFloor()
+		}
 		n.closeErr = errors.Join(err, n.shutdown())
 	})
 	return n.closeErr
@@ -271,7 +283,7 @@ func (n *Node) leaderLoop() {
 				n.log.Info("stepped down")
 				continue
 			}
-			if !n.barrier() {
+			if !n.barrier() || !n.raiseTokens() {
 				continue
 			}
 			n.timers.activate(n.m)

@@ -48,6 +48,15 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error)
 // ProposeAll commits cmds in one log entry (with whatever else is waiting)
 // and returns their results in order, as Propose does for one command.
 func (n *Node) ProposeAll(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
+	if !n.timers.isActive() {
+		// Not taken over yet: the token counter may still have to be
+		// raised to the floor (see raiseTokens) before any grant.
+		return nil, n.notLeader()
+	}
+	return n.propose(ctx, cmds)
+}
+
+func (n *Node) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
 	if len(cmds) == 0 {
 		return nil, nil
 	}
@@ -108,7 +117,9 @@ func (n *Node) commit() {
 	var results []fsm.Result
 	if err == nil {
 		results, _ = f.Response().([]fsm.Result)
-		if want := countCmds(batch); len(results) != want {
+		if e, ok := f.Response().(error); ok {
+			err = e // applied, but its answers must not go out
+		} else if want := countCmds(batch); len(results) != want {
 			err = fmt.Errorf("cluster: %d results for %d commands", len(results), want)
 		}
 	}

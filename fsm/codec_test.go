@@ -47,6 +47,7 @@ func sampleCommands() map[string]Command {
 		"delete full":   &Delete{RequestID: "req-7", Key: "k", HasIfVersion: true, Fence: &leasehold.Fence{Resource: "r", Token: 3}, Caller: "ci-worker"},
 		"delete plain":  &Delete{Key: "k"},
 		"force release": &ForceRelease{RequestID: "req-8", Resource: "r", LeaseID: 9, Actor: "alice", Reason: "stuck since 3am"},
+		"raise tokens":  &RaiseTokens{Floor: math.MaxUint64},
 	}
 }
 

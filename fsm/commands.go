@@ -210,6 +210,8 @@ func newCommand(k Kind) Command {
 		return new(Delete)
 	case KindForceRelease:
 		return new(ForceRelease)
+	case KindRaiseTokens:
+		return new(RaiseTokens)
 	}
 	return nil
 }

@@ -211,6 +211,8 @@ func (s *State) apply(ix uint64, now int64, c Command) Result {
 		return s.del(now, c)
 	case *ForceRelease:
 		return s.forceRelease(ix, now, c)
+	case *RaiseTokens:
+		return s.raiseTokens(c)
 	}
 	panic("fsm: no apply function for a registered command kind")
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -289,19 +288,8 @@ func newForceRelease(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "The whole lease ends: it also frees %s.\n", strings.Join(l.LeaseResources, ", "))
 			}
 			fmt.Fprintf(w, "Reason for the audit log: %s\n", reason)
-			if !yes {
-				in := cmd.InOrStdin()
-				if !stdinIsTerminal(in) {
-					return errors.New("not released: confirmation needs a terminal; pass --yes to confirm without one")
-				}
-				fmt.Fprint(cmd.ErrOrStderr(), `Type "yes" to force the release: `)
-				answer, err := bufio.NewReader(in).ReadString('\n')
-				if err != nil && answer == "" {
-					return errors.New("not released: no answer on stdin; pass --yes to confirm without a terminal")
-				}
-				if strings.TrimSpace(answer) != "yes" {
-					return errors.New("not released: not confirmed")
-				}
+			if err := confirm(cmd, yes, `Type "yes" to force the release: `, "not released"); err != nil {
+				return err
 			}
 			ended, err := c.ForceRelease(ctx, resource, leaseID, reason)
 			if err != nil {

@@ -1,0 +1,352 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+
+	"github.com/leasehold/leasehold/fsm"
+)
+
+// The damage tests write a real log with a real node, damage its files on
+// disk as a failing disk would, and check that the node refuses to start
+// with a message naming the damage, that Recover keeps the intact prefix,
+// and that the node then starts and never issues a token it issued before.
+
+const damageLeases = 50
+
+// damagedNode runs a node that grants damageLeases leases (one entry
+// each), optionally snapshots, and closes it. It returns the data dir, the
+// config and the largest token it answered.
+func damagedNode(t *testing.T, segSize int, snapshot bool) (Config, uint64) {
+	t.Helper()
+	cfg := testConfig(t, t.TempDir())
+	cfg.WALSegmentSize = segSize
+	n := openNode(t, cfg)
+	var maxTok uint64
+	for i := range damageLeases {
+		if i == damageLeases-5 && snapshot {
+			if err := n.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := n.Propose(context.Background(), acquireCmd(fmt.Sprint("a", i), time.Hour, 0, fmt.Sprint("r", i)))
+		if err != nil || r.Err != nil {
+			t.Fatalf("acquire %d: %v %v", i, err, r.Err)
+		}
+		maxTok = max(maxTok, r.Lease.Token)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, maxTok
+}
+
+// segments lists the log's segments from its metadata, oldest first.
+func segments(t *testing.T, dir string) []types.SegmentInfo {
+	t.Helper()
+	meta := &metadb.BoltMetaDB{}
+	defer meta.Close()
+	st, err := meta.Load(filepath.Join(dir, "wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Segments
+}
+
+func segPath(dir string, si types.SegmentInfo) string {
+	return filepath.Join(dir, "wal", segment.FileName(si))
+}
+
+// refuses opens the node and expects a *DamageError naming file.
+func refuses(t *testing.T, cfg Config, file string) *DamageError {
+	t.Helper()
+	n, err := Open(cfg, nil)
+	if err == nil {
+		n.Close()
+		t.Fatalf("the node started on a damaged data dir (%s)", file)
+	}
+	var de *DamageError
+	if !errors.As(err, &de) {
+		t.Fatalf("open: %v, want a DamageError", err)
+	}
+	if de.File != file || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "Failure semantics") {
+		t.Fatalf("open: %v\nwant it to name %s and point to the recovery steps", err, file)
+	}
+	t.Logf("refused: %v", err)
+	return de
+}
+
+// recoverAndGrant runs Recover, starts the node, checks that it holds
+// the leases granted up to the kept index, and that a new grant's token is
+// above every token answered before the damage.
+func recoverAndGrant(t *testing.T, cfg Config, answered uint64, wantKept func(plan *RecoveryPlan) int) {
+	t.Helper()
+	plan, err := Recover(cfg.DataDir, func(*RecoveryPlan) bool { return true })
+	if err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	if plan.Damage == nil {
+		t.Fatal("recover found no damage")
+	}
+	if _, err := os.Stat(plan.Backup); err != nil {
+		t.Fatalf("recover kept no backup of the damaged files: %v", err)
+	}
+	n := openNode(t, cfg)
+	defer n.Close()
+	var held int
+	if err := n.Read(context.Background(), func(s *fsm.State) { held = s.Counts().Leases }); err != nil {
+		t.Fatal(err)
+	}
+	if want := wantKept(plan); held != want {
+		t.Fatalf("after recovery to index %d the node holds %d leases, want %d", plan.LastGood, held, want)
+	}
+	r, err := n.Propose(context.Background(), acquireCmd("after-recovery", time.Hour, 0, "fresh"))
+	if err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	if r.Lease.Token <= answered {
+		t.Fatalf("token %d after recovery reuses a token: %d was answered before the damage", r.Lease.Token, answered)
+	}
+	// Recover on an intact data dir changes nothing.
+	n.Close()
+	if plan, err := Recover(cfg.DataDir, func(*RecoveryPlan) bool { t.Fatal("asked to confirm on an intact dir"); return false }); err != nil || plan.Damage != nil {
+		t.Fatalf("recover of a repaired dir: %+v %v", plan, err)
+	}
+}
+
+// keptUpTo counts the leases granted at or below the kept index: the
+// bootstrap configuration takes index 1, the first leader's no-op 2 and
+// its barrier 3, then each lease is one entry.
+func keptUpTo(plan *RecoveryPlan) int { return min(max(int(plan.LastGood)-3, 0), damageLeases) }
+
+func TestDamagedLogTruncatedTail(t *testing.T) {
+	cfg, answered := damagedNode(t, 1<<20, false)
+	segs := segments(t, cfg.DataDir)
+	tail := segPath(cfg.DataDir, segs[len(segs)-1])
+	data, err := os.ReadFile(tail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(data) - len(strings.TrimRight(string(data), "\x00"))
+	cutAt := int64(len(data) - end - 600) // a few acknowledged entries
+	if err := os.Truncate(tail, cutAt); err != nil {
+		t.Fatal(err)
+	}
+	de := refuses(t, cfg, tail)
+	if de.Offset != cutAt || de.LastGood == 0 || de.LastGood >= answered {
+		t.Fatalf("damage at byte %d, intact up to %d; want byte %d and an index below %d", de.Offset, de.LastGood, cutAt, answered)
+	}
+	recoverAndGrant(t, cfg, answered, keptUpTo)
+}
+
+func TestDamagedLogFlippedBytes(t *testing.T) {
+	flip := func(t *testing.T, path string, at int) {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 8 {
+			data[at+i] ^= 0xa5
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("sealed segment", func(t *testing.T) {
+		cfg, answered := damagedNode(t, 2048, false)
+		segs := segments(t, cfg.DataDir)
+		if len(segs) < 3 {
+			t.Fatalf("want several segments, got %d", len(segs))
+		}
+		sealed := segPath(cfg.DataDir, segs[1])
+		mid := int(segs[1].IndexStart) / 2
+		flip(t, sealed, mid)
+		de := refuses(t, cfg, sealed)
+		if de.Offset > int64(mid) || de.LastGood < segs[1].BaseIndex-1 || de.LastGood >= segs[1].MaxIndex {
+			t.Fatalf("damage reported at byte %d (flipped at %d), intact up to %d; segment holds %d-%d",
+				de.Offset, mid, de.LastGood, segs[1].BaseIndex, segs[1].MaxIndex)
+		}
+		recoverAndGrant(t, cfg, answered, keptUpTo)
+	})
+	t.Run("middle of the open segment", func(t *testing.T) {
+		cfg, answered := damagedNode(t, 1<<20, false)
+		segs := segments(t, cfg.DataDir)
+		si := segs[len(segs)-1]
+		sc := checkSegment(filepath.Join(cfg.DataDir, "wal"), si, false)
+		mid := sc.goodEnd / 2
+		flip(t, sc.path, int(mid))
+		de := refuses(t, cfg, sc.path)
+		if de.Offset > mid || de.LastGood >= si.BaseIndex+uint64(len(sc.entries)) {
+			t.Fatalf("damage reported at byte %d (flipped at %d), intact up to %d", de.Offset, mid, de.LastGood)
+		}
+		recoverAndGrant(t, cfg, answered, keptUpTo)
+	})
+}
+
+func TestDamagedLogFrameHeader(t *testing.T) {
+	cfg, answered := damagedNode(t, 1<<20, false)
+	segs := segments(t, cfg.DataDir)
+	si := segs[len(segs)-1]
+	sc := checkSegment(filepath.Join(cfg.DataDir, "wal"), si, false)
+	if sc.damage != nil || len(sc.entries) < damageLeases {
+		t.Fatalf("before the damage: %v, %d entries", sc.damage, len(sc.entries))
+	}
+	victim := sc.entries[len(sc.entries)/2]
+	f, err := os.OpenFile(sc.path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The frame's length: raft-wal would skip to a wrong place and end
+	// the log there.
+	if _, err := f.WriteAt([]byte{0x10, 0x01, 0, 0}, victim+4); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	de := refuses(t, cfg, sc.path)
+	if de.Offset > victim || de.LastGood >= si.BaseIndex+uint64(len(sc.entries)/2) {
+		t.Fatalf("damage reported at byte %d, intact up to %d; header damaged at byte %d (entry %d)",
+			de.Offset, de.LastGood, victim, si.BaseIndex+uint64(len(sc.entries)/2))
+	}
+	recoverAndGrant(t, cfg, answered, keptUpTo)
+}
+
+func TestDamagedSnapshot(t *testing.T) {
+	cfg, answered := damagedNode(t, 1<<20, true)
+	snaps, err := listSnapshots(cfg.DataDir)
+	if err != nil || len(snaps) != 1 {
+		t.Fatalf("snapshots: %v %v", snaps, err)
+	}
+	state := filepath.Join(snaps[0].dir, "state.bin")
+	data, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(state, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	de := refuses(t, cfg, state)
+	msg := de.Error()
+	if !de.Snapshot || !strings.Contains(msg, "its checksum is ") || strings.Contains(msg, "[") {
+		t.Fatalf("snapshot damage message %q: want both checksums in hex", msg)
+	}
+	// The log still holds every entry (trailing logs), so all leases stay.
+	recoverAndGrant(t, cfg, answered, func(*RecoveryPlan) int { return damageLeases })
+	if !slices.ContainsFunc(mustReadDir(t, cfg.DataDir), func(s string) bool { return strings.HasPrefix(s, "damaged-") }) {
+		t.Fatal("the damaged snapshot was not kept aside")
+	}
+}
+
+func mustReadDir(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// An entry that commits but cannot be read (here one the state machine
+// cannot decode, as a damaged byte would make it) stops the node from
+// applying, without a panic; proposals and readiness fail with the reason;
+// no snapshot freezes the stopped state; and on restart the node names the
+// entry, and recovers without reusing a token.
+func TestUnreadableEntryStopsApplyingWithoutPanic(t *testing.T) {
+	cfg, _ := damagedNode(t, 1<<20, false)
+	n := openNode(t, cfg)
+	r, err := n.Propose(context.Background(), acquireCmd("before", time.Hour, 0, "before"))
+	if err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	answered := r.Lease.Token
+	f := n.raft.Apply([]byte{0xff, 0x01, 0x02}, 5*time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	bad := f.Index()
+	if err, ok := f.Response().(error); !ok || !strings.Contains(err.Error(), fmt.Sprintf("cannot read log entry %d", bad)) {
+		t.Fatalf("applying an unreadable entry answered %v", f.Response())
+	}
+	if _, err := n.Propose(context.Background(), acquireCmd("after", time.Hour, 0, "after")); err == nil ||
+		!strings.Contains(err.Error(), "stopped applying entries") {
+		t.Fatalf("a proposal after the unreadable entry: %v, want a refusal that says why", err)
+	}
+	if err := n.Ready(context.Background()); err == nil {
+		t.Fatal("the node reports ready after it stopped applying entries")
+	}
+	if err := n.Snapshot(); err == nil {
+		t.Fatal("the node took a snapshot of a state that stopped short of its log")
+	}
+	n.Close()
+
+	de := refuses(t, cfg, segPath(cfg.DataDir, segments(t, cfg.DataDir)[0]))
+	if de.LastGood != bad-1 || !strings.Contains(de.Reason, fmt.Sprintf("entry %d cannot be read", bad)) {
+		t.Fatalf("damage %+v: want entry %d named, and the log intact up to %d", de, bad, bad-1)
+	}
+	recoverAndGrant(t, cfg, answered, func(*RecoveryPlan) int { return damageLeases + 1 })
+}
+
+// The only snapshot is damaged and the log no longer reaches back to
+// index 1 (compacted after that snapshot): nothing can be rebuilt, so
+// Recover drops the log too and the node starts again empty, as a new
+// cluster of one, and still never reuses a token.
+func TestDamagedOnlySnapshotWithCompactedLog(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.WALSegmentSize = 2048
+	cfg.TrailingLogs = 4
+	cfg.SnapshotThreshold = 1 << 30
+	n := openNode(t, cfg)
+	var answered uint64
+	for i := range damageLeases {
+		if i == damageLeases-5 {
+			if err := n.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := n.Propose(context.Background(), acquireCmd(fmt.Sprint("a", i), time.Hour, 0, fmt.Sprint("r", i)))
+		if err != nil || r.Err != nil {
+			t.Fatal(err, r.Err)
+		}
+		answered = r.Lease.Token
+	}
+	n.Close()
+	if segs := segments(t, cfg.DataDir); segs[0].MinIndex <= 1 {
+		t.Fatalf("the log still starts at index %d: not compacted", segs[0].MinIndex)
+	}
+	snaps, err := listSnapshots(cfg.DataDir)
+	if err != nil || len(snaps) != 1 {
+		t.Fatalf("snapshots: %v %v", snaps, err)
+	}
+	state := filepath.Join(snaps[0].dir, "state.bin")
+	data, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[10] ^= 0x01
+	if err := os.WriteFile(state, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refuses(t, cfg, state)
+	recoverAndGrant(t, cfg, answered, func(p *RecoveryPlan) int {
+		if !p.Fresh || p.LastGood != 0 || len(p.Files) == 0 {
+			t.Errorf("plan %+v: want the whole log dropped and a fresh start", p)
+		}
+		return 0
+	})
+}

@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/leasehold/leasehold/fsm"
+)
+
+// TokenFloorFile, in the data dir, holds a number above every fencing token
+// this node has applied. It lives apart from the log so that a disk losing
+// the log's end cannot lower it; a new leader raises the state's token
+// counter to it (fsm.RaiseTokens) before it serves, so no token is issued
+// twice even after acknowledged entries were lost.
+const TokenFloorFile = "token-floor"
+
+// tokenFloorStep is how far ahead of the applied tokens the floor is moved:
+// one fsync'd write per that many tokens, and after a crash the tokens jump
+// by at most that much.
+const tokenFloorStep = 1024
+
+type tokenFloor struct {
+	dir  string
+	mu   sync.Mutex
+	next uint64 // every token this node applied is below it
+}
+
+// openTokenFloor reads the floor of the data dir (0 if it has none yet).
+func openTokenFloor(dir string) (*tokenFloor, error) {
+	v, err := ReadTokenFloor(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &tokenFloor{dir: dir, next: v}, nil
+}
+
+// ReadTokenFloor returns the token floor saved in a data dir, 0 if none.
+func ReadTokenFloor(dir string) (uint64, error) {
+	path := filepath.Join(dir, TokenFloorFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cluster: read token floor: %w", err)
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: token floor file %s is damaged (%q is not a number); "+
+			"it must hold a number above every token ever issued: see README, \"Failure semantics\"", path, b)
+	}
+	return v, nil
+}
+
+func (f *tokenFloor) value() uint64 {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.next
+}
+
+// cover makes sure the saved floor is above token before it is answered.
+func (f *tokenFloor) cover(token uint64) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if token < f.next {
+		return nil
+	}
+	return f.storeLocked(token + tokenFloorStep)
+}
+
+// settle brings the floor down to just above the last token on a clean
+// shutdown, when no entry can be applied any more, so that a restart does
+// not skip a step of tokens. It never lowers it below last+1.
+func (f *tokenFloor) settle(last uint64) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if last+1 >= f.next {
+		return nil
+	}
+	return f.storeLocked(last + 1)
+}
+
+// storeLocked writes v atomically: a synced temporary file renamed over
+// the old one, then the directory synced.
+func (f *tokenFloor) storeLocked(v uint64) error {
+	path := filepath.Join(f.dir, TokenFloorFile)
+	tmp := path + ".tmp"
+	if err := writeSynced(tmp, []byte(strconv.FormatUint(v, 10)+"\n")); err != nil {
+		return fmt.Errorf("cluster: save token floor: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("cluster: save token floor: %w", err)
+	}
+	if err := syncDir(f.dir); err != nil {
+		return fmt.Errorf("cluster: save token floor: %w", err)
+	}
+	f.next = v
+	return nil
+}
+
+func writeSynced(path string, data []byte) error {
+	fh, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fh.Write(data)
+	if err == nil {
+		err = fh.Sync()
+	}
+	return errors.Join(err, fh.Close())
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// raiseTokens runs when this node takes over, after the barrier and before
+// it serves: if the saved floor is above the state's token counter (always
+// after a crash, which leaves the floor up to a step ahead; and after a
+// disk lost the log's end), it commits fsm.RaiseTokens so that every later
+// token is above every token this node ever applied. It reports whether
+// the node may serve, retrying while it still leads.
+func (n *Node) raiseTokens() bool {
+	for {
+		floor := n.floor.value()
+		var last uint64
+		n.m.read(func(st *fsm.State) { last = st.LastToken() })
+		if floor <= last+1 {
+			return true
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		_, err := n.propose(ctx, []fsm.Command{&fsm.RaiseTokens{Floor: floor}})
+		cancel()
+		if err == nil {
+			n.log.Info("raised the token counter to the saved floor", "floor", floor, "was", last)
+			return true
+		}
+		if n.raft.State() != raft.Leader {
+			return false
+		}
+		n.log.Warn("took over but could not yet raise the token counter; retrying", "err", err)
+		select {
+		case <-n.stop:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// settleFloor lowers the saved floor to just above the last token after
+// raft has stopped cleanly.
+func (n *Node) settleFloor() error {
+	var last uint64
+	n.m.read(func(st *fsm.State) { last = st.LastToken() })
+	return n.floor.settle(last)
+}
