@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/leasehold/leasehold/fsm"
@@ -29,6 +30,10 @@ type Config struct {
 	RaftAddr string // bind address of the raft transport (host:port)
 	// Advertise is the address other nodes dial; defaults to RaftAddr.
 	Advertise string
+	// RaftListener, if set, is the already-bound listener for raft and
+	// forwarded traffic (the node closes it); RaftAddr should name its
+	// address, so that a restart listens there again. Tests bind port 0.
+	RaftListener net.Listener
 	// Peers is the initial voter set used to bootstrap a new cluster. Empty
 	// means a cluster of this node alone (unless Join is set).
 	Peers []Peer

@@ -90,6 +90,9 @@ func Open(cfg Config, events Events) (*Node, error) {
 	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.Logger)
 	if err := n.start(); err != nil {
 		n.shutdown()
+		if n.mux == nil && cfg.RaftListener != nil {
+			cfg.RaftListener.Close() // the node owns it, even when it fails to open
+		}
 		return nil, err
 	}
 	n.wg.Add(2)
@@ -149,9 +152,11 @@ func (n *Node) start() error {
 	if advAddr.IP == nil || advAddr.IP.IsUnspecified() {
 		return fmt.Errorf("cluster: advertise address %q must be an address other nodes can dial (set --advertise)", adv)
 	}
-	ln, err := net.Listen("tcp", cfg.RaftAddr)
-	if err != nil {
-		return fmt.Errorf("cluster: listen for raft on %s: %w", cfg.RaftAddr, err)
+	ln := cfg.RaftListener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
+			return fmt.Errorf("cluster: listen for raft on %s: %w", cfg.RaftAddr, err)
+		}
 	}
 	n.mux = newMux(ln, cfg.Dial, cfg.TLS)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{

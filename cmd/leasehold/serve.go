@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/embed"
 	"github.com/leasehold/leasehold/server"
 )
 
@@ -179,15 +179,6 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		defer ml.Close()
 	}
 
-	reg := prometheus.NewRegistry()
-	metrics := server.NewMetrics(reg)
-	cfg.CommitLatency = metrics.ObserveCommit
-	node, err := cluster.Open(cfg, metrics)
-	if err != nil {
-		return err
-	}
-	metrics.WatchNode(node)
-	defer node.Close()
 	scheme := "http://"
 	if apiTLSCfg != nil {
 		scheme = "https://"
@@ -196,22 +187,26 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	if host, _, _ := net.SplitHostPort(l.Addr().String()); apiURL == "" && !net.ParseIP(host).IsUnspecified() {
 		apiURL = scheme + l.Addr().String()
 	}
-	srv, err := server.New(server.Config{Node: node, NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Registry: reg,
-		Metrics: metrics, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg,
-		MetricsAuth: metricsAuth, MetricsApart: ml != nil,
+	node, err := embed.Start(embed.Config{Cluster: cfg, API: l, Metrics: ml, Server: server.Config{
+		NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg,
+		MetricsAuth:     metricsAuth,
 		MaxRequestBytes: f.limits.maxRequestBytes, MaxInflightBodyBytes: f.limits.maxInflightBodyBytes,
-		BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient})
+		BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient}})
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(l) }()
-	metricsAt := scheme + l.Addr().String() + "/metrics"
+	defer func() {
+		// Close after a failure to serve; after a signal, the Close below
+		// has done it already.
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		node.Close(cctx)
+	}()
+	metricsAt := node.URL + "/metrics"
 	if ml != nil {
-		go func() { errc <- srv.ServeMetrics(ml) }()
 		metricsAt = "http://" + ml.Addr().String() + "/metrics"
 	}
-	log.Info("leasehold serving", "api", scheme+l.Addr().String(), "auth", auth != nil, "raft_tls", cfg.TLS != nil, "raft", f.raftAddr, "data_dir", f.dataDir, "node_id", f.nodeID,
+	log.Info("leasehold serving", "api", node.URL, "auth", auth != nil, "raft_tls", cfg.TLS != nil, "raft", f.raftAddr, "data_dir", f.dataDir, "node_id", f.nodeID,
 		"metrics", metricsAt, "metrics_auth", metricsAuth)
 	if cfg.Join {
 		adv := f.advertise
@@ -226,18 +221,15 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	}
 
 	select {
-	case err := <-errc:
+	case err := <-node.Served():
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("requests still in flight were cut off", "err", err)
-	}
-	if err := node.Close(); err != nil {
-		return fmt.Errorf("close node: %w", err)
+	if err := node.Close(sctx); err != nil {
+		return err
 	}
 	log.Info("stopped")
 	return nil

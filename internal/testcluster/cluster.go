@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -26,6 +27,9 @@ type Cluster struct {
 	api     []string // API address per node (host:port), kept across restarts
 	dirs    []string
 	removed []bool
+	// bound are the listeners (raft, API) bound on port 0 for a node's
+	// first start; a restart listens on the same addresses again.
+	bound [][2]net.Listener
 }
 
 // Start boots a cluster of n voters and waits for a leader.
@@ -35,19 +39,43 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	var peers []cluster.Peer
 	for i := range n {
 		c.ids = append(c.ids, fmt.Sprintf("n%d", i+1))
-		c.raft = append(c.raft, FreeAddr(t))
-		c.api = append(c.api, FreeAddr(t))
+		c.bind()
 		c.dirs = append(c.dirs, t.TempDir())
 		c.nodes = append(c.nodes, nil)
 		c.removed = append(c.removed, false)
 		peers = append(peers, cluster.Peer{ID: c.ids[i], Addr: c.raft[i]})
 	}
+	t.Cleanup(c.unbind)
 	for i := range n {
 		c.start(i, func(cfg *cluster.Config) { cfg.Peers = peers })
 	}
 	t.Cleanup(c.StopAll)
 	c.WaitLeader(15 * time.Second)
 	return c
+}
+
+// bind binds the raft and API listeners of a new node on port 0; the
+// caller holds c.mu or owns c.
+func (c *Cluster) bind() {
+	c.t.Helper()
+	raft, api := Listen(c.t), Listen(c.t)
+	c.raft = append(c.raft, raft.Addr().String())
+	c.api = append(c.api, api.Addr().String())
+	c.bound = append(c.bound, [2]net.Listener{raft, api})
+}
+
+// unbind closes the listeners of nodes that never started.
+func (c *Cluster) unbind() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, b := range c.bound {
+		for _, l := range b {
+			if l != nil {
+				l.Close()
+			}
+		}
+		c.bound[i] = [2]net.Listener{}
+	}
 }
 
 // Size is the number of nodes ever started (stopped and removed included).
@@ -81,14 +109,24 @@ func (c *Cluster) start(i int, extra ...Option) {
 	}
 	var n *Node
 	var err error
-	// The API port was free a moment ago; on restart it may linger briefly.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n, err = Open(cfg, c.api[i])
-		if err == nil || time.Now().After(deadline) {
-			break
+	c.mu.Lock()
+	first := c.bound[i]
+	c.bound[i] = [2]net.Listener{}
+	c.mu.Unlock()
+	if first[0] != nil {
+		cfg.RaftListener = first[0]
+		n, err = OpenOn(cfg, first[1])
+	} else {
+		// A restart listens on the node's addresses again; the ports of its
+		// previous run may linger briefly.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			n, err = Open(cfg, c.api[i])
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	if err != nil {
 		c.t.Fatalf("start %s: %v", c.ids[i], err)
@@ -215,8 +253,7 @@ func (c *Cluster) AddNode() int {
 	defer c.mu.Unlock()
 	i := len(c.ids)
 	c.ids = append(c.ids, fmt.Sprintf("n%d", i+1))
-	c.raft = append(c.raft, FreeAddr(c.t))
-	c.api = append(c.api, FreeAddr(c.t))
+	c.bind()
 	c.dirs = append(c.dirs, c.t.TempDir())
 	c.nodes = append(c.nodes, nil)
 	c.removed = append(c.removed, false)

@@ -4,7 +4,6 @@ package testcluster
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/embed"
 	"github.com/leasehold/leasehold/internal/freeport"
 	"github.com/leasehold/leasehold/server"
 )
@@ -28,7 +28,7 @@ type Node struct {
 	Config   cluster.Config
 
 	listener net.Listener
-	done     chan error
+	embedded *embed.Node
 }
 
 // Option adjusts a node's configuration before it starts.
@@ -72,7 +72,8 @@ func startNode(t testing.TB, dir string, srv func(*server.Config), opts ...Optio
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.DataDir = dir
-	cfg.RaftAddr = FreeAddr(t)
+	cfg.RaftListener = Listen(t)
+	cfg.RaftAddr = cfg.RaftListener.Addr().String()
 	cfg.Logger = Logger()
 	for _, o := range opts {
 		o(&cfg)
@@ -81,7 +82,7 @@ func startNode(t testing.TB, dir string, srv func(*server.Config), opts ...Optio
 	if srv != nil {
 		srvOpts = append(srvOpts, srv)
 	}
-	n, err := Open(cfg, "127.0.0.1:0", srvOpts...)
+	n, err := OpenOn(cfg, Listen(t), srvOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,50 +95,52 @@ func startNode(t testing.TB, dir string, srv func(*server.Config), opts ...Optio
 	return n
 }
 
+// Listen binds a loopback port for a node (the node closes it).
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // Open starts a node with cfg and serves its API on apiAddr. It does not
 // wait for a leader. The caller stops it.
 func Open(cfg cluster.Config, apiAddr string, srvOpts ...func(*server.Config)) (*Node, error) {
-	reg := prometheus.NewRegistry()
-	metrics := server.NewMetrics(reg)
-	// The node reports commit latency to this registry's metrics; n.Config
-	// keeps cfg as given, so a restart wires the new registry.
-	ncfg := cfg
-	ncfg.CommitLatency = metrics.ObserveCommit
-	if own := cfg.CommitLatency; own != nil {
-		ncfg.CommitLatency = func(d time.Duration) { own(d); metrics.ObserveCommit(d) }
-	}
-	cn, err := cluster.Open(ncfg, metrics)
-	if err != nil {
-		return nil, fmt.Errorf("open node %s: %w", cfg.NodeID, err)
-	}
-	metrics.WatchNode(cn)
 	l, err := net.Listen("tcp", apiAddr)
 	if err != nil {
-		cn.Close()
+		if cfg.RaftListener != nil {
+			cfg.RaftListener.Close()
+		}
 		return nil, err
 	}
-	scfg := server.Config{Node: cn, NodeID: cfg.NodeID, Logger: cfg.Logger, Registry: reg, Metrics: metrics,
-		AdvertiseURL: "http://" + l.Addr().String()}
+	return OpenOn(cfg, l, srvOpts...)
+}
+
+// OpenOn is Open on an already-bound API listener (which it closes on
+// error).
+func OpenOn(cfg cluster.Config, l net.Listener, srvOpts ...func(*server.Config)) (*Node, error) {
+	scfg := server.Config{AdvertiseURL: "http://" + l.Addr().String()}
 	for _, o := range srvOpts {
 		o(&scfg)
 	}
-	srv, err := server.New(scfg)
+	en, err := embed.Start(embed.Config{Cluster: cfg, Server: scfg, API: l})
 	if err != nil {
-		l.Close()
-		cn.Close()
 		return nil, err
 	}
-	n := &Node{Cluster: cn, Server: srv, Registry: reg, URL: "http://" + l.Addr().String(), Config: cfg, listener: l, done: make(chan error, 1)}
-	go func() { n.done <- srv.Serve(l) }()
-	return n, nil
+	// n.Config keeps cfg as given (but for the listener, which is spent),
+	// so a restart listens on the same address and wires a new registry.
+	cfg.RaftListener = nil
+	return &Node{Cluster: en.Cluster, Server: en.Server, Registry: en.Registry, URL: en.URL, Config: cfg,
+		listener: l, embedded: en}, nil
 }
 
 // Stop shuts the node down; it is safe to call twice.
 func (n *Node) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	n.Server.Shutdown(ctx)
-	n.Cluster.Close()
+	n.embedded.Close(ctx)
 }
 
 // HTTPClient is a client for the node's API with a sane timeout.

@@ -1,0 +1,148 @@
+// Package embed wires one leasehold node: raft and the state machine
+// (cluster.Open), its metrics (node watcher, commit latency), the API
+// server and its listeners. `leasehold serve`, the test harness and the
+// embedded benchmark all start their nodes through Start, so the three
+// cannot drift apart.
+package embed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/server"
+)
+
+// Config is what Start wires.
+type Config struct {
+	// Cluster configures raft and the state machine. Its RaftListener, if
+	// set, is used instead of listening on RaftAddr. Its CommitLatency, if
+	// set, hears commit latencies besides the node's metrics.
+	Cluster cluster.Config
+	// Server configures the API. Start fills in Node, Registry and Metrics;
+	// NodeID and Logger default to the cluster's.
+	Server server.Config
+	// API is the already-bound listener for the API (required); Start
+	// serves on it and Close closes it.
+	API net.Listener
+	// Metrics, if set, serves /metrics apart from the API (see
+	// server.Config.MetricsApart, which Start sets).
+	Metrics net.Listener
+}
+
+// Node is a running node and its API server.
+type Node struct {
+	Cluster  *cluster.Node
+	Server   *server.Server
+	Registry *prometheus.Registry
+	Metrics  *server.Metrics
+	// URL is the API's URL as the listener bound it (http:// or https://).
+	URL string
+
+	served chan error
+	api    net.Listener
+	log    *slog.Logger
+}
+
+// Start opens the node and serves its API. It does not wait for a leader.
+// On error every listener given is closed.
+func Start(cfg Config) (*Node, error) {
+	if cfg.API == nil {
+		return nil, errors.New("embed: an API listener is required")
+	}
+	closeListeners := func() {
+		cfg.API.Close()
+		if cfg.Metrics != nil {
+			cfg.Metrics.Close()
+		}
+	}
+	reg := prometheus.NewRegistry()
+	metrics := server.NewMetrics(reg)
+	ccfg := cfg.Cluster
+	ccfg.CommitLatency = metrics.ObserveCommit
+	if own := cfg.Cluster.CommitLatency; own != nil {
+		ccfg.CommitLatency = func(d time.Duration) { own(d); metrics.ObserveCommit(d) }
+	}
+	cn, err := cluster.Open(ccfg, metrics)
+	if err != nil {
+		closeListeners()
+		return nil, fmt.Errorf("open node %s: %w", ccfg.NodeID, err)
+	}
+	metrics.WatchNode(cn)
+
+	scfg := cfg.Server
+	scfg.Node, scfg.Registry, scfg.Metrics = cn, reg, metrics
+	if scfg.NodeID == "" {
+		scfg.NodeID = ccfg.NodeID
+	}
+	if scfg.Logger == nil {
+		scfg.Logger = ccfg.Logger
+	}
+	scfg.MetricsApart = cfg.Metrics != nil
+	srv, err := server.New(scfg)
+	if err != nil {
+		closeListeners()
+		cn.Close()
+		return nil, err
+	}
+	scheme := "http://"
+	if scfg.TLS != nil {
+		scheme = "https://"
+	}
+	n := &Node{Cluster: cn, Server: srv, Registry: reg, Metrics: metrics, URL: scheme + cfg.API.Addr().String(),
+		served: make(chan error, 2), api: cfg.API, log: scfg.Logger}
+	go func() { n.served <- srv.Serve(cfg.API) }()
+	if cfg.Metrics != nil {
+		go func() { n.served <- srv.ServeMetrics(cfg.Metrics) }()
+	}
+	return n, nil
+}
+
+// Served reports an error from serving a listener (nil after a clean
+// shutdown).
+func (n *Node) Served() <-chan error { return n.served }
+
+// APIAddr is the address the API listens on.
+func (n *Node) APIAddr() net.Addr { return n.api.Addr() }
+
+// Close shuts the server down, waiting for requests in flight until ctx
+// ends (those cut off are logged), and closes the node, returning its
+// error. It is safe to call twice.
+//
+// The node is closed even if the server has not finished within a second:
+// the server also serves forwarded requests on a listener the node owns,
+// and that only ends once the node is closed.
+func (n *Node) Close(ctx context.Context) error {
+	shut := make(chan error, 1)
+	go func() { shut <- n.Server.Shutdown(ctx) }()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	var serr error
+	shutDown := false
+	select {
+	case serr = <-shut:
+		shutDown = true
+	case <-t.C:
+	}
+	err := n.Cluster.Close()
+	if !shutDown {
+		select {
+		case serr = <-shut:
+		case <-ctx.Done():
+			serr = ctx.Err()
+		}
+	}
+	if serr != nil {
+		n.log.Warn("requests still in flight were cut off", "err", serr)
+	}
+	if err != nil {
+		return fmt.Errorf("close node: %w", err)
+	}
+	return nil
+}
