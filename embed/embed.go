@@ -84,7 +84,7 @@ func Start(cfg Config) (*Node, error) {
 	if scfg.Logger == nil {
 		scfg.Logger = ccfg.Logger
 	}
-	scfg.MetricsApart = cfg.Metrics != nil
+	scfg.MetricsApart = scfg.MetricsApart || cfg.Metrics != nil
 	srv, err := server.New(scfg)
 	if err != nil {
 		closeListeners()
