@@ -46,7 +46,7 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 	if err := s.charge(ctx, validAcquires(items)); err != nil {
 		return nil, api.ToConnect(err)
 	}
-	results, err := s.node.ProposeAll(ctx, cmds)
+	results, err := s.svc.Batch(ctx, cmds)
 	if addr, ok := leaderFor(req, err); ok {
 		// The leader checks, counts and answers every operation; the ops
 		// carry the request IDs and secrets chosen here.
@@ -63,7 +63,7 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 				acquires = append(acquires, a)
 			}
 		}
-		err = s.leftEarly(ctx, acquires...)
+		err = s.svc.LeftEarly(ctx, acquires...)
 	case err == nil:
 		var taken []*fsm.Acquire
 		for i := range items {
@@ -79,11 +79,11 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 		}
 		if len(taken) > 0 {
 			// Granted or queued as the caller left: nobody will take these.
-			left = s.leftEarly(ctx, taken...)
+			left = s.svc.LeftEarly(ctx, taken...)
 		}
 		for i := range items {
 			if it := &items[i]; it.err == nil && !it.left && it.acquire != nil && it.res.Queued {
-				s.holdPlace(it.acquire)
+				s.svc.HoldPlace(it.acquire)
 			}
 		}
 	}
@@ -149,7 +149,6 @@ func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string) fs
 			it.renew = &fsm.Renew{}
 			return nil
 		}
-		it.renew.Age = s.node.LeaseAge(it.renew.LeaseID)
 		o.Renew.RequestId = it.renew.RequestID
 		return it.renew
 	case *pb.BatchOp_Release:
@@ -205,16 +204,6 @@ func (s *Server) batchAnswer(it *batchItem, whole error, start time.Time) *pb.Ba
 		}
 		return &pb.BatchResult{Result: &pb.BatchResult_Release{Release: r}}
 	}
-}
-
-// holdPlace keeps the place in line cmd took for its caller's follow-up
-// (see places), and withdraws it if none comes within withdrawGrace.
-func (s *Server) holdPlace(cmd *fsm.Acquire) {
-	s.places.hold(cmd, withdrawGrace, func() {
-		if s.base.Err() == nil { // shutting down: the leader's wait timer ends it
-			s.withdraw(0, cmd)
-		}
-	})
 }
 
 func batchError(err error) *pb.BatchResult {

@@ -57,14 +57,14 @@ func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*c
 		return nil, api.ToConnect(err)
 	}
 	m.RequestId = cmd.RequestID
-	res, err := s.node.Propose(ctx, cmd)
+	version, err := s.svc.Put(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
 		return relay(s.fwd.at(addr).kv.Put(ctx, forwarded(s.fwd, req, m)))
 	}
-	if err = s.fenceResult(err, res, "put"); err != nil {
+	if err = s.fenceResult(err, "put"); err != nil {
 		return nil, api.ToConnect(err)
 	}
-	return connect.NewResponse(&pb.PutResponse{Version: res.Version}), nil
+	return connect.NewResponse(&pb.PutResponse{Version: version}), nil
 }
 
 func (h kvAPI) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest]) (*connect.Response[pb.DeleteResponse], error) {
@@ -75,22 +75,18 @@ func (h kvAPI) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest
 		return nil, api.ToConnect(err)
 	}
 	m.RequestId = cmd.RequestID
-	res, err := s.node.Propose(ctx, cmd)
+	version, err := s.svc.Delete(ctx, cmd)
 	if addr, ok := leaderFor(req, err); ok {
 		return relay(s.fwd.at(addr).kv.Delete(ctx, forwarded(s.fwd, req, m)))
 	}
-	if err = s.fenceResult(err, res, "delete"); err != nil {
+	if err = s.fenceResult(err, "delete"); err != nil {
 		return nil, api.ToConnect(err)
 	}
-	return connect.NewResponse(&pb.DeleteResponse{Version: res.Version}), nil
+	return connect.NewResponse(&pb.DeleteResponse{Version: version}), nil
 }
 
-// fenceResult merges a proposal's error and result, counting a refused
-// fence.
-func (s *Server) fenceResult(err error, res fsm.Result, op string) error {
-	if err == nil {
-		err = res.Err
-	}
+// fenceResult counts a refused fence.
+func (s *Server) fenceResult(err error, op string) error {
 	if errors.Is(err, leasehold.ErrStaleToken) {
 		s.metrics.FenceRejections.WithLabelValues(op).Inc()
 	}
@@ -102,19 +98,14 @@ func (h kvAPI) Get(ctx context.Context, req *connect.Request[pb.KVGetRequest]) (
 	if err := keyOf(req.Msg.Key); err != nil {
 		return nil, api.ToConnect(err)
 	}
-	var it fsm.Item
-	var found bool
-	err := s.node.Read(ctx, func(st *fsm.State) { it, found = st.Get(req.Msg.Key) })
+	value, version, err := s.svc.Get(ctx, req.Msg.Key)
 	if addr, ok := leaderFor(req, err); ok {
 		return relay(s.fwd.at(addr).kv.Get(ctx, forwarded(s.fwd, req, req.Msg)))
-	}
-	if err == nil && !found {
-		err = leasehold.Errorf(leasehold.CodeNotFound, "key %q does not exist", req.Msg.Key)
 	}
 	if err != nil {
 		return nil, api.ToConnect(err)
 	}
-	return connect.NewResponse(&pb.KVGetResponse{Value: it.Value, Version: it.Version}), nil
+	return connect.NewResponse(&pb.KVGetResponse{Value: value, Version: version}), nil
 }
 
 func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenceRequest]) (*connect.Response[pb.CheckFenceResponse], error) {
@@ -123,12 +114,11 @@ func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenc
 	if err != nil {
 		return nil, api.ToConnect(err)
 	}
-	var verdict error
-	err = s.node.Read(ctx, func(st *fsm.State) { verdict = st.CheckFence(f.Resource, f.Token) })
+	err = s.svc.CheckFence(ctx, f.Resource, f.Token)
 	if addr, ok := leaderFor(req, err); ok {
 		return relay(s.fwd.at(addr).kv.CheckFence(ctx, forwarded(s.fwd, req, req.Msg)))
 	}
-	if err = s.fenceResult(err, fsm.Result{Err: verdict}, "check"); err != nil {
+	if err = s.fenceResult(err, "check"); err != nil {
 		return nil, api.ToConnect(err)
 	}
 	return connect.NewResponse(&pb.CheckFenceResponse{}), nil

@@ -21,11 +21,14 @@ import (
 
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/service"
 )
 
 // Config wires a server. Node and Metrics are required.
 type Config struct {
-	Node     *cluster.Node
+	Node *cluster.Node
+	// Service answers the handlers; nil: the node's own (service.New).
+	Service  Service
 	Logger   *slog.Logger
 	Registry *prometheus.Registry // served at /metrics
 	Metrics  *Metrics             // registered on Registry
@@ -109,9 +112,7 @@ type Server struct {
 	// tls is kept apart from http.TLSConfig, which net/http fills in on
 	// first use even for plain listeners.
 	tls bool
-	// places are the places in line Batch answered "queued", held for
-	// their caller's follow-up.
-	places *places
+	svc Service
 }
 
 // New builds a server. It registers node gauges and Go runtime metrics on
@@ -125,8 +126,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.setDefaults()
 	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Node, cfg.NodeID),
-		places: newPlaces()}
+		svc: cfg.Service}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
+	if s.svc == nil {
+		s.svc = service.New(cfg.Node, cfg.Logger, s.base)
+	}
 	s.rate = newRateLimiter(cfg.AcquireRate)
 	s.maxConns, s.maxConnsPerClient = cfg.MaxConns, cfg.MaxConnsPerClient
 	s.tls = cfg.TLS != nil

@@ -1,0 +1,32 @@
+package server
+
+import (
+	"context"
+
+	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/service"
+)
+
+// Service is what the handlers call: a node's primitives (implemented by
+// *service.Service). Handler tests may give a fake (Config.Service) where
+// the handler's own work (validation, authorization, conversion) is what
+// they test.
+type Service interface {
+	Acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, error)
+	Renew(ctx context.Context, cmd *fsm.Renew) (fsm.Result, error)
+	Release(ctx context.Context, cmd *fsm.Release) (fsm.Result, error)
+	Batch(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error)
+	// LeftEarly and HoldPlace settle the acquires of a Batch whose
+	// caller left, or that queued.
+	LeftEarly(ctx context.Context, cmds ...*fsm.Acquire) error
+	HoldPlace(cmd *fsm.Acquire)
+	Holding(ctx context.Context, resource string) (service.Holding, error)
+	List(ctx context.Context, after uint64, limit int, prefix string) ([]service.Held, bool, error)
+
+	Put(ctx context.Context, cmd *fsm.Put) (uint64, error)
+	Delete(ctx context.Context, cmd *fsm.Delete) (uint64, error)
+	Get(ctx context.Context, key string) ([]byte, uint64, error)
+	CheckFence(ctx context.Context, resource string, token uint64) error
+}
+
+var _ Service = (*service.Service)(nil)

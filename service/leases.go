@@ -1,0 +1,206 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fsm"
+)
+
+// cancelTimeout bounds the Cancel the service proposes when a waiting
+// caller goes away.
+const cancelTimeout = 5 * time.Second
+
+// WithdrawGrace is how long a caller that went away has to come back
+// (retrying the same request ID, say after a broken connection) before its
+// place in line, or a grant nobody took, is given up.
+const WithdrawGrace = 2 * time.Second
+
+// Acquire proposes cmd and, if it queues, waits for its outcome. A caller
+// that goes away withdraws its place in the queue; a grant that raced the
+// withdrawal is released by it. The result's own error (res.Err) is left
+// for the caller to count and return; a retried request's remaining time
+// is capped by the leader's countdown now.
+func (s *Service) Acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, error) {
+	res, err := s.acquire(ctx, cmd)
+	if err == nil && res.Err == nil && res.Dup && res.Lease != nil {
+		res.Remaining = s.remainingNow(res.Lease.ID, res.Remaining)
+	}
+	return res, err
+}
+
+func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, error) {
+	var outcome <-chan fsm.Result
+	var res fsm.Result
+	var err error
+	queued := false
+	if cmd.Wait > 0 {
+		var stop func()
+		key := cmd.Key()
+		outcome, stop = s.node.Watch(key)
+		defer stop()
+		// A place in line a Batch took here, whose caller now waits for
+		// it: wait for it as the attempt that took it, without another log
+		// entry. Watching first means no grant is missed. (The key is
+		// scoped to the caller and secret, so only the same caller finds
+		// it; a place held by no Batch here is taken over by proposing
+		// the acquire again, as a retry.)
+		if attempt, _, ok := s.node.Queued(key); ok && s.places.claim(key) {
+			cmd.Attempt, queued = attempt, true
+			res = fsm.Result{Queued: true, Dup: true}
+		}
+	}
+	if !queued {
+		res, err = s.node.Propose(ctx, cmd)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			// The caller left while the acquire was being committed: it may
+			// have queued, or been granted, with nobody to take the answer.
+			return res, s.LeftEarly(ctx, cmd)
+		}
+		return res, err
+	}
+	if !res.Queued {
+		if ctx.Err() != nil && res.Lease != nil {
+			return fsm.Result{}, s.LeftEarly(ctx, cmd) // granted as the caller left
+		}
+		return res, nil
+	}
+	foreign := res.ForeignSecret
+	// The leader's timer ends the wait; the extra second only covers a
+	// leader change, after which the new leader's timer takes over.
+	fallback := time.NewTimer(cmd.Wait + time.Second)
+	defer fallback.Stop()
+	select {
+	case r := <-outcome:
+		if ctx.Err() != nil && r.Lease != nil {
+			// Granted as the caller left: nobody will take this answer.
+			return fsm.Result{}, s.LeftEarly(ctx, cmd)
+		}
+		r.ForeignSecret = r.ForeignSecret || foreign
+		return r, nil
+	case <-ctx.Done():
+		return fsm.Result{}, s.LeftEarly(ctx, cmd)
+	case <-fallback.C:
+		go s.withdraw(0, cmd)
+		return fsm.Result{}, leasehold.Errorf(leasehold.CodeWaitTimeout, "waited %v for %q without a grant", cmd.Wait, cmd.Resources)
+	}
+}
+
+// LeftEarly answers for acquires whose caller's context ended first (one,
+// or those of a batch). On shutdown the attempts stay, and the caller is
+// told to retry elsewhere; otherwise they are withdrawn after the grace
+// period, unless a retry takes them over first.
+func (s *Service) LeftEarly(ctx context.Context, cmds ...*fsm.Acquire) error {
+	if s.stopping.Err() != nil {
+		return leasehold.Errorf(leasehold.CodeUnavailable,
+			"this node is shutting down; retry the acquire with the same request_id on another node")
+	}
+	if len(cmds) > 0 {
+		go s.withdraw(WithdrawGrace, cmds...)
+	}
+	return ctx.Err()
+}
+
+// withdraw cancels attempts of acquires after grace, in one log entry:
+// their places in line, or the grants they got with nobody to take them.
+// A retry's waiter or grant is never touched (each Cancel is scoped to its
+// attempt).
+func (s *Service) withdraw(grace time.Duration, cmds ...*fsm.Acquire) {
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-s.stopping.Done():
+			return // shutting down: the leader's wait timer ends it
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	cancels := make([]fsm.Command, len(cmds))
+	for i, c := range cmds {
+		cancels[i] = &fsm.Cancel{Key: c.Key(), Attempt: c.Attempt}
+	}
+	results, err := s.node.ProposeAll(ctx, cancels)
+	if err != nil {
+		s.log.Warn("could not withdraw a waiting acquire; the leader's wait timer will end it", "count", len(cmds), "err", err)
+		return
+	}
+	for i, res := range results {
+		if res.Lease != nil {
+			s.log.Info("released a grant whose caller went away", "lease", res.Lease.ID, "request_id", cmds[i].RequestID)
+		}
+	}
+}
+
+// HoldPlace keeps the place in line cmd took (in a Batch) for its caller's
+// follow-up Acquire, and withdraws it if none comes within WithdrawGrace.
+func (s *Service) HoldPlace(cmd *fsm.Acquire) {
+	s.places.hold(cmd, WithdrawGrace, func() {
+		if s.stopping.Err() == nil { // shutting down: the leader's wait timer ends it
+			s.withdraw(0, cmd)
+		}
+	})
+}
+
+// Renew renews a lease, stamped with the age the leader counts for it (for
+// MaxHold).
+func (s *Service) Renew(ctx context.Context, cmd *fsm.Renew) (fsm.Result, error) {
+	cmd.Age = s.node.LeaseAge(cmd.LeaseID)
+	res, err := s.node.Propose(ctx, cmd)
+	if err == nil && res.Err == nil && res.Dup && res.Lease != nil {
+		res.Remaining = s.remainingNow(res.Lease.ID, res.Remaining)
+	}
+	return res, err
+}
+
+// Release ends a lease.
+func (s *Service) Release(ctx context.Context, cmd *fsm.Release) (fsm.Result, error) {
+	return s.node.Propose(ctx, cmd)
+}
+
+// Batch proposes acquires, renewals and releases in one log entry, renewals
+// stamped as Renew stamps them, retried answers capped as Acquire and Renew
+// cap them. Queued acquires are the caller's to hold (HoldPlace) or
+// withdraw (LeftEarly).
+func (s *Service) Batch(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
+	for _, c := range cmds {
+		if r, ok := c.(*fsm.Renew); ok {
+			r.Age = s.node.LeaseAge(r.LeaseID)
+		}
+	}
+	results, err := s.node.ProposeAll(ctx, cmds)
+	if err != nil {
+		return nil, err
+	}
+	for i := range results {
+		if res := &results[i]; res.Err == nil && res.Dup && res.Lease != nil && !isRelease(cmds[i]) {
+			res.Remaining = s.remainingNow(res.Lease.ID, res.Remaining)
+		}
+	}
+	return results, nil
+}
+
+func isRelease(c fsm.Command) bool { _, ok := c.(*fsm.Release); return ok }
+
+// remainingNow caps a retried request's first answer by what is left on
+// the leader's countdown now, since the caller counts from its retry. When
+// the countdown is unknown it answers 0, and the client renews at once.
+func (s *Service) remainingNow(id uint64, first time.Duration) time.Duration {
+	if d, ok := s.node.ExpiresIn(id); ok {
+		return min(first, d)
+	}
+	return 0
+}
+
+// expiresIn is what is left of a lease on the leader's countdown, or -1
+// if this node does not know it.
+func (s *Service) expiresIn(id uint64) time.Duration {
+	if d, ok := s.node.ExpiresIn(id); ok {
+		return d
+	}
+	return -1
+}
