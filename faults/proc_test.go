@@ -195,7 +195,7 @@ func (n *node) waitReady(timeout time.Duration) error {
 	var exitErr error
 	err := checkFor(timeout, func() error {
 		if p.exited() {
-			exitErr = fmt.Errorf("%s exited before it was ready (%v): %s", p.name, p.err, lastLines(p.stderr(), 6))
+			exitErr = fmt.Errorf("%s exited before it was ready (%v): %s", p.name, p.err, why(p.stderr()))
 			return nil
 		}
 		resp, err := probe.Get(n.url + "/readyz")
@@ -213,6 +213,17 @@ func (n *node) waitReady(timeout time.Duration) error {
 		return exitErr
 	}
 	return err
+}
+
+// why picks from a dead process's stderr the line that says why: a panic,
+// or else its last lines.
+func why(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+			return l
+		}
+	}
+	return lastLines(stderr, 3)
 }
 
 // lastLines is the end of a log, enough to name an error.

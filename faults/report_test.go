@@ -43,14 +43,13 @@ func finish(t testing.TB, scenario string, h *history, c *client.Client, e expec
 	if problem != nil {
 		r.problem = problem.Error()
 	}
-	if c != nil {
-		n, err := h.count(context.Background(), c)
-		r.counts = n
-		if err != nil && r.problem == "" {
-			r.problem = "could not read the state back: " + err.Error()
-		}
-	} else if r.problem == "" {
-		r.problem = "no client to read the state back"
+	n, err := h.count(context.Background(), c)
+	r.counts = n
+	if err != nil && r.problem == "" {
+		r.problem = "could not read the state back: " + err.Error()
+	}
+	if c == nil && r.problem == "" {
+		r.problem = "no node to read the state back from"
 	}
 	reportMu.Lock()
 	report = append(report, r)

@@ -1,0 +1,171 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestLogDamage stops a single node, damages its log, and acts as its
+// operator: start it; if it refuses, run `leasehold recover --data-dir D
+// --yes` (which keeps the good prefix) and start it again. A node alone
+// cannot get back entries its disk lost, so acknowledged writes lost are
+// reported but allowed here; what must stay 0 is tokens reused (the next
+// grants above every token ever answered), stale and unauthorized writes
+// accepted.
+func TestLogDamage(t *testing.T) {
+	for _, sc := range []struct {
+		name   string
+		damage func(segment string) (string, error)
+	}{
+		{"damage-tail", truncateTail},
+		{"damage-middle", flipMiddle},
+		{"damage-header", zeroFrameHeader},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			h := &history{}
+			n := newNode(t, "n1", "")
+			c := newClient(t, "", n.url)
+			err := damageScenario(t, n, h, sc.name, sc.damage)
+			if err != nil && n.p.exited() {
+				c = nil // nothing to read the state back from
+			}
+			finish(t, sc.name, h, c, expect{lostAllowed: true}, err)
+		})
+	}
+}
+
+func damageScenario(t *testing.T, n *node, h *history, prefix string, damage func(string) (string, error)) error {
+	if err := n.start(); err != nil {
+		return err
+	}
+	c := newClient(t, "", n.url)
+	w := startWorkload(c, h, prefix, 2)
+	err := w.waitAcks(int64(rounds(40, 400)), progressTimeout)
+	w.stop()
+	if err != nil {
+		return fmt.Errorf("before the damage: %w", err)
+	}
+	if err := n.p.kill(); err != nil {
+		return err
+	}
+	seg, err := lastSegment(n.dataDir)
+	if err != nil {
+		return err
+	}
+	what, err := damage(seg)
+	if err != nil {
+		return fmt.Errorf("damage %s: %w", seg, err)
+	}
+	t.Logf("damaged the log: %s", what)
+	if err := startOrRecover(t, n); err != nil {
+		return err
+	}
+	h.nextPhase()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return regrant(ctx, c, h, prefix)
+}
+
+// startOrRecover starts n; if it refuses to start (or dies starting), it
+// runs `leasehold recover --data-dir D --yes`, as an operator would, and
+// starts n again.
+func startOrRecover(t *testing.T, n *node) error {
+	err := n.start()
+	if err == nil {
+		return nil
+	}
+	t.Logf("the node did not start on the damaged log: %v", err)
+	n.p.kill()
+	out, rerr := runLH(time.Minute, "recover", "--data-dir", n.dataDir, "--yes")
+	if rerr != nil {
+		return fmt.Errorf("the node did not start (%v), and recovery failed: %w", firstLine(err.Error()), rerr)
+	}
+	t.Logf("leasehold recover: %s", out)
+	if err := n.start(); err != nil {
+		return fmt.Errorf("the node did not start after leasehold recover: %w", err)
+	}
+	return nil
+}
+
+// truncateTail cuts the last commits off the segment, as a torn write or
+// a lost page cache would: the log ends early, at a clean frame boundary.
+func truncateTail(seg string) (string, error) {
+	frames, err := walFrames(seg)
+	if err != nil {
+		return "", err
+	}
+	commits := ofType(frames, walFrameCommit)
+	cut := min(len(commits)/2, 10)
+	if cut < 2 {
+		return "", errors.New("too few commits to truncate")
+	}
+	at := commits[len(commits)-cut].offset + walFrameHeaderLen
+	if err := os.Truncate(seg, at); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("truncated %s at offset %d (the last %d of %d commits gone)", seg, at, cut-1, len(commits)), nil
+}
+
+// flipMiddle inverts 8 bytes inside an entry in the middle of the segment,
+// as bit rot would.
+func flipMiddle(seg string) (string, error) {
+	frames, err := walFrames(seg)
+	if err != nil {
+		return "", err
+	}
+	entries := ofType(frames, walFrameEntry)
+	if len(entries) < 4 {
+		return "", errors.New("too few entries")
+	}
+	var e walFrame
+	for _, f := range entries[len(entries)/2:] {
+		if f.len >= 16 {
+			e = f
+			break
+		}
+	}
+	if e.len == 0 {
+		return "", errors.New("no entry of 16 bytes or more in the second half")
+	}
+	off := e.offset + walFrameHeaderLen + int64(e.len/2-4)
+	b := make([]byte, 8)
+	f, err := os.Open(seg)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.ReadAt(b, off)
+	f.Close()
+	if err != nil {
+		return "", err
+	}
+	for i := range b {
+		b[i] ^= 0xff
+	}
+	if err := writeAt(seg, off, b); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("flipped 8 bytes of %s at offset %d (inside entry frame at %d, %d of %d entries)", seg, off, e.offset, len(entries)/2, len(entries)), nil
+}
+
+// zeroFrameHeader zeroes the header of an entry frame in the middle of the
+// segment: a reader that takes a zero header for the end of the data sees
+// a log that ends there.
+func zeroFrameHeader(seg string) (string, error) {
+	frames, err := walFrames(seg)
+	if err != nil {
+		return "", err
+	}
+	entries := ofType(frames, walFrameEntry)
+	if len(entries) < 4 {
+		return "", errors.New("too few entries")
+	}
+	e := entries[len(entries)/2]
+	if err := writeAt(seg, e.offset, make([]byte, walFrameHeaderLen)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("zeroed the frame header of entry %d of %d in %s at offset %d", len(entries)/2, len(entries), seg, e.offset), nil
+}
