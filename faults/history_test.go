@@ -103,7 +103,8 @@ func (h *history) resources() []string {
 
 // counts are a scenario's four safety counters.
 type counts struct {
-	acked        int // acknowledged writes (context for lost)
+	acked        int  // acknowledged writes (context for lost)
+	readBack     bool // every acknowledged write was read back: lost is known
 	lost         int
 	tokensReused int
 	stale        int
@@ -152,6 +153,7 @@ func (h *history) count(ctx context.Context, c *client.Client) (counts, error) {
 			n.example("lost: %s (acknowledged at version %d) reads back other bytes", w.key, w.version)
 		}
 	}
+	n.readBack = true
 	return n, nil
 }
 

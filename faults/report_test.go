@@ -54,8 +54,8 @@ func finish(t testing.TB, scenario string, h *history, c *client.Client, e expec
 	reportMu.Lock()
 	report = append(report, r)
 	reportMu.Unlock()
-	t.Logf("%s: acked writes %d, lost %d, tokens reused %d, stale accepted %d, unauthorized accepted %d",
-		scenario, r.acked, r.lost, r.tokensReused, r.stale, r.unauthorized)
+	t.Logf("%s: acked writes %d, lost %d (read back: %v), tokens reused %d, stale accepted %d, unauthorized accepted %d",
+		scenario, r.acked, r.lost, r.readBack, r.tokensReused, r.stale, r.unauthorized)
 	var bad []string
 	if r.lost > 0 && !e.lostAllowed {
 		bad = append(bad, fmt.Sprintf("acknowledged writes lost = %d", r.lost))
@@ -93,6 +93,9 @@ func printReport(w io.Writer) {
 	fmt.Fprintln(tw, "scenario\tacked writes\tlost\ttokens reused\tstale accepted\tunauthorized accepted\tresult")
 	for _, r := range report {
 		lost := fmt.Sprint(r.lost)
+		if !r.readBack {
+			lost = "?"
+		}
 		if r.lostAllowed {
 			lost += " (allowed)"
 		}
