@@ -163,4 +163,3 @@ func closeAll(conns []net.Conn) {
 		c.Close()
 	}
 }
-
