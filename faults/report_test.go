@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"text/tabwriter"
+	"time"
 
 	"github.com/leasehold/leasehold/client"
 )
@@ -43,7 +44,14 @@ func finish(t testing.TB, scenario string, h *history, c *client.Client, e expec
 	if problem != nil {
 		r.problem = problem.Error()
 	}
-	n, err := h.count(context.Background(), c)
+	// A scenario that could not finish may have left no node that answers:
+	// give reading back less time then.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	if problem != nil {
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	}
+	defer cancel()
+	n, err := h.count(ctx, c)
 	r.counts = n
 	if err != nil && r.problem == "" {
 		r.problem = "could not read the state back: " + err.Error()
