@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/client"
 )
 
 // TestLogDamage stops a single node, damages its log, and acts as its
@@ -36,6 +38,129 @@ func TestLogDamage(t *testing.T) {
 			finish(t, sc.name, h, c, expect{lostAllowed: true}, err)
 		})
 	}
+}
+
+// TestFollowerLogDamage damages a follower's log in a 3-node cluster. The
+// operator's path is the same (start; recover if it refuses), but here the
+// cluster still holds every acknowledged write: none may be lost, and the
+// follower must serve again.
+func TestFollowerLogDamage(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(segment string) (string, error)
+	}{
+		{"damage-follower-middle", flipMiddle},
+	}
+	if full {
+		cases = append(cases, []struct {
+			name   string
+			damage func(segment string) (string, error)
+		}{{"damage-follower-tail", truncateTail}, {"damage-follower-header", zeroFrameHeader}}...)
+	}
+	for _, sc := range cases {
+		t.Run(sc.name, func(t *testing.T) {
+			h := &history{}
+			nodes := startCluster(t, 3)
+			c := newClient(t, "", urls(nodes)...)
+			err := followerDamage(t, nodes, c, h, sc.name, sc.damage)
+			finish(t, sc.name, h, c, expect{}, err)
+		})
+	}
+}
+
+func followerDamage(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string, damage func(string) (string, error)) error {
+	w := startWorkload(c, h, prefix, 2)
+	defer w.stop()
+	if err := w.waitAcks(int64(rounds(40, 400)), progressTimeout); err != nil {
+		return fmt.Errorf("before the damage: %w", err)
+	}
+	l, err := leader(nodes, c)
+	if err != nil {
+		return err
+	}
+	f := nodes[0]
+	if f == l {
+		f = nodes[1]
+	}
+	if err := f.p.kill(); err != nil {
+		return err
+	}
+	seg, err := lastSegment(f.dataDir)
+	if err != nil {
+		return err
+	}
+	what, err := damage(seg)
+	if err != nil {
+		return fmt.Errorf("damage %s: %w", seg, err)
+	}
+	t.Logf("damaged follower %s's log: %s", f.id, what)
+	if err := w.waitAcks(6, progressTimeout); err != nil {
+		return fmt.Errorf("while follower %s was down: %w", f.id, err)
+	}
+	if err := startOrRecover(t, f); err != nil {
+		return err
+	}
+	if err := w.waitAcks(6, progressTimeout); err != nil {
+		return fmt.Errorf("after follower %s came back: %w", f.id, err)
+	}
+	w.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err = caughtUp(ctx, f, c)
+	if errors.Is(err, errExited) {
+		// It started, then died replaying its log: a supervisor's next
+		// step is the same as for a refusal to start.
+		t.Logf("%v", err)
+		if err := recoverAndStart(t, f, err); err != nil {
+			return err
+		}
+		err = caughtUp(ctx, f, c)
+	}
+	if err != nil {
+		return err
+	}
+	h.nextPhase()
+	return regrant(ctx, newClient(t, "", f.url), h, prefix)
+}
+
+// errExited: a node that was running exited.
+var errExited = errors.New("exited")
+
+// caughtUp waits until follower f has applied everything the cluster
+// committed by now (replaying its own log included) and still runs.
+func caughtUp(ctx context.Context, f *node, c *client.Client) error {
+	st, err := c.ClusterStatus(ctx)
+	if err != nil {
+		return err
+	}
+	var commit uint64
+	for _, s := range st.Nodes {
+		commit = max(commit, s.CommitIndex)
+	}
+	fc := newClient(f.t, "", f.url)
+	var exited error
+	err = checkFor(progressTimeout, func() error {
+		if f.p.exited() {
+			exited = fmt.Errorf("follower %s %w after it restarted (%v): %s", f.id, errExited, f.p.err, why(f.p.stderr()))
+			return nil
+		}
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		st, err := fc.ClusterStatus(sctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range st.Nodes {
+			if s.Id == f.id && s.AppliedIndex >= commit {
+				return nil
+			}
+		}
+		return fmt.Errorf("follower %s has not applied up to index %d yet: %v", f.id, commit, st.Nodes)
+	})
+	if exited != nil {
+		return exited
+	}
+	return err
 }
 
 func damageScenario(t *testing.T, n *node, h *history, prefix string, damage func(string) (string, error)) error {
@@ -79,6 +204,13 @@ func startOrRecover(t *testing.T, n *node) error {
 		return nil
 	}
 	t.Logf("the node did not start on the damaged log: %v", err)
+	return recoverAndStart(t, n, err)
+}
+
+// recoverAndStart runs `leasehold recover --data-dir D --yes` on n's data
+// dir and starts n again; failed is why n is not running.
+func recoverAndStart(t *testing.T, n *node, failed error) error {
+	err := failed
 	n.p.kill()
 	out, rerr := runLH(time.Minute, "recover", "--data-dir", n.dataDir, "--yes")
 	if rerr != nil {
