@@ -174,6 +174,20 @@ func damageScenario(t *testing.T, n *node, h *history, prefix string, damage fun
 	if err != nil {
 		return fmt.Errorf("before the damage: %w", err)
 	}
+	// The last entries in the log: a lease still held when the node dies,
+	// and its holder's write. Damage at the tail takes them away, and the
+	// next grant must not get that lease's token again.
+	ctx, cancel := context.WithTimeout(context.Background(), progressTimeout)
+	defer cancel()
+	held := prefix + "/held"
+	l, err := c.Acquire(ctx, held, client.TTL(5*time.Second), client.ManualRenew())
+	if err != nil {
+		return fmt.Errorf("acquire %s before the damage: %w", held, err)
+	}
+	h.granted(held, l.ID(), l.Token())
+	if err := putFenced(ctx, c, h, held+"/last", []byte("last write"), held, l.Token()); err != nil {
+		return fmt.Errorf("write under %s before the damage: %w", held, err)
+	}
 	if err := n.p.kill(); err != nil {
 		return err
 	}
@@ -190,7 +204,7 @@ func damageScenario(t *testing.T, n *node, h *history, prefix string, damage fun
 		return err
 	}
 	h.nextPhase()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return regrant(ctx, c, h, prefix)
 }
