@@ -55,9 +55,7 @@ func testMain(m *testing.M) int {
 		return 2
 	}
 	code := m.Run()
-	if full || testing.Verbose() {
-		printReport(os.Stdout)
-	}
+	printReport(os.Stdout) // go test shows it with -v, or when the suite fails
 	return code
 }
 
