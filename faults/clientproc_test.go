@@ -76,7 +76,11 @@ func startClientProc(t testing.TB, resource string, endpoints []string) *clientP
 	}
 	env := childEnv(clientModeEnv+"="+resource, clientEndpointsEnv+"="+strings.Join(endpoints, ","))
 	name := "client-" + strings.ReplaceAll(resource, "/", "_")
-	return &clientProc{proc: startProc(t, t.TempDir(), name, env, self), resource: resource}
+	p, err := startProc(t, t.TempDir(), name, env, self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &clientProc{proc: p, resource: resource}
 }
 
 // clientOutput is what a client process printed so far.

@@ -76,25 +76,25 @@ type proc struct {
 }
 
 // startProc starts bin with args; it is SIGKILLed (after a SIGCONT, in case
-// it was stopped) when the test ends.
-func startProc(t testing.TB, dir, name string, env []string, bin string, args ...string) *proc {
-	t.Helper()
+// it was stopped) when the test ends. It returns errors rather than fail t,
+// so that a subtest may start a process its parent test owns.
+func startProc(t testing.TB, dir, name string, env []string, bin string, args ...string) (*proc, error) {
 	p := &proc{name: name, outPath: filepath.Join(dir, name+".stdout"), errPath: filepath.Join(dir, name+".stderr"),
 		done: make(chan struct{})}
 	stdout, err := os.Create(p.outPath)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer stdout.Close()
 	stderr, err := os.Create(p.errPath)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer stderr.Close()
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr, p.cmd.Env = stdout, stderr, env
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() {
 		p.err = p.cmd.Wait()
@@ -108,7 +108,7 @@ func startProc(t testing.TB, dir, name string, env []string, bin string, args ..
 			}
 		}
 	})
-	return p
+	return p, nil
 }
 
 func (p *proc) exited() bool {
@@ -172,19 +172,24 @@ func newNode(t testing.TB, id, dataDir string, args ...string) *node {
 }
 
 // launch starts serve without waiting for it to be ready.
-func (n *node) launch() {
-	n.t.Helper()
+func (n *node) launch() error {
 	n.starts++
-	n.p = startProc(n.t, n.dir, fmt.Sprintf("%s-serve-%d", n.id, n.starts), childEnv(), lhBin,
+	p, err := startProc(n.t, n.dir, fmt.Sprintf("%s-serve-%d", n.id, n.starts), childEnv(), lhBin,
 		append([]string{"serve", "--node-id", n.id, "--data-dir", n.dataDir, "--api-addr", n.apiAddr,
 			"--raft-addr", n.raftAddr, "--log-level", "warn"}, n.args...)...)
+	if err != nil {
+		return err
+	}
+	n.p = p
+	return nil
 }
 
 // start launches serve and waits until it is ready; the error says why not
 // (serve exited first, with its stderr, or never became ready).
 func (n *node) start() error {
-	n.t.Helper()
-	n.launch()
+	if err := n.launch(); err != nil {
+		return err
+	}
 	return n.waitReady(readyTimeout)
 }
 
@@ -247,7 +252,9 @@ func startCluster(t testing.TB, size int, args ...string) []*node {
 	}
 	for _, n := range nodes {
 		n.args = append(n.args, "--peers", strings.Join(peers, ","))
-		n.launch()
+		if err := n.launch(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, n := range nodes {
 		if err := n.waitReady(readyTimeout); err != nil {

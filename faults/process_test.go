@@ -20,22 +20,19 @@ const progressTimeout = 45 * time.Second
 func TestProcessFaults(t *testing.T) {
 	nodes := startCluster(t, 3)
 	c := newClient(t, "", urls(nodes)...)
+	onNode := func(toLeader bool, act nodeAction) scenarioFunc {
+		return func(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
+			return nodeFault(t, nodes, c, h, prefix, toLeader, act)
+		}
+	}
 	for _, sc := range []struct {
 		name string
-		run  func(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error
+		run  scenarioFunc
 	}{
-		{"leader-pause", func(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
-			return nodeFault(t, nodes, c, h, prefix, true, pause)
-		}},
-		{"leader-kill", func(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
-			return nodeFault(t, nodes, c, h, prefix, true, killRestart)
-		}},
-		{"follower-pause", func(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
-			return nodeFault(t, nodes, c, h, prefix, false, pause)
-		}},
-		{"follower-kill", func(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
-			return nodeFault(t, nodes, c, h, prefix, false, killRestart)
-		}},
+		{"leader-pause", onNode(true, pause)},
+		{"leader-kill", onNode(true, killRestart)},
+		{"follower-pause", onNode(false, pause)},
+		{"follower-kill", onNode(false, killRestart)},
 		{"client-pause", clientPause},
 		{"client-kill", clientKill},
 	} {
@@ -53,6 +50,10 @@ func TestProcessFaults(t *testing.T) {
 		})
 	}
 }
+
+// A scenarioFunc injects its faults into the cluster under load, recording
+// what was acknowledged in h; it returns why it could not finish, if so.
+type scenarioFunc func(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error
 
 // leader finds the node that leads now (asking any node).
 func leader(nodes []*node, c *client.Client) (*node, error) {
