@@ -59,6 +59,7 @@ func hostile(t *testing.T, n *node, h *history) error {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return resp.StatusCode, string(b), nil
 	}
+	var unclear []string // refused, but as a server failure rather than the caller's error
 	for _, bad := range []struct{ what, path, body string }{
 		{"a 24 MiB request body", "/leasehold.v1.KV/Put",
 			`{"key":"input/huge","value":"` + strings.Repeat("QUFB", 6<<20) + `"}`},
@@ -77,6 +78,8 @@ func hostile(t *testing.T, n *node, h *history) error {
 			t.Logf("%s: the connection was cut: %v", bad.what, err)
 		case code/100 == 2:
 			h.accepted("%s was accepted (HTTP %d)", bad.what, code)
+		case code/100 != 4:
+			unclear = append(unclear, fmt.Sprintf("%s: HTTP %d %s", bad.what, code, firstLine(body)))
 		default:
 			t.Logf("%s: HTTP %d %s", bad.what, code, firstLine(body))
 		}
@@ -87,6 +90,9 @@ func hostile(t *testing.T, n *node, h *history) error {
 	w.stop()
 	if err := <-slow; err != nil {
 		return err
+	}
+	if len(unclear) > 0 {
+		return fmt.Errorf("refused without a caller's error (4xx): %s", strings.Join(unclear, "; "))
 	}
 	return nil
 }
