@@ -11,6 +11,12 @@ import (
 	"github.com/leasehold/leasehold/client"
 )
 
+// A damageCase damages a segment file on purpose and says what it did.
+type damageCase struct {
+	name   string
+	damage func(segment string) (string, error)
+}
+
 // TestLogDamage stops a single node, damages its log, and acts as its
 // operator: start it; if it refuses, run `leasehold recover --data-dir D
 // --yes` (which keeps the good prefix) and start it again. A node alone
@@ -19,10 +25,7 @@ import (
 // grants above every token ever answered), stale and unauthorized writes
 // accepted.
 func TestLogDamage(t *testing.T) {
-	for _, sc := range []struct {
-		name   string
-		damage func(segment string) (string, error)
-	}{
+	for _, sc := range []damageCase{
 		{"damage-tail", truncateTail},
 		{"damage-middle", flipMiddle},
 		{"damage-header", zeroFrameHeader},
@@ -32,7 +35,7 @@ func TestLogDamage(t *testing.T) {
 			n := newNode(t, "n1", "")
 			c := newClient(t, "", n.url)
 			err := damageScenario(t, n, h, sc.name, sc.damage)
-			if err != nil && n.p.exited() {
+			if err != nil && (n.p == nil || n.p.exited()) {
 				c = nil // nothing to read the state back from
 			}
 			finish(t, sc.name, h, c, expect{lostAllowed: true}, err)
@@ -45,17 +48,9 @@ func TestLogDamage(t *testing.T) {
 // cluster still holds every acknowledged write: none may be lost, and the
 // follower must serve again.
 func TestFollowerLogDamage(t *testing.T) {
-	cases := []struct {
-		name   string
-		damage func(segment string) (string, error)
-	}{
-		{"damage-follower-middle", flipMiddle},
-	}
+	cases := []damageCase{{"damage-follower-middle", flipMiddle}}
 	if full {
-		cases = append(cases, []struct {
-			name   string
-			damage func(segment string) (string, error)
-		}{{"damage-follower-tail", truncateTail}, {"damage-follower-header", zeroFrameHeader}}...)
+		cases = append(cases, damageCase{"damage-follower-tail", truncateTail}, damageCase{"damage-follower-header", zeroFrameHeader})
 	}
 	for _, sc := range cases {
 		t.Run(sc.name, func(t *testing.T) {
