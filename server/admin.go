@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/fsm"
 )
@@ -34,7 +33,7 @@ func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksReque
 	s, m := h.s, req.Msg
 	after, limit, err := locksParams(m)
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	out := &pb.LocksResponse{}
 	err = s.node.Read(ctx, func(st *fsm.State) {
@@ -60,11 +59,8 @@ func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksReque
 			}
 		}
 	})
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(h.s.fwd.at(addr).admin.Locks(ctx, forwarded(s.fwd, req, m)))
-	}
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }
@@ -145,14 +141,14 @@ func (h *adminAPI) ForceRelease(ctx context.Context, req *connect.Request[pb.For
 	s, m := h.s, req.Msg
 	cmd, err := forceReleaseCommand(m, Identity(ctx))
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	// A forwarded copy must carry the request ID chosen here; the leader
 	// authenticates the caller again from the forwarded credentials.
 	m.RequestId = cmd.RequestID
 	res, err := s.node.Propose(ctx, cmd)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(h.s.fwd.at(addr).admin.ForceRelease(ctx, forwarded(s.fwd, req, m)))
+	if forwarding(req, err) {
+		return nil, err // the leader answers, and counts it
 	}
 	if err == nil {
 		err = res.Err
@@ -160,7 +156,7 @@ func (h *adminAPI) ForceRelease(ctx context.Context, req *connect.Request[pb.For
 	if err != nil {
 		s.log.Info("forced release refused", "actor", cmd.Actor, "resource", cmd.Resource,
 			slog.Uint64("lease", cmd.LeaseID), "err", err)
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	if !res.Dup { // a retry was logged and counted the first time
 		s.metrics.ForcedReleases.Inc()
@@ -201,7 +197,7 @@ func (h *adminAPI) Audit(ctx context.Context, req *connect.Request[pb.AuditReque
 	s, m := h.s, req.Msg
 	since, limit, err := auditParams(m)
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	out := &pb.AuditResponse{}
 	err = s.node.Read(ctx, func(st *fsm.State) {
@@ -221,11 +217,8 @@ func (h *adminAPI) Audit(ctx context.Context, req *connect.Request[pb.AuditReque
 			})
 		}
 	})
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(h.s.fwd.at(addr).admin.Audit(ctx, forwarded(s.fwd, req, m)))
-	}
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }

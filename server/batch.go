@@ -27,11 +27,11 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 	ops := req.Msg.GetOps()
 	switch {
 	case len(ops) == 0:
-		return nil, api.ToConnect(leasehold.Errorf(leasehold.CodeInvalid,
-			"ops is empty: a batch needs 1 to %d operations (acquire, renew or release)", leasehold.MaxBatchOps))
+		return nil, leasehold.Errorf(leasehold.CodeInvalid,
+			"ops is empty: a batch needs 1 to %d operations (acquire, renew or release)", leasehold.MaxBatchOps)
 	case len(ops) > leasehold.MaxBatchOps:
-		return nil, api.ToConnect(leasehold.Errorf(leasehold.CodeInvalid,
-			"ops holds %d operations; the limit is %d: split the batch", len(ops), leasehold.MaxBatchOps))
+		return nil, leasehold.Errorf(leasehold.CodeInvalid,
+			"ops holds %d operations; the limit is %d: split the batch", len(ops), leasehold.MaxBatchOps)
 	}
 	items := make([]batchItem, len(ops))
 	var cmds []fsm.Command
@@ -44,13 +44,13 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 		}
 	}
 	if err := s.charge(ctx, validAcquires(items)); err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	results, err := s.svc.Batch(ctx, cmds)
-	if addr, ok := leaderFor(req, err); ok {
+	if forwarding(req, err) {
 		// The leader checks, counts and answers every operation; the ops
 		// carry the request IDs and secrets chosen here.
-		return relay(s.fwd.at(addr).leases.Batch(ctx, forwarded(s.fwd, req, req.Msg)))
+		return nil, err
 	}
 	var left error // the caller went away with acquires granted or queued
 	switch {
@@ -99,7 +99,7 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 		err = left
 	}
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/cluster"
 )
 
@@ -22,7 +23,7 @@ const statusTimeout = 2 * time.Second
 func (h clusterAPI) Members(ctx context.Context, req *connect.Request[pb.MembersRequest]) (*connect.Response[pb.MembersResponse], error) {
 	ms, err := h.s.node.Members()
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	out := &pb.MembersResponse{}
 	for _, m := range ms {
@@ -33,11 +34,8 @@ func (h clusterAPI) Members(ctx context.Context, req *connect.Request[pb.Members
 
 func (h clusterAPI) AddVoter(ctx context.Context, req *connect.Request[pb.AddVoterRequest]) (*connect.Response[pb.AddVoterResponse], error) {
 	err := h.s.node.AddVoter(req.Msg.Id, req.Msg.RaftAddr)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(h.s.fwd.at(addr).cluster.AddVoter(ctx, forwarded(h.s.fwd, req, req.Msg)))
-	}
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	h.s.log.Info("added voter", "id", req.Msg.Id, "raft_addr", req.Msg.RaftAddr)
 	return connect.NewResponse(&pb.AddVoterResponse{}), nil
@@ -45,11 +43,8 @@ func (h clusterAPI) AddVoter(ctx context.Context, req *connect.Request[pb.AddVot
 
 func (h clusterAPI) RemoveServer(ctx context.Context, req *connect.Request[pb.RemoveServerRequest]) (*connect.Response[pb.RemoveServerResponse], error) {
 	err := h.s.node.RemoveServer(req.Msg.Id)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(h.s.fwd.at(addr).cluster.RemoveServer(ctx, forwarded(h.s.fwd, req, req.Msg)))
-	}
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	h.s.log.Info("removed server", "id", req.Msg.Id)
 	return connect.NewResponse(&pb.RemoveServerResponse{}), nil
@@ -57,11 +52,8 @@ func (h clusterAPI) RemoveServer(ctx context.Context, req *connect.Request[pb.Re
 
 func (h clusterAPI) TransferLeader(ctx context.Context, req *connect.Request[pb.TransferLeaderRequest]) (*connect.Response[pb.TransferLeaderResponse], error) {
 	err := h.s.node.TransferLeadership(req.Msg.Id)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(h.s.fwd.at(addr).cluster.TransferLeader(ctx, forwarded(h.s.fwd, req, req.Msg)))
-	}
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&pb.TransferLeaderResponse{}), nil
 }
@@ -84,7 +76,7 @@ func (h clusterAPI) Status(ctx context.Context, req *connect.Request[pb.StatusRe
 	}
 	ms, err := s.node.Members()
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	out := make([]*pb.NodeStatus, len(ms))
 	var wg sync.WaitGroup
@@ -98,7 +90,8 @@ func (h clusterAPI) Status(ctx context.Context, req *connect.Request[pb.StatusRe
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
-			resp, err := s.fwd.at(m.Addr).cluster.Status(cctx, forwarded(s.fwd, req, &pb.StatusRequest{Local: true}))
+			resp, err := client[pb.StatusRequest, pb.StatusResponse](s.fwd, m.Addr, leaseholdv1connect.ClusterStatusProcedure).
+				CallUnary(cctx, forwarded(s.fwd, req, &pb.StatusRequest{Local: true}))
 			if err != nil || len(resp.Msg.Nodes) != 1 {
 				out[i] = &pb.NodeStatus{Id: m.ID, RaftAddr: m.Addr, State: "unreachable", Error: api.FromConnect(err).Error()}
 				return

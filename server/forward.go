@@ -11,6 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/leasehold/leasehold/api"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/cluster"
 )
@@ -23,19 +25,11 @@ const forwardedHeader = "Leasehold-Forwarded-By"
 // forwarder sends requests to other nodes over their raft port (see
 // cluster.DialForward), so a node needs no table of API addresses.
 type forwarder struct {
-	node   *cluster.Node
-	selfID string
-	http   *http.Client
-	mu     sync.Mutex
-	peers  map[string]*peer // by raft address
-}
-
-// peer holds the API clients for one other node.
-type peer struct {
-	leases  leaseholdv1connect.LeasesClient
-	cluster leaseholdv1connect.ClusterClient
-	kv      leaseholdv1connect.KVClient
-	admin   leaseholdv1connect.AdminClient
+	node    *cluster.Node
+	selfID  string
+	http    *http.Client
+	mu      sync.Mutex
+	clients map[string]any // *connect.Client, by raft address and procedure
 }
 
 func newForwarder(node *cluster.Node, selfID string) *forwarder {
@@ -49,26 +43,77 @@ func newForwarder(node *cluster.Node, selfID string) *forwarder {
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     time.Minute,
 		}},
-		peers: make(map[string]*peer),
+		clients: make(map[string]any),
 	}
 }
 
-// at returns the clients for the node at raft address addr.
-func (f *forwarder) at(addr string) *peer {
+// forwardAndMap is the one place handlers' errors go through: a request
+// this node cannot answer because it does not lead goes to the leader
+// (once), and every other error becomes a Connect error with its code
+// (package api). Handlers return plain errors.
+func (f *forwarder) forwardAndMap() connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			if err == nil {
+				return res, nil
+			}
+			if addr, ok := leaderFor(req, err); ok {
+				if via := routes[req.Spec().Procedure]; via != nil {
+					return via(ctx, f, addr, req)
+				}
+			}
+			return nil, api.ToConnect(err)
+		}
+	}
+}
+
+// route forwards a request of one procedure to the node at a raft address.
+type route func(ctx context.Context, f *forwarder, addr string, req connect.AnyRequest) (connect.AnyResponse, error)
+
+// routes are the procedures a follower forwards to the leader.
+var routes = map[string]route{
+	leaseholdv1connect.LeasesAcquireProcedure:         via[pb.AcquireRequest, pb.AcquireResponse],
+	leaseholdv1connect.LeasesRenewProcedure:           via[pb.RenewRequest, pb.RenewResponse],
+	leaseholdv1connect.LeasesReleaseProcedure:         via[pb.ReleaseRequest, pb.ReleaseResponse],
+	leaseholdv1connect.LeasesGetProcedure:             via[pb.GetRequest, pb.GetResponse],
+	leaseholdv1connect.LeasesListProcedure:            via[pb.ListRequest, pb.ListResponse],
+	leaseholdv1connect.LeasesBatchProcedure:           via[pb.BatchRequest, pb.BatchResponse],
+	leaseholdv1connect.KVPutProcedure:                 via[pb.PutRequest, pb.PutResponse],
+	leaseholdv1connect.KVGetProcedure:                 via[pb.KVGetRequest, pb.KVGetResponse],
+	leaseholdv1connect.KVDeleteProcedure:              via[pb.DeleteRequest, pb.DeleteResponse],
+	leaseholdv1connect.KVCheckFenceProcedure:          via[pb.CheckFenceRequest, pb.CheckFenceResponse],
+	leaseholdv1connect.ClusterAddVoterProcedure:       via[pb.AddVoterRequest, pb.AddVoterResponse],
+	leaseholdv1connect.ClusterRemoveServerProcedure:   via[pb.RemoveServerRequest, pb.RemoveServerResponse],
+	leaseholdv1connect.ClusterTransferLeaderProcedure: via[pb.TransferLeaderRequest, pb.TransferLeaderResponse],
+	leaseholdv1connect.AdminLocksProcedure:            via[pb.LocksRequest, pb.LocksResponse],
+	leaseholdv1connect.AdminForceReleaseProcedure:     via[pb.ForceReleaseRequest, pb.ForceReleaseResponse],
+	leaseholdv1connect.AdminAuditProcedure:            via[pb.AuditRequest, pb.AuditResponse],
+}
+
+// via sends req (its message as the handler left it: request IDs and
+// secrets chosen here included) to the node at addr.
+func via[Req, Resp any](ctx context.Context, f *forwarder, addr string, req connect.AnyRequest) (connect.AnyResponse, error) {
+	c := client[Req, Resp](f, addr, req.Spec().Procedure)
+	res, err := relay(c.CallUnary(ctx, forwarded(f, req, req.Any().(*Req))))
+	if err != nil {
+		return nil, err // not a typed nil response
+	}
+	return res, nil
+}
+
+// client returns the client of one procedure at the node at raft address
+// addr.
+func client[Req, Resp any](f *forwarder, addr, procedure string) *connect.Client[Req, Resp] {
+	key := addr + procedure
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := f.peers[addr]
-	if p == nil {
-		url := "http://" + addr
-		p = &peer{
-			leases:  leaseholdv1connect.NewLeasesClient(f.http, url),
-			cluster: leaseholdv1connect.NewClusterClient(f.http, url),
-			kv:      leaseholdv1connect.NewKVClient(f.http, url),
-			admin:   leaseholdv1connect.NewAdminClient(f.http, url),
-		}
-		f.peers[addr] = p
+	c, ok := f.clients[key].(*connect.Client[Req, Resp])
+	if !ok {
+		c = connect.NewClient[Req, Resp](f.http, "http://"+addr+procedure)
+		f.clients[key] = c
 	}
-	return p
+	return c
 }
 
 // leaderFor returns the leader's raft address if err says this node does
@@ -79,6 +124,14 @@ func leaderFor(req connect.AnyRequest, err error) (string, bool) {
 		return "", false
 	}
 	return nl.LeaderAddr, true
+}
+
+// forwarding says err will send req to the leader (see forwardAndMap): a
+// handler returns it as it is, without counting or logging it as its own
+// answer.
+func forwarding(req connect.AnyRequest, err error) bool {
+	_, ok := leaderFor(req, err)
+	return ok
 }
 
 // forwarded copies msg into a request marked as forwarded by this node,

@@ -7,7 +7,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/fsm"
 )
@@ -54,15 +53,12 @@ func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*c
 		cmd.Fence, cmd.RequestID, err = writeParams(m.Key, m.Fence, m.RequestId)
 	}
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	m.RequestId = cmd.RequestID
 	version, err := s.svc.Put(ctx, cmd)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(s.fwd.at(addr).kv.Put(ctx, forwarded(s.fwd, req, m)))
-	}
 	if err = s.fenceResult(err, "put"); err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&pb.PutResponse{Version: version}), nil
 }
@@ -72,15 +68,12 @@ func (h kvAPI) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest
 	cmd := &fsm.Delete{Key: m.Key, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion(), Caller: caller(ctx)}
 	var err error
 	if cmd.Fence, cmd.RequestID, err = writeParams(m.Key, m.Fence, m.RequestId); err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	m.RequestId = cmd.RequestID
 	version, err := s.svc.Delete(ctx, cmd)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(s.fwd.at(addr).kv.Delete(ctx, forwarded(s.fwd, req, m)))
-	}
 	if err = s.fenceResult(err, "delete"); err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&pb.DeleteResponse{Version: version}), nil
 }
@@ -96,14 +89,11 @@ func (s *Server) fenceResult(err error, op string) error {
 func (h kvAPI) Get(ctx context.Context, req *connect.Request[pb.KVGetRequest]) (*connect.Response[pb.KVGetResponse], error) {
 	s := h.s
 	if err := keyOf(req.Msg.Key); err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	value, version, err := s.svc.Get(ctx, req.Msg.Key)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(s.fwd.at(addr).kv.Get(ctx, forwarded(s.fwd, req, req.Msg)))
-	}
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&pb.KVGetResponse{Value: value, Version: version}), nil
 }
@@ -112,14 +102,11 @@ func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenc
 	s := h.s
 	f, err := fencePB(&pb.Fence{Resource: req.Msg.Resource, Token: req.Msg.Token})
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	err = s.svc.CheckFence(ctx, f.Resource, f.Token)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(s.fwd.at(addr).kv.CheckFence(ctx, forwarded(s.fwd, req, req.Msg)))
-	}
 	if err = s.fenceResult(err, "check"); err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&pb.CheckFenceResponse{}), nil
 }

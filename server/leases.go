@@ -10,7 +10,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/fsm"
 )
@@ -24,20 +23,20 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 	cmd, secret, err := acquireCommand(req.Msg, caller(ctx))
 	if err != nil {
 		s.metrics.Acquisitions.WithLabelValues("invalid").Inc()
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	if err := s.charge(ctx, 1); err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	// A forwarded copy must carry the request ID and secret chosen here.
 	req.Msg.RequestId, req.Msg.Secret = cmd.RequestID, secret
 	res, err := s.svc.Acquire(ctx, cmd)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(s.fwd.at(addr).leases.Acquire(ctx, forwarded(s.fwd, req, req.Msg)))
+	if forwarding(req, err) {
+		return nil, err // the leader answers, and counts it
 	}
 	out, err := s.acquireAnswer(secret, res, err, start)
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }
@@ -70,16 +69,16 @@ func (h leases) Renew(ctx context.Context, req *connect.Request[pb.RenewRequest]
 	cmd, err := renewCommand(req.Msg, caller(ctx))
 	if err != nil {
 		s.metrics.RenewalFailures.WithLabelValues(leasehold.CodeInvalid.String()).Inc()
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	req.Msg.RequestId = cmd.RequestID
 	res, err := s.svc.Renew(ctx, cmd)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(s.fwd.at(addr).leases.Renew(ctx, forwarded(s.fwd, req, req.Msg)))
+	if forwarding(req, err) {
+		return nil, err // the leader answers, and counts it
 	}
 	out, err := s.renewAnswer(res, err)
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }
@@ -103,16 +102,16 @@ func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequ
 	s := h.s
 	cmd, err := releaseCommand(req.Msg, caller(ctx))
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	req.Msg.RequestId = cmd.RequestID
 	res, err := s.svc.Release(ctx, cmd)
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(s.fwd.at(addr).leases.Release(ctx, forwarded(s.fwd, req, req.Msg)))
+	if forwarding(req, err) {
+		return nil, err // the leader answers, and counts it
 	}
 	out, err := s.releaseAnswer(cmd, res, err)
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }
@@ -136,18 +135,15 @@ func (h leases) Get(ctx context.Context, req *connect.Request[pb.GetRequest]) (*
 	s := h.s
 	r := req.Msg.Resource
 	if err := leasehold.ValidateName("resource", r, leasehold.MaxResourceLen, true); err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	now, err := s.svc.Holding(ctx, r)
 	out := &pb.GetResponse{Resource: r, Holder: leasePB(now.Holder, now.ExpiresIn), LockDelay: durPB(now.LockDelay)}
 	for _, w := range now.Waiters {
 		out.Waiters = append(out.Waiters, waiterPB(w))
 	}
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(s.fwd.at(addr).leases.Get(ctx, forwarded(s.fwd, req, req.Msg)))
-	}
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }
@@ -156,7 +152,7 @@ func (h leases) List(ctx context.Context, req *connect.Request[pb.ListRequest]) 
 	s := h.s
 	after, limit, err := listParams(req.Msg)
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	page, more, err := s.svc.List(ctx, after, limit, req.Msg.Prefix)
 	out := &pb.ListResponse{}
@@ -166,11 +162,8 @@ func (h leases) List(ctx context.Context, req *connect.Request[pb.ListRequest]) 
 	if more {
 		out.NextPageToken = strconv.FormatUint(page[len(page)-1].Lease.ID, 10)
 	}
-	if addr, ok := leaderFor(req, err); ok {
-		return relay(s.fwd.at(addr).leases.List(ctx, forwarded(s.fwd, req, req.Msg)))
-	}
 	if err != nil {
-		return nil, api.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }

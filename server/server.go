@@ -151,7 +151,7 @@ func New(cfg Config) (*Server, error) {
 	)
 
 	mux := http.NewServeMux()
-	guard := connect.WithInterceptors(&guard{auth: cfg.Auth, base: s.base},
+	guard := connect.WithInterceptors(s.fwd.forwardAndMap(), &guard{auth: cfg.Auth, base: s.base},
 		leaderHint(cfg.Node, cfg.AdvertiseURL))
 	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
 	// Replies are small: compressing them costs more CPU than it saves.

@@ -1,0 +1,34 @@
+package server
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+)
+
+// answeredLocally are the procedures every node answers itself: the
+// members it knows, and a status it gathers from every member.
+var answeredLocally = map[string]bool{
+	"/leasehold.v1.Cluster/Members": true,
+	"/leasehold.v1.Cluster/Status":  true,
+}
+
+// Every other procedure of the API is forwarded to the leader, with the
+// request and response types it is declared with: a new primitive's
+// procedures cannot be left out of the one forwarding table.
+func TestEveryProcedureIsForwarded(t *testing.T) {
+	for _, f := range []protoreflect.FileDescriptor{pb.File_leasehold_v1_leases_proto, pb.File_leasehold_v1_kv_proto,
+		pb.File_leasehold_v1_admin_proto, pb.File_leasehold_v1_cluster_proto} {
+		for i := range f.Services().Len() {
+			svc := f.Services().Get(i)
+			for j := range svc.Methods().Len() {
+				proc := "/" + string(svc.FullName()) + "/" + string(svc.Methods().Get(j).Name())
+				if _, ok := routes[proc]; ok == answeredLocally[proc] {
+					t.Errorf("%s: forwarded %v, want %v", proc, ok, !answeredLocally[proc])
+				}
+			}
+		}
+	}
+}
