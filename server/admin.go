@@ -4,10 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -16,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/service"
 )
 
 // adminAPI implements leaseholdv1connect.AdminHandler: inspection, forced
@@ -35,32 +34,25 @@ func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksReque
 	if err != nil {
 		return nil, err
 	}
+	now := time.Now()
 	out := &pb.LocksResponse{}
-	err = s.node.Read(ctx, func(st *fsm.State) {
-		now := time.Now()
-		if m.Resource != "" {
-			var holder *leasehold.Lease
-			if l, ok := st.Holder(m.Resource); ok {
-				holder = &l
-			}
-			out.Locks = []*pb.Lock{s.lockPB(st, now, m.Resource, holder, true)}
-			return
+	if m.Resource != "" {
+		l, err := s.svc.Lock(ctx, m.Resource)
+		if err != nil {
+			return nil, err
 		}
-		ls := st.Leases(after, limit+1, m.Prefix)
-		if len(ls) > limit {
-			ls = ls[:limit]
-			out.NextPageToken = strconv.FormatUint(ls[limit-1].ID, 10)
-		}
-		for i := range ls {
-			for _, r := range ls[i].Resources {
-				if strings.HasPrefix(r, m.Prefix) {
-					out.Locks = append(out.Locks, s.lockPB(st, now, r, &ls[i], false))
-				}
-			}
-		}
-	})
+		out.Locks = []*pb.Lock{lockPB(now, l, true)}
+		return connect.NewResponse(out), nil
+	}
+	locks, next, err := s.svc.Locks(ctx, after, limit, m.Prefix)
 	if err != nil {
 		return nil, err
+	}
+	for _, l := range locks {
+		out.Locks = append(out.Locks, lockPB(now, l, false))
+	}
+	if next != 0 {
+		out.NextPageToken = strconv.FormatUint(next, 10)
 	}
 	return connect.NewResponse(out), nil
 }
@@ -76,13 +68,11 @@ func locksParams(m *pb.LocksRequest) (after uint64, limit int, err error) {
 	return listParams(&pb.ListRequest{Prefix: m.Prefix, PageSize: m.PageSize, PageToken: m.PageToken})
 }
 
-// lockPB describes resource and its holder l (nil: free) as an operator
-// sees it. It runs inside node.Read, on the leader: the countdown and age
-// come from the leader's timers, wall times only serve display. full adds
-// the waiter list and the lock-delay.
-func (s *Server) lockPB(st *fsm.State, now time.Time, resource string, l *leasehold.Lease, full bool) *pb.Lock {
-	out := &pb.Lock{Resource: resource}
-	ws := st.Waiters(resource)
+// lockPB describes a lock as an operator sees it; wall times only serve
+// display. full adds the waiter list and the lock delay.
+func lockPB(now time.Time, lk service.Lock, full bool) *pb.Lock {
+	out := &pb.Lock{Resource: lk.Resource}
+	ws := lk.Waiters
 	out.Waiters = uint32(len(ws))
 	if len(ws) > 0 {
 		oldest := ws[0].QueuedAt
@@ -100,10 +90,9 @@ func (s *Server) lockPB(st *fsm.State, now time.Time, resource string, l *leaseh
 				Wait: durPB(w.Wait), QueuedAt: timePB(w.QueuedAt), Waiting: durationpb.New(max(0, now.Sub(w.QueuedAt))),
 			})
 		}
-		if d, ok := st.LockDelay(resource); ok {
-			out.LockDelay = durPB(d)
-		}
+		out.LockDelay = durPB(lk.LockDelay)
 	}
+	l := lk.Holder
 	if l == nil {
 		return out
 	}
@@ -114,13 +103,11 @@ func (s *Server) lockPB(st *fsm.State, now time.Time, resource string, l *leaseh
 	out.Ttl, out.MaxHold = durPB(l.TTL), durPB(l.MaxHold)
 	out.RenewCount = l.RenewCount
 	out.Progress, out.ProgressAt = l.Progress, timePB(l.ProgressAt)
-	held := s.node.LeaseAge(l.ID)
-	out.HeldFor = durationpb.New(held)
-	left, known := s.node.ExpiresIn(l.ID)
-	if known {
-		out.ExpiresIn = durationpb.New(left)
+	out.HeldFor = durationpb.New(lk.HeldFor)
+	if lk.ExpiresKnown {
+		out.ExpiresIn = durationpb.New(lk.ExpiresIn)
 	}
-	out.RenewalOverdue = known && renewalOverdue(l, held, left)
+	out.RenewalOverdue = lk.ExpiresKnown && renewalOverdue(l, lk.HeldFor, lk.ExpiresIn)
 	out.ProgressStale = l.Progress != "" && !l.ProgressAt.IsZero() && now.Sub(l.ProgressAt) > progressStaleTTLs*l.TTL
 	return out
 }
@@ -146,12 +133,9 @@ func (h *adminAPI) ForceRelease(ctx context.Context, req *connect.Request[pb.For
 	// A forwarded copy must carry the request ID chosen here; the leader
 	// authenticates the caller again from the forwarded credentials.
 	m.RequestId = cmd.RequestID
-	res, err := s.node.Propose(ctx, cmd)
+	res, err := s.svc.ForceRelease(ctx, cmd)
 	if forwarding(req, err) {
 		return nil, err // the leader answers, and counts it
-	}
-	if err == nil {
-		err = res.Err
 	}
 	if err != nil {
 		s.log.Info("forced release refused", "actor", cmd.Actor, "resource", cmd.Resource,
@@ -199,26 +183,16 @@ func (h *adminAPI) Audit(ctx context.Context, req *connect.Request[pb.AuditReque
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.AuditResponse{}
-	err = s.node.Read(ctx, func(st *fsm.State) {
-		var from time.Time
-		if since > 0 {
-			from = time.Now().Add(-since)
-		}
-		recs := st.Audit(from, math.MaxInt)
-		if len(recs) > limit {
-			out.Truncated = true
-			recs = recs[len(recs)-limit:]
-		}
-		for _, a := range recs {
-			out.Records = append(out.Records, &pb.AuditRecord{
-				Index: a.Index, Time: timePB(a.Time), Actor: a.Actor, Action: a.Action, Resource: a.Resource,
-				LeaseId: a.LeaseID, Token: a.Token, Owner: a.Owner, Operation: a.Operation, Reason: a.Reason,
-			})
-		}
-	})
+	recs, truncated, err := s.svc.Audit(ctx, since, limit)
 	if err != nil {
 		return nil, err
+	}
+	out := &pb.AuditResponse{Truncated: truncated}
+	for _, a := range recs {
+		out.Records = append(out.Records, &pb.AuditRecord{
+			Index: a.Index, Time: timePB(a.Time), Actor: a.Actor, Action: a.Action, Resource: a.Resource,
+			LeaseId: a.LeaseID, Token: a.Token, Owner: a.Owner, Operation: a.Operation, Reason: a.Reason,
+		})
 	}
 	return connect.NewResponse(out), nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
@@ -22,6 +23,11 @@ type Service interface {
 	HoldPlace(cmd *fsm.Acquire)
 	Holding(ctx context.Context, resource string) (service.Holding, error)
 	List(ctx context.Context, after uint64, limit int, prefix string) ([]service.Held, bool, error)
+
+	Lock(ctx context.Context, resource string) (service.Lock, error)
+	Locks(ctx context.Context, after uint64, limit int, prefix string) ([]service.Lock, uint64, error)
+	ForceRelease(ctx context.Context, cmd *fsm.ForceRelease) (fsm.Result, error)
+	Audit(ctx context.Context, since time.Duration, limit int) ([]service.AuditRecord, bool, error)
 
 	Put(ctx context.Context, cmd *fsm.Put) (uint64, error)
 	Delete(ctx context.Context, cmd *fsm.Delete) (uint64, error)
