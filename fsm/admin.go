@@ -29,6 +29,10 @@ type ForceRelease struct {
 
 func (*ForceRelease) Kind() Kind { return KindForceRelease }
 
+func (c *ForceRelease) apply(s *State, ix uint64, now int64) Result {
+	return s.forceRelease(ix, now, c)
+}
+
 func (c *ForceRelease) encode(e *encoder) {
 	e.str(c.RequestID)
 	e.str(c.Resource)

@@ -44,6 +44,9 @@ type Delete struct {
 func (*Put) Kind() Kind    { return KindPut }
 func (*Delete) Kind() Kind { return KindDelete }
 
+func (c *Put) apply(s *State, ix uint64, now int64) Result   { return s.put(ix, now, c) }
+func (c *Delete) apply(s *State, _ uint64, now int64) Result { return s.del(now, c) }
+
 func encodeFence(e *encoder, f *leasehold.Fence) {
 	e.bool(f != nil)
 	if f != nil {
