@@ -151,3 +151,18 @@ func (s *State) Audit(since time.Time, limit int) []AuditRecord {
 	}
 	return out
 }
+
+// The snapshot section of the audit log, oldest first.
+func writeAudit(s *State, e *encoder) {
+	e.uvarint(uint64(len(s.audit)))
+	for i := range s.audit {
+		encodeAudit(e, &s.audit[i])
+	}
+}
+
+func readAudit(s *State, d *decoder, _ byte) error {
+	for range d.count(10) {
+		s.audit = append(s.audit, decodeAudit(d))
+	}
+	return nil
+}

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"sort"
+
 	"github.com/leasehold/leasehold"
 )
 
@@ -208,3 +210,31 @@ func (s *State) del(now int64, c *Delete) Result {
 // FenceRejections counts fenced writes refused since this replica started
 // (or restored): a metric, not replicated state.
 func (s *State) FenceRejections() uint64 { return s.fenceRejections }
+
+// The snapshot section of the key-value space, by key.
+func writeKV(s *State, e *encoder) {
+	keys := make([]string, 0, len(s.kv))
+	for k := range s.kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+		e.str(string(s.kv[k].Value))
+		e.uvarint(s.kv[k].Version)
+	}
+}
+
+func readKV(s *State, d *decoder, _ byte) error {
+	for range d.count(3) {
+		k := d.str()
+		it := Item{Value: []byte(d.str()), Version: d.uvarint()}
+		if _, dup := s.kv[k]; dup || it.Version == 0 || it.Version > s.lastIndex {
+			return errCorrupt
+		}
+		s.kv[k] = it
+		s.kvBytes += len(k) + len(it.Value)
+	}
+	return nil
+}
