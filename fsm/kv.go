@@ -136,7 +136,6 @@ func (s *State) kvConditions(key string, hasIf bool, ifVersion uint64, f *leaseh
 	}
 	if f != nil {
 		if err := s.CheckFence(f.Resource, f.Token); err != nil {
-			s.fenceRejections++
 			return err
 		}
 	}
@@ -206,10 +205,6 @@ func (s *State) del(now int64, c *Delete) Result {
 	s.dedup.put(key, KindDelete, sum, now, r, s.cfg)
 	return r
 }
-
-// FenceRejections counts fenced writes refused since this replica started
-// (or restored): a metric, not replicated state.
-func (s *State) FenceRejections() uint64 { return s.fenceRejections }
 
 // The snapshot section of the key-value space, by key.
 func writeKV(s *State, e *encoder) {

@@ -141,8 +141,7 @@ type State struct {
 	audit       []AuditRecord
 	owned       map[string]int // owner -> leases held
 
-	fenceRejections uint64  // a metric; not part of the replicated state
-	scratch         encoder // a buffer for fingerprints (request.go)
+	scratch encoder // a buffer for fingerprints (request.go); not state
 }
 
 // New returns an empty state. obs may be nil.
