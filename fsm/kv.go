@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"sort"
-
 	"github.com/leasehold/leasehold"
 )
 
@@ -208,17 +206,11 @@ func (s *State) del(now int64, c *Delete) Result {
 
 // The snapshot section of the key-value space, by key.
 func writeKV(s *State, e *encoder) {
-	keys := make([]string, 0, len(s.kv))
-	for k := range s.kv {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	e.uvarint(uint64(len(keys)))
-	for _, k := range keys {
+	writeSorted(e, s.kv, func(k string, it Item) {
 		e.str(k)
-		e.str(string(s.kv[k].Value))
-		e.uvarint(s.kv[k].Version)
-	}
+		e.str(string(it.Value))
+		e.uvarint(it.Version)
+	})
 }
 
 func readKV(s *State, d *decoder, _ byte) error {

@@ -186,7 +186,18 @@ func nanosTime(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-func sortedKeys(m map[string]string) []string {
+// writeSorted writes a map's size, then each entry in key order.
+func writeSorted[V any](e *encoder, m map[string]V, write func(k string, v V)) {
+	keys := sortedKeys(m)
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		write(k, m[k])
+	}
+}
+
+// sortedKeys lists a map's keys in order, so it is written alike on
+// every node.
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

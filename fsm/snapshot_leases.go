@@ -65,17 +65,11 @@ func readLeases(s *State, d *decoder, v byte) error {
 }
 
 func writeBlocks(s *State, e *encoder) {
-	res := make([]string, 0, len(s.blocks))
-	for r := range s.blocks {
-		res = append(res, r)
-	}
-	sort.Strings(res)
-	e.uvarint(uint64(len(res)))
-	for _, r := range res {
+	writeSorted(e, s.blocks, func(r string, b block) {
 		e.str(r)
-		e.uvarint(s.blocks[r].token)
-		e.varint(int64(s.blocks[r].delay))
-	}
+		e.uvarint(b.token)
+		e.varint(int64(b.delay))
+	})
 }
 
 func readBlocks(s *State, d *decoder, _ byte) error {
