@@ -13,7 +13,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -152,7 +151,7 @@ func (h *adminAPI) ForceRelease(ctx context.Context, req *connect.Request[pb.For
 	return connect.NewResponse(&pb.ForceReleaseResponse{Lease: leasePB(res.Lease, -1)}), nil
 }
 
-func forceReleaseCommand(m *pb.ForceReleaseRequest, actor string) (*fsm.ForceRelease, error) {
+func forceReleaseCommand(m *pb.ForceReleaseRequest, actor string) (*service.ForceRelease, error) {
 	if err := leasehold.ValidateName("resource", m.Resource, leasehold.MaxResourceLen, true); err != nil {
 		return nil, err
 	}
@@ -162,9 +161,9 @@ func forceReleaseCommand(m *pb.ForceReleaseRequest, actor string) (*fsm.ForceRel
 	}
 	if m.Reason == "" {
 		return nil, leasehold.Errorf(leasehold.CodeInvalid,
-			"reason must say why the release is forced (1 to %d bytes); it is kept in the audit log", fsm.MaxReasonLen)
+			"reason must say why the release is forced (1 to %d bytes); it is kept in the audit log", service.MaxReasonLen)
 	}
-	if err := leasehold.ValidateName("reason", m.Reason, fsm.MaxReasonLen, true); err != nil {
+	if err := leasehold.ValidateName("reason", m.Reason, service.MaxReasonLen, true); err != nil {
 		return nil, err
 	}
 	if err := leasehold.ValidateName("actor", actor, leasehold.MaxOwnerLen, true); err != nil {
@@ -174,7 +173,7 @@ func forceReleaseCommand(m *pb.ForceReleaseRequest, actor string) (*fsm.ForceRel
 	if err != nil {
 		return nil, err
 	}
-	return &fsm.ForceRelease{RequestID: id, Resource: m.Resource, LeaseID: m.LeaseId, Actor: actor, Reason: m.Reason}, nil
+	return &service.ForceRelease{RequestID: id, Resource: m.Resource, LeaseID: m.LeaseId, Actor: actor, Reason: m.Reason}, nil
 }
 
 func (h *adminAPI) Audit(ctx context.Context, req *connect.Request[pb.AuditRequest]) (*connect.Response[pb.AuditResponse], error) {

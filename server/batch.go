@@ -9,7 +9,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/service"
 )
 
 // Batch answers up to leasehold.MaxBatchOps acquires, renewals and
@@ -34,7 +34,7 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 			"ops holds %d operations; the limit is %d: split the batch", len(ops), leasehold.MaxBatchOps)
 	}
 	items := make([]batchItem, len(ops))
-	var cmds []fsm.Command
+	var cmds []service.Command
 	who := caller(ctx)
 	for i, op := range ops {
 		it := &items[i]
@@ -57,7 +57,7 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 	case err != nil && ctx.Err() != nil:
 		// The caller left while the batch was being committed: its acquires
 		// may have queued, or been granted, with nobody to take the answer.
-		var acquires []*fsm.Acquire
+		var acquires []*service.Acquire
 		for i := range items {
 			if a := items[i].acquire; a != nil && items[i].err == nil {
 				acquires = append(acquires, a)
@@ -65,7 +65,7 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 		}
 		err = s.svc.LeftEarly(ctx, acquires...)
 	case err == nil:
-		var taken []*fsm.Acquire
+		var taken []*service.Acquire
 		for i := range items {
 			it := &items[i]
 			if it.err != nil {
@@ -106,21 +106,21 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 
 // batchItem is one operation of a batch on its way through.
 type batchItem struct {
-	acquire *fsm.Acquire
+	acquire *service.Acquire
 	secret  string // the acquire's secret, for its answer
-	renew   *fsm.Renew
-	release *fsm.Release
-	err     error      // the operation is invalid: it was not proposed
-	index   int        // its command's place in the proposal
-	res     fsm.Result // what the state machine answered
-	left    bool       // an acquire withdrawn because the caller went away
+	renew   *service.Renew
+	release *service.Release
+	err     error          // the operation is invalid: it was not proposed
+	index   int            // its command's place in the proposal
+	res     service.Result // what the state machine answered
+	left    bool           // an acquire withdrawn because the caller went away
 }
 
 // prepare checks op (the i-th) as its own RPC does and returns the command
 // to propose, or nil with it.err set. Request IDs and secrets chosen here
 // are written back into op, so a batch forwarded to the leader carries
 // them.
-func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string) fsm.Command {
+func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string) service.Command {
 	switch o := op.GetOp().(type) {
 	case *pb.BatchOp_Acquire:
 		if o.Acquire == nil {
@@ -136,7 +136,7 @@ func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string) fs
 					"the caller waits for the grant by sending the same request to Acquire")
 		}
 		if it.err != nil {
-			it.acquire = &fsm.Acquire{} // marks the kind, for the metrics
+			it.acquire = &service.Acquire{} // marks the kind, for the metrics
 			return nil
 		}
 		m.RequestId, m.Secret = it.acquire.RequestID, it.secret
@@ -146,7 +146,7 @@ func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string) fs
 			break
 		}
 		if it.renew, it.err = renewCommand(o.Renew, caller); it.err != nil {
-			it.renew = &fsm.Renew{}
+			it.renew = &service.Renew{}
 			return nil
 		}
 		o.Renew.RequestId = it.renew.RequestID
@@ -156,7 +156,7 @@ func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string) fs
 			break
 		}
 		if it.release, it.err = releaseCommand(o.Release, caller); it.err != nil {
-			it.release = &fsm.Release{}
+			it.release = &service.Release{}
 			return nil
 		}
 		o.Release.RequestId = it.release.RequestID

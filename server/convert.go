@@ -8,7 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/service"
 )
 
 func durPB(d time.Duration) *durationpb.Duration {
@@ -51,7 +51,7 @@ func leasePB(l *leasehold.Lease, expiresIn time.Duration) *pb.Lease {
 	return out
 }
 
-func waiterPB(w fsm.Waiter) *pb.Waiter {
+func waiterPB(w service.Waiter) *pb.Waiter {
 	return &pb.Waiter{
 		Resources: w.Resources,
 		Owner:     w.Owner,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/service"
 )
 
 // kvAPI implements leaseholdv1connect.KVHandler.
@@ -45,7 +45,7 @@ func writeParams(key string, f *pb.Fence, reqID string) (*leasehold.Fence, strin
 
 func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*connect.Response[pb.PutResponse], error) {
 	s, m := h.s, req.Msg
-	cmd := &fsm.Put{Key: m.Key, Value: m.Value, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion(), Caller: caller(ctx)}
+	cmd := &service.Put{Key: m.Key, Value: m.Value, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion(), Caller: caller(ctx)}
 	var err error
 	if len(m.Value) > leasehold.MaxValueBytes {
 		err = leasehold.Errorf(leasehold.CodeInvalid, "value is %d bytes; the limit is %d", len(m.Value), leasehold.MaxValueBytes)
@@ -65,7 +65,7 @@ func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*c
 
 func (h kvAPI) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest]) (*connect.Response[pb.DeleteResponse], error) {
 	s, m := h.s, req.Msg
-	cmd := &fsm.Delete{Key: m.Key, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion(), Caller: caller(ctx)}
+	cmd := &service.Delete{Key: m.Key, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion(), Caller: caller(ctx)}
 	var err error
 	if cmd.Fence, cmd.RequestID, err = writeParams(m.Key, m.Fence, m.RequestId); err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/service"
 )
 
 // leases implements leaseholdv1connect.LeasesHandler.
@@ -44,7 +44,7 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 // acquireAnswer builds the reply to a granted acquire and counts the
 // outcome; err (a failure of the whole call) or else res.Err is returned
 // instead for one that failed. Acquire and Batch answer through it alike.
-func (s *Server) acquireAnswer(secret string, res fsm.Result, err error, start time.Time) (*pb.AcquireResponse, error) {
+func (s *Server) acquireAnswer(secret string, res service.Result, err error, start time.Time) (*pb.AcquireResponse, error) {
 	if err == nil {
 		err = res.Err
 	}
@@ -84,7 +84,7 @@ func (h leases) Renew(ctx context.Context, req *connect.Request[pb.RenewRequest]
 }
 
 // renewAnswer is acquireAnswer for a renewal.
-func (s *Server) renewAnswer(res fsm.Result, err error) (*pb.RenewResponse, error) {
+func (s *Server) renewAnswer(res service.Result, err error) (*pb.RenewResponse, error) {
 	if err == nil {
 		err = res.Err
 	}
@@ -117,7 +117,7 @@ func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequ
 }
 
 // releaseAnswer is acquireAnswer for a release.
-func (s *Server) releaseAnswer(cmd *fsm.Release, res fsm.Result, err error) (*pb.ReleaseResponse, error) {
+func (s *Server) releaseAnswer(cmd *service.Release, res service.Result, err error) (*pb.ReleaseResponse, error) {
 	if err == nil {
 		err = res.Err
 	}

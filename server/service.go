@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -13,24 +12,24 @@ import (
 // the handler's own work (validation, authorization, conversion) is what
 // they test.
 type Service interface {
-	Acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, error)
-	Renew(ctx context.Context, cmd *fsm.Renew) (fsm.Result, error)
-	Release(ctx context.Context, cmd *fsm.Release) (fsm.Result, error)
-	Batch(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error)
+	Acquire(ctx context.Context, cmd *service.Acquire) (service.Result, error)
+	Renew(ctx context.Context, cmd *service.Renew) (service.Result, error)
+	Release(ctx context.Context, cmd *service.Release) (service.Result, error)
+	Batch(ctx context.Context, cmds []service.Command) ([]service.Result, error)
 	// LeftEarly and HoldPlace settle the acquires of a Batch whose
 	// caller left, or that queued.
-	LeftEarly(ctx context.Context, cmds ...*fsm.Acquire) error
-	HoldPlace(cmd *fsm.Acquire)
+	LeftEarly(ctx context.Context, cmds ...*service.Acquire) error
+	HoldPlace(cmd *service.Acquire)
 	Holding(ctx context.Context, resource string) (service.Holding, error)
 	List(ctx context.Context, after uint64, limit int, prefix string) ([]service.Held, bool, error)
 
 	Lock(ctx context.Context, resource string) (service.Lock, error)
 	Locks(ctx context.Context, after uint64, limit int, prefix string) ([]service.Lock, uint64, error)
-	ForceRelease(ctx context.Context, cmd *fsm.ForceRelease) (fsm.Result, error)
+	ForceRelease(ctx context.Context, cmd *service.ForceRelease) (service.Result, error)
 	Audit(ctx context.Context, since time.Duration, limit int) ([]service.AuditRecord, bool, error)
 
-	Put(ctx context.Context, cmd *fsm.Put) (uint64, error)
-	Delete(ctx context.Context, cmd *fsm.Delete) (uint64, error)
+	Put(ctx context.Context, cmd *service.Put) (uint64, error)
+	Delete(ctx context.Context, cmd *service.Delete) (uint64, error)
 	Get(ctx context.Context, key string) ([]byte, uint64, error)
 	CheckFence(ctx context.Context, resource string, token uint64) error
 }

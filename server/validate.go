@@ -11,7 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/service"
 )
 
 // Every field is checked here, at the edge, with a message that names the
@@ -59,8 +59,8 @@ func randomHex(n int) string {
 
 // acquireCommand checks an AcquireRequest from caller (see caller) and
 // builds its command.
-func acquireCommand(m *pb.AcquireRequest, caller string) (cmd *fsm.Acquire, secret string, err error) {
-	cmd = &fsm.Acquire{Resources: m.Resources, Owner: m.Owner, Operation: m.Operation, Metadata: m.Metadata, Caller: caller}
+func acquireCommand(m *pb.AcquireRequest, caller string) (cmd *service.Acquire, secret string, err error) {
+	cmd = &service.Acquire{Resources: m.Resources, Owner: m.Owner, Operation: m.Operation, Metadata: m.Metadata, Caller: caller}
 	if err := leasehold.ValidateResources(m.Resources); err != nil {
 		return nil, "", err
 	}
@@ -129,7 +129,7 @@ func leaseRef(id uint64, secret string) ([32]byte, error) {
 	return h, err
 }
 
-func renewCommand(m *pb.RenewRequest, caller string) (*fsm.Renew, error) {
+func renewCommand(m *pb.RenewRequest, caller string) (*service.Renew, error) {
 	h, err := leaseRef(m.LeaseId, m.Secret)
 	if err != nil {
 		return nil, err
@@ -141,10 +141,10 @@ func renewCommand(m *pb.RenewRequest, caller string) (*fsm.Renew, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fsm.Renew{RequestID: id, LeaseID: m.LeaseId, SecretHash: h, Progress: m.Progress, Caller: caller}, nil
+	return &service.Renew{RequestID: id, LeaseID: m.LeaseId, SecretHash: h, Progress: m.Progress, Caller: caller}, nil
 }
 
-func releaseCommand(m *pb.ReleaseRequest, caller string) (*fsm.Release, error) {
+func releaseCommand(m *pb.ReleaseRequest, caller string) (*service.Release, error) {
 	h, err := leaseRef(m.LeaseId, m.Secret)
 	if err != nil {
 		return nil, err
@@ -153,7 +153,7 @@ func releaseCommand(m *pb.ReleaseRequest, caller string) (*fsm.Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fsm.Release{RequestID: id, LeaseID: m.LeaseId, SecretHash: h, Caller: caller}, nil
+	return &service.Release{RequestID: id, LeaseID: m.LeaseId, SecretHash: h, Caller: caller}, nil
 }
 
 func listParams(m *pb.ListRequest) (after uint64, limit int, err error) {
