@@ -66,6 +66,19 @@ func (noEvents) Ended(*leasehold.Lease, fsm.EndReason) {}
 // brand-new directory, bootstraps the cluster from cfg.Peers (or this node
 // alone). events may be nil.
 func Open(cfg Config, events Events) (*Node, error) {
+	n, err := open(cfg, events)
+	if err != nil {
+		if cfg.RaftListener != nil && (n == nil || n.mux == nil) {
+			cfg.RaftListener.Close() // the node owns it, even when it fails to open
+		}
+		return nil, err
+	}
+	return n, nil
+}
+
+// open is Open; on error it returns the node as far as it got (shut down),
+// so Open can tell whether the raft listener was handed on.
+func open(cfg Config, events Events) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -90,10 +103,7 @@ func Open(cfg Config, events Events) (*Node, error) {
 	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.Logger)
 	if err := n.start(); err != nil {
 		n.shutdown()
-		if n.mux == nil && cfg.RaftListener != nil {
-			cfg.RaftListener.Close() // the node owns it, even when it fails to open
-		}
-		return nil, err
+		return n, err
 	}
 	n.wg.Add(2)
 	go n.leaderLoop()
