@@ -48,6 +48,11 @@ func sampleCommands() map[string]Command {
 		"delete plain":  &Delete{Key: "k"},
 		"force release": &ForceRelease{RequestID: "req-8", Resource: "r", LeaseID: 9, Actor: "alice", Reason: "stuck since 3am"},
 		"raise tokens":  &RaiseTokens{Floor: math.MaxUint64},
+		"txn full": &Txn{RequestID: "req-9", Caller: "ci-worker", Fence: &leasehold.Fence{Resource: "r", Token: 5},
+			Compares: []Compare{{Key: "a", Op: CompareVersionEqual, Version: math.MaxUint64}, {Key: "b", Op: CompareValueEqual, Value: []byte{0, 1}},
+				{Key: "c", Op: CompareOp(255)}},
+			Then: []TxnOp{{Key: "a", Value: []byte("x")}, {Key: "b", Delete: true}}, Else: []TxnOp{{Key: "日本", Value: []byte{}}}},
+		"txn zero": &Txn{},
 	}
 }
 

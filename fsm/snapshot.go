@@ -19,10 +19,12 @@ import (
 // its acquire's key, a waiter its key and fingerprint, a dedup record its
 // key and fingerprint. Versions 3 and 4 are read as legacy state: bare
 // request IDs as keys, no fingerprints.
+//
+// Version 6 keeps a transaction's answer (TxnResult) in its dedup record.
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = 5
+	snapVersion = 6
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -51,7 +53,7 @@ var sections = [...]section{
 	{"waiters", 5, writeWaiters, readWaiters},
 	{"kv", 3, writeKV, readKV},
 	{"audit", 3, writeAudit, readAudit},
-	{"dedup", 5, writeDedup, readDedup},
+	{"dedup", 6, writeDedup, readDedup},
 }
 
 // Snapshot encodes the whole state.

@@ -62,7 +62,8 @@ type Result struct {
 	Lease     *leasehold.Lease // the lease granted, renewed or released
 	Queued    bool             // the acquire waits; WaitEnded brings the outcome
 	Remaining time.Duration    // renew and acquire: how long the lease now runs
-	Version   uint64           // put: the key's new version; delete: its last
+	Version   uint64           // put, txn: the key's new version; delete: its last
+	Txn       *TxnResult       // txn: the branch that ran and its versions
 	Dup       bool             // answered from the dedup window
 	// ForeignSecret marks a retried acquire whose secret differs from the
 	// first request's (or can no longer be checked): the caller does not
@@ -115,12 +116,18 @@ type Config struct {
 	// MaxLeasesPerOwner refuses a grant to an owner already holding that
 	// many leases (0: no limit).
 	MaxLeasesPerOwner int
+	// A transaction may carry at most MaxTxnCompares compares, MaxTxnOps
+	// operations per branch and MaxTxnBytes of values in all (0: no limit).
+	MaxTxnCompares int
+	MaxTxnOps      int
+	MaxTxnBytes    int
 }
 
 // DefaultConfig is what a node uses unless told otherwise.
 func DefaultConfig() Config {
 	return Config{DedupWindow: 5 * time.Minute, DedupMax: 1 << 20, AuditMax: 10000,
-		MaxWaitersPerResource: 1000, MaxLeasesPerOwner: 100000}
+		MaxWaitersPerResource: 1000, MaxLeasesPerOwner: 100000,
+		MaxTxnCompares: 64, MaxTxnOps: 64, MaxTxnBytes: 256 << 10}
 }
 
 // State is the whole replicated state.
