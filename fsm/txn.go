@@ -72,7 +72,7 @@ type TxnResult struct {
 	Versions  []uint64
 }
 
-func (*Txn) Kind() Kind                                   { return KindTxn }
+func (*Txn) Kind() Kind                                    { return KindTxn }
 func (c *Txn) apply(s *State, ix uint64, now int64) Result { return s.txn(ix, now, c) }
 
 // The op byte of an encoded TxnOp; a new op (a lease-bound put, say) gets
