@@ -174,6 +174,7 @@ func (s *State) put(ix uint64, now int64, c *Put) Result {
 		}
 		s.kvBytes += grow
 		s.kv[c.Key] = Item{Value: c.Value, Version: ix}
+		s.emitKV(EventPut, c.Key, c.Value, ix)
 		return Result{Version: ix}
 	}()
 	s.dedup.put(key, KindPut, sum, now, r, s.cfg)
@@ -198,6 +199,7 @@ func (s *State) del(now int64, c *Delete) Result {
 		}
 		s.kvBytes -= len(c.Key) + len(old.Value)
 		delete(s.kv, c.Key)
+		s.emitKV(EventDeleted, c.Key, nil, old.Version)
 		return Result{Version: old.Version}
 	}()
 	s.dedup.put(key, KindDelete, sum, now, r, s.cfg)

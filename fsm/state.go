@@ -134,6 +134,7 @@ func DefaultConfig() Config {
 type State struct {
 	cfg         Config
 	obs         Observer
+	sink        EventSink // obs, if it wants events; else nil
 	lastIndex   uint64
 	lastToken   uint64
 	nextArrival uint64
@@ -156,7 +157,7 @@ func New(cfg Config, obs Observer) *State {
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &State{
+	s := &State{
 		cfg:     cfg,
 		obs:     obs,
 		leases:  make(map[uint64]*lease),
@@ -168,6 +169,8 @@ func New(cfg Config, obs Observer) *State {
 		kv:      make(map[string]Item),
 		owned:   make(map[string]int),
 	}
+	s.setSink(obs)
+	return s
 }
 
 // SetObserver replaces the observer (after a restore, for instance).
@@ -176,6 +179,7 @@ func (s *State) SetObserver(obs Observer) {
 		obs = nopObserver{}
 	}
 	s.obs = obs
+	s.setSink(obs)
 }
 
 // LastIndex is the log index of the last applied entry.
@@ -252,6 +256,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	s.dedup.put(key, KindAcquire, sum, now, r, s.cfg)
 	if r.Queued {
 		s.obs.Queued(key, c.Wait)
+		s.emitWaiter(EventQueued, c)
 	}
 	return r
 }
@@ -318,6 +323,7 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 	}
 	view := l.Lease
 	s.obs.Granted(&view, key)
+	s.emitLease(EventGranted, &view, 0)
 	return &view
 }
 
@@ -439,6 +445,7 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 	}
 	view := l.Lease
 	s.obs.Renewed(&view, remaining)
+	s.emitLease(EventRenewed, &view, 0)
 	return Result{Lease: &view, Remaining: remaining}
 }
 
@@ -478,6 +485,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	}
 	view := l.Lease
 	s.obs.Ended(&view, why)
+	s.emitLease(endEvent(why), &view, why)
 	return &view
 }
 
@@ -546,6 +554,7 @@ func (s *State) endWait(ix uint64, now int64, w *waiter, r Result) {
 	heads := s.dequeue(w)
 	s.dedup.put(w.key, KindAcquire, w.sum, now, r, s.cfg)
 	s.obs.WaitEnded(w.key, r)
+	s.emitWaiter(EventWithdrawn, &w.Acquire)
 	s.wake(ix, now, heads)
 }
 

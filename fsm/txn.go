@@ -217,10 +217,14 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 	res.Versions = make([]uint64, len(ops))
 	for i, op := range ops {
 		if op.Delete {
-			delete(s.kv, op.Key)
+			if old, had := s.kv[op.Key]; had {
+				delete(s.kv, op.Key)
+				s.emitKV(EventDeleted, op.Key, nil, old.Version)
+			}
 			continue
 		}
 		s.kv[op.Key] = Item{Value: op.Value, Version: ix}
+		s.emitKV(EventPut, op.Key, op.Value, ix)
 		res.Versions[i] = ix
 	}
 	return Result{Txn: res, Version: ix}
