@@ -20,7 +20,7 @@ const (
 	EventQueued                             // an acquire queued to wait
 	EventWithdrawn                          // a waiting acquire was canceled or timed out
 	EventPut                                // a key was written
-	EventDeleted                            // a key was deleted
+	EventDeleted                            // a key was deleted (also when its lease ended, at the same index)
 )
 
 func (k EventKind) String() string {
@@ -38,6 +38,8 @@ type Event struct {
 	Index uint64 // the log index of the entry that made the change
 	Kind  EventKind
 	// Lease events, and Queued / Withdrawn (whose LeaseID and Token are 0).
+	// Put: the lease the key is now bound to; Deleted: the lease whose end
+	// deleted it (0: a plain delete).
 	LeaseID   uint64
 	Token     uint64
 	Resources []string
@@ -81,9 +83,9 @@ func (s *State) emitWaiter(k EventKind, c *Acquire) {
 	}
 }
 
-func (s *State) emitKV(k EventKind, key string, value []byte, version uint64) {
+func (s *State) emitKV(k EventKind, key string, value []byte, version, lease uint64) {
 	if s.sink != nil {
-		s.emit(Event{Kind: k, Key: key, Value: value, Version: version})
+		s.emit(Event{Kind: k, Key: key, Value: value, Version: version, LeaseID: lease})
 	}
 }
 

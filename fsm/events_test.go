@@ -84,7 +84,7 @@ func TestEventsWithoutSinkAllocateNothing(t *testing.T) {
 	l := &leasehold.Lease{ID: 1, Resources: []string{"a"}}
 	if n := testing.AllocsPerRun(100, func() {
 		s.emitLease(EventGranted, l, 0)
-		s.emitKV(EventPut, "k", nil, 1)
+		s.emitKV(EventPut, "k", nil, 1, 0)
 		s.emitWaiter(EventQueued, &Acquire{})
 	}); n != 0 {
 		t.Fatalf("emitting with no sink allocates %v times", n)
@@ -110,7 +110,7 @@ func TestPropertyEventsResumeFromSnapshot(t *testing.T) {
 		for i := 1; i <= n; i++ {
 			cmds := g.batch()
 			for j := range cmds { // some KV traffic beside the leases
-				switch g.rng.IntN(6) {
+				switch g.rng.IntN(7) {
 				case 0:
 					cmds[j] = &Put{Key: keys[g.rng.IntN(3)], Value: []byte(fmt.Sprint(i))}
 				case 1:
@@ -118,12 +118,17 @@ func TestPropertyEventsResumeFromSnapshot(t *testing.T) {
 				case 2:
 					cmds[j] = &Txn{Compares: []Compare{{Key: keys[g.rng.IntN(3)], Op: CompareExists}},
 						Then: []TxnOp{put(keys[g.rng.IntN(3)], "t")}, Else: []TxnOp{del(keys[g.rng.IntN(3)])}}
+				case 3:
+					id, name := g.lease()
+					cmds[j] = &Txn{Then: []TxnOp{{Key: keys[g.rng.IntN(3)], Value: []byte("b"),
+						Lease: &LeaseProof{ID: id, SecretHash: secret(name)}}}}
 				}
 			}
 			ix := uint64(i * 2)
 			b := &Batch{Time: t0 + int64(i)*int64(time.Second), Cmds: cmds}
 			out := s.Apply(ix, b)
 			g.learn(out)
+			checkBound(t, s)
 			if restored != nil {
 				if out2 := restored.Apply(ix, b); !reflect.DeepEqual(out, out2) {
 					t.Fatalf("entry %d: restored replica answers differently", ix)
@@ -149,6 +154,7 @@ func TestPropertyEventsResumeFromSnapshot(t *testing.T) {
 				after = append(after, e)
 			}
 		}
+		checkBoundEvents(t, all.ev)
 		if !reflect.DeepEqual(after, rest.ev) {
 			t.Fatalf("after index %d: the log's events\n%+v\ndiffer from the restored replica's\n%+v", splitIx, after, rest.ev)
 		}
@@ -162,3 +168,45 @@ type teeObserver struct {
 }
 
 func (o *teeObserver) Event(e Event) { o.sink.Event(e) }
+
+// checkBound: no bound key outlives its lease, and the index lease -> keys
+// is exactly the keys' bindings.
+func checkBound(t *rapid.T, s *State) {
+	n := 0
+	for k, it := range s.kv {
+		if it.Lease == 0 {
+			continue
+		}
+		n++
+		if s.leases[it.Lease] == nil {
+			t.Fatalf("entry %d: key %q outlived its lease %d", s.lastIndex, k, it.Lease)
+		}
+		if _, ok := s.bound[it.Lease][k]; !ok {
+			t.Fatalf("entry %d: key %q bound to %d is missing from the index", s.lastIndex, k, it.Lease)
+		}
+	}
+	for _, keys := range s.bound {
+		n -= len(keys)
+	}
+	if n != 0 {
+		t.Fatalf("entry %d: the index holds %d more keys than are bound", s.lastIndex, -n)
+	}
+}
+
+// checkBoundEvents: a key deleted by its lease's end is deleted at the end's
+// index, right after the end event.
+func checkBoundEvents(t *rapid.T, evs []Event) {
+	for i, e := range evs {
+		if e.Kind != EventDeleted || e.LeaseID == 0 {
+			continue
+		}
+		j := i - 1
+		for j >= 0 && evs[j].Kind == EventDeleted && evs[j].LeaseID == e.LeaseID {
+			j--
+		}
+		if j < 0 || evs[j].LeaseID != e.LeaseID || evs[j].Index != e.Index ||
+			(evs[j].Kind != EventReleased && evs[j].Kind != EventExpired && evs[j].Kind != EventForceReleased) {
+			t.Fatalf("key %q deleted by lease %d at index %d does not follow the lease's end", e.Key, e.LeaseID, e.Index)
+		}
+	}
+}

@@ -71,6 +71,8 @@ func goldenEntries() []*Batch {
 			&Txn{RequestID: "t1", Caller: "svc", Compares: []Compare{{Key: "k1", Op: CompareValueEqual, Value: []byte("one")},
 				{Key: "k9", Op: CompareAbsent}}, Then: []TxnOp{{Key: "k9", Value: []byte("nine")}, {Key: "k1", Delete: true}},
 				Else: []TxnOp{{Key: "k8", Value: []byte("eight")}}},
+			&Txn{RequestID: "t2", Caller: "svc", Then: []TxnOp{{Key: "alive/o5", Value: []byte("o5"),
+				Lease: &LeaseProof{ID: 50, SecretHash: secret("g3")}}}}, // g3's lease, the token floor
 		}},
 	}
 }
@@ -125,7 +127,7 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	}
 	// The fixture holds something in every section, or it pins nothing.
 	c := restored.Counts()
-	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 ||
+	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 || len(restored.bound) == 0 ||
 		restored.LastToken() < 50 {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
 			c, len(restored.audit), len(restored.kv), restored.LastToken())

@@ -20,7 +20,8 @@ import (
 // key and fingerprint. Versions 3 and 4 are read as legacy state: bare
 // request IDs as keys, no fingerprints.
 //
-// Version 6 keeps a transaction's answer (TxnResult) in its dedup record.
+// Version 6 keeps a transaction's answer (TxnResult) in its dedup record
+// and the lease a key is bound to.
 
 const (
 	snapMagic   = "LHSNAP"
@@ -51,7 +52,7 @@ var sections = [...]section{
 	{"leases", 4, writeLeases, readLeases},
 	{"lock-delays", 3, writeBlocks, readBlocks},
 	{"waiters", 5, writeWaiters, readWaiters},
-	{"kv", 3, writeKV, readKV},
+	{"kv", 6, writeKV, readKV},
 	{"audit", 3, writeAudit, readAudit},
 	{"dedup", 6, writeDedup, readDedup},
 }

@@ -145,6 +145,7 @@ type State struct {
 	queues      map[string][]*waiter // resource -> waiters in arrival order
 	dedup       dedup
 	kv          map[string]Item
+	bound       map[uint64]map[string]struct{} // lease -> keys bound to it
 	kvBytes     int
 	audit       []AuditRecord
 	owned       map[string]int // owner -> leases held
@@ -167,6 +168,7 @@ func New(cfg Config, obs Observer) *State {
 		queues:  make(map[string][]*waiter),
 		dedup:   newDedup(),
 		kv:      make(map[string]Item),
+		bound:   make(map[uint64]map[string]struct{}),
 		owned:   make(map[string]int),
 	}
 	s.setSink(obs)
@@ -486,6 +488,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	view := l.Lease
 	s.obs.Ended(&view, why)
 	s.emitLease(endEvent(why), &view, why)
+	s.dropBound(l.ID)
 	return &view
 }
 

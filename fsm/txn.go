@@ -51,6 +51,7 @@ type TxnOp struct {
 	Delete bool
 	Key    string
 	Value  []byte
+	Lease  *LeaseProof // a put: bind the key to this lease (bound.go)
 }
 
 // Txn is the transaction command.
@@ -78,21 +79,30 @@ func (c *Txn) apply(s *State, ix uint64, now int64) Result { return s.txn(ix, no
 // The op byte of an encoded TxnOp; a new op (a lease-bound put, say) gets
 // a new byte without changing the others.
 const (
-	txnOpPut    = 1
-	txnOpDelete = 2
+	txnOpPut      = 1
+	txnOpDelete   = 2
+	txnOpPutBound = 3 // a put bound to a lease
 )
 
 func encodeTxnOps(e *encoder, ops []TxnOp) {
 	e.uvarint(uint64(len(ops)))
 	for _, op := range ops {
-		if op.Delete {
+		switch {
+		case op.Delete:
 			e.byte1(txnOpDelete)
 			e.str(op.Key)
 			continue
+		case op.Lease != nil:
+			e.byte1(txnOpPutBound)
+		default:
+			e.byte1(txnOpPut)
 		}
-		e.byte1(txnOpPut)
 		e.str(op.Key)
 		e.str(string(op.Value))
+		if op.Lease != nil {
+			e.uvarint(op.Lease.ID)
+			e.hash(op.Lease.SecretHash)
+		}
 	}
 }
 
@@ -108,6 +118,8 @@ func decodeTxnOps(d *decoder) []TxnOp {
 			ops[i] = TxnOp{Key: d.str(), Value: []byte(d.str())}
 		case txnOpDelete:
 			ops[i] = TxnOp{Delete: true, Key: d.str()}
+		case txnOpPutBound:
+			ops[i] = TxnOp{Key: d.str(), Value: []byte(d.str()), Lease: &LeaseProof{ID: d.uvarint(), SecretHash: d.hash()}}
 		default:
 			d.fail()
 			return nil
@@ -188,6 +200,11 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 			return Result{Err: err}
 		}
 	}
+	for _, op := range append(c.Then[:len(c.Then):len(c.Then)], c.Else...) {
+		if err := s.checkBinding(op.Key, op.Lease); err != nil {
+			return Result{Err: err}
+		}
+	}
 	res := &TxnResult{Succeeded: true, Compares: make([]bool, len(c.Compares))}
 	for i, cmp := range c.Compares {
 		res.Compares[i] = s.holds(cmp)
@@ -213,18 +230,26 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 		return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
 			"the key-value space is full (%d bytes); the transaction wrote nothing", leasehold.MaxKVBytes)}
 	}
-	s.kvBytes += grow
 	res.Versions = make([]uint64, len(ops))
 	for i, op := range ops {
 		if op.Delete {
-			if old, had := s.kv[op.Key]; had {
-				delete(s.kv, op.Key)
-				s.emitKV(EventDeleted, op.Key, nil, old.Version)
+			if _, had := s.kv[op.Key]; had {
+				old := s.deleteItem(op.Key)
+				s.emitKV(EventDeleted, op.Key, nil, old.Version, 0)
 			}
 			continue
 		}
-		s.kv[op.Key] = Item{Value: op.Value, Version: ix}
-		s.emitKV(EventPut, op.Key, op.Value, ix)
+		it := Item{Value: op.Value, Version: ix}
+		if op.Lease != nil {
+			it.Lease = op.Lease.ID
+		}
+		old, had := s.kv[op.Key]
+		s.kvBytes += len(op.Value) - len(old.Value)
+		if !had {
+			s.kvBytes += len(op.Key)
+		}
+		s.setItem(op.Key, it)
+		s.emitKV(EventPut, op.Key, op.Value, ix, it.Lease)
 		res.Versions[i] = ix
 	}
 	return Result{Txn: res, Version: ix}
@@ -294,8 +319,11 @@ func (s *State) validateTxn(c *Txn) error {
 					"key %q is written twice in the %s branch; write each key once per branch", op.Key, branch.name)
 			}
 			seen[op.Key] = true
-			if op.Delete && len(op.Value) > 0 {
-				return leasehold.Errorf(leasehold.CodeInvalid, "the delete of key %q carries a value", op.Key)
+			if op.Delete && (len(op.Value) > 0 || op.Lease != nil) {
+				return leasehold.Errorf(leasehold.CodeInvalid, "the delete of key %q carries a value or a lease", op.Key)
+			}
+			if err := validLeaseProof(op.Key, op.Lease); err != nil {
+				return err
 			}
 			if len(op.Value) > leasehold.MaxValueBytes {
 				return leasehold.Errorf(leasehold.CodeInvalid,
