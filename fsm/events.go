@@ -21,10 +21,11 @@ const (
 	EventWithdrawn                          // a waiting acquire was canceled or timed out
 	EventPut                                // a key was written
 	EventDeleted                            // a key was deleted (also when its lease ended, at the same index)
+	EventLeaderChanged                      // an election has a new leader, a new value, or no leader (LeaseID 0)
 )
 
 func (k EventKind) String() string {
-	names := [...]string{"", "granted", "renewed", "released", "expired", "force_released", "queued", "withdrawn", "put", "deleted"}
+	names := [...]string{"", "granted", "renewed", "released", "expired", "force_released", "queued", "withdrawn", "put", "deleted", "leader_changed"}
 	if int(k) < len(names) && k != 0 {
 		return names[k]
 	}
@@ -38,6 +39,7 @@ type Event struct {
 	Index uint64 // the log index of the entry that made the change
 	Kind  EventKind
 	// Lease events, and Queued / Withdrawn (whose LeaseID and Token are 0).
+	// LeaderChanged: the election is Resources[0], the leader its lease.
 	// Put: the lease the key is now bound to; Deleted: the lease whose end
 	// deleted it (0: a plain delete).
 	LeaseID   uint64
@@ -48,7 +50,7 @@ type Event struct {
 	Reason    EndReason // the end events
 	// Put and Deleted.
 	Key     string
-	Value   []byte // Put: the new value
+	Value   []byte // Put: the new value; LeaderChanged: the leader's value
 	Version uint64 // Put: the new version; Deleted: the version removed
 }
 

@@ -73,6 +73,10 @@ func goldenEntries() []*Batch {
 				Else: []TxnOp{{Key: "k8", Value: []byte("eight")}}},
 			&Txn{RequestID: "t2", Caller: "svc", Then: []TxnOp{{Key: "alive/o5", Value: []byte("o5"),
 				Lease: &LeaseProof{ID: 50, SecretHash: secret("g3")}}}}, // g3's lease, the token floor
+			&Campaign{Acquire{RequestID: "c1", Resources: []string{"leader/x"}, Owner: "o7", Operation: "op7", TTL: 10 * time.Second,
+				SecretHash: secret("c1"), Attempt: "t1", Caller: "erin", Value: []byte("node-1")}},
+			&Campaign{Acquire{RequestID: "c2", Resources: []string{"leader/x"}, Owner: "o8", Operation: "op8", TTL: 10 * time.Second,
+				Wait: time.Minute, SecretHash: secret("c2"), Attempt: "t1", Caller: "erin", Value: []byte("node-2")}},
 		}},
 	}
 }
@@ -127,7 +131,7 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	}
 	// The fixture holds something in every section, or it pins nothing.
 	c := restored.Counts()
-	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 || len(restored.bound) == 0 ||
+	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 || len(restored.bound) == 0 || len(restored.Elections("")) == 0 ||
 		restored.LastToken() < 50 {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
 			c, len(restored.audit), len(restored.kv), restored.LastToken())

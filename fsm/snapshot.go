@@ -21,7 +21,8 @@ import (
 // request IDs as keys, no fingerprints.
 //
 // Version 6 keeps a transaction's answer (TxnResult) in its dedup record
-// and the lease a key is bound to.
+// and the lease a key is bound to; a lease and a waiter say whether they
+// are an election's, with the value.
 
 const (
 	snapMagic   = "LHSNAP"
@@ -49,9 +50,9 @@ type section struct {
 // sections are written and read in this order.
 var sections = [...]section{
 	{"counters", 3, writeCounters, readCounters},
-	{"leases", 4, writeLeases, readLeases},
+	{"leases", 6, writeLeases, readLeases},
 	{"lock-delays", 3, writeBlocks, readBlocks},
-	{"waiters", 5, writeWaiters, readWaiters},
+	{"waiters", 6, writeWaiters, readWaiters},
 	{"kv", 6, writeKV, readKV},
 	{"audit", 3, writeAudit, readAudit},
 	{"dedup", 6, writeDedup, readDedup},

@@ -75,6 +75,8 @@ type lease struct {
 	leasehold.Lease
 	secretHash [32]byte
 	heldFor    time.Duration // age last stamped by a leader, for MaxHold
+	election   bool          // the lease is an election's leadership (elections.go)
+	value      []byte        // the leader's value
 	key        string        // the granting acquire's Key
 	// attempt is the latest attempt of the acquire that made it or was
 	// answered with it: only that attempt's Cancel releases it, so a
@@ -149,6 +151,7 @@ type State struct {
 	kvBytes     int
 	audit       []AuditRecord
 	owned       map[string]int // owner -> leases held
+	vacated     []string       // elections whose leader ended in this command (elections.go)
 
 	scratch encoder // a buffer for fingerprints (request.go); not state
 }
@@ -197,6 +200,9 @@ func (s *State) Apply(index uint64, b *Batch) []Result {
 	out := make([]Result, len(b.Cmds))
 	for i, c := range b.Cmds {
 		out[i] = c.apply(s, index, b.Time)
+		if len(s.vacated) > 0 {
+			s.flushVacated()
+		}
 	}
 	return out
 }
@@ -241,6 +247,10 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	}
 	var r Result
 	if err := validateAcquire(c); err != nil {
+		r = Result{Err: err}
+	} else if err := validateCampaign(c); err != nil {
+		r = Result{Err: err}
+	} else if err := s.kindConflict(c); err != nil {
 		r = Result{Err: err}
 	} else if err := s.ownerLimit(c.Owner); err != nil {
 		r = Result{Err: err}
@@ -317,6 +327,8 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 		secretHash: c.SecretHash,
 		key:        key,
 		attempt:    c.Attempt,
+		election:   c.Election,
+		value:      c.Value,
 	}
 	s.leases[l.ID] = l
 	s.owned[l.Owner]++
@@ -326,6 +338,9 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 	view := l.Lease
 	s.obs.Granted(&view, key)
 	s.emitLease(EventGranted, &view, 0)
+	if l.election {
+		s.emitLeader(l)
+	}
 	return &view
 }
 
@@ -489,6 +504,9 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	s.obs.Ended(&view, why)
 	s.emitLease(endEvent(why), &view, why)
 	s.dropBound(l.ID)
+	if l.election {
+		s.vacated = append(s.vacated, l.Resources[0])
+	}
 	return &view
 }
 
