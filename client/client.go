@@ -243,14 +243,24 @@ func (c *Client) follow(leader string) {
 }
 
 // Get shows a resource: its holder, token, expiry and waiters.
-func (c *Client) Get(ctx context.Context, resource string) (*pb.GetResponse, error) {
-	return call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.Get, &pb.GetRequest{Resource: resource})
+func (c *Client) Get(ctx context.Context, resource string) (*ResourceInfo, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.Get, &pb.GetRequest{Resource: resource})
+	if err != nil {
+		return nil, err
+	}
+	return resourceInfo(r), nil
 }
 
-// List returns one page of held leases.
-func (c *Client) List(ctx context.Context, prefix string, pageSize int, pageToken string) (*pb.ListResponse, error) {
-	return call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.List,
+// List returns one page of held leases: pageSize of them (0: the server's
+// default of 100; at most 1000), from pageToken ("" for the first page).
+// Leases reads every page.
+func (c *Client) List(ctx context.Context, prefix string, pageSize int, pageToken string) (Page, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.List,
 		&pb.ListRequest{Prefix: prefix, PageSize: int32(pageSize), PageToken: pageToken})
+	if err != nil {
+		return Page{}, err
+	}
+	return Page{Leases: leaseInfos(r.Leases), NextPageToken: r.NextPageToken}, nil
 }
 
 // ReleaseByID releases a lease known only by its id and secret (as the CLI
