@@ -29,6 +29,10 @@ type ForceRelease struct {
 
 func (*ForceRelease) Kind() Kind { return KindForceRelease }
 
+func (c *ForceRelease) apply(s *State, ix uint64, now int64) Result {
+	return s.forceRelease(ix, now, c)
+}
+
 func (c *ForceRelease) encode(e *encoder) {
 	e.str(c.RequestID)
 	e.str(c.Resource)
@@ -146,4 +150,19 @@ func (s *State) Audit(since time.Time, limit int) []AuditRecord {
 		}
 	}
 	return out
+}
+
+// The snapshot section of the audit log, oldest first.
+func writeAudit(s *State, e *encoder) {
+	e.uvarint(uint64(len(s.audit)))
+	for i := range s.audit {
+		encodeAudit(e, &s.audit[i])
+	}
+}
+
+func readAudit(s *State, d *decoder, _ byte) error {
+	for range d.count(10) {
+		s.audit = append(s.audit, decodeAudit(d))
+	}
+	return nil
 }

@@ -23,11 +23,15 @@ const (
 )
 
 // Command is one state change. Commands carry everything they need: the
-// state machine reads no clock and makes no random choice.
+// state machine reads no clock and makes no random choice. Every kind has
+// one row in the table of commands (registry.go).
 type Command interface {
 	Kind() Kind
 	encode(e *encoder)
 	decode(d *decoder)
+	// apply makes the change in the entry at log index ix, stamped with the
+	// leader's wall clock now (unix nanoseconds).
+	apply(s *State, ix uint64, now int64) Result
 }
 
 // Acquire asks for every resource at once. With Wait > 0 it queues if it
@@ -111,6 +115,14 @@ func (*Cancel) Kind() Kind      { return KindCancel }
 func (*WaitTimeout) Kind() Kind { return KindWaitTimeout }
 func (*Unblock) Kind() Kind     { return KindUnblock }
 
+func (c *Acquire) apply(s *State, ix uint64, now int64) Result     { return s.acquire(ix, now, c) }
+func (c *Renew) apply(s *State, _ uint64, now int64) Result        { return s.renew(now, c) }
+func (c *Release) apply(s *State, ix uint64, now int64) Result     { return s.release(ix, now, c) }
+func (c *Expire) apply(s *State, ix uint64, now int64) Result      { return s.expire(ix, now, c) }
+func (c *Cancel) apply(s *State, ix uint64, now int64) Result      { return s.cancel(ix, now, c) }
+func (c *WaitTimeout) apply(s *State, ix uint64, now int64) Result { return s.waitTimeout(ix, now, c) }
+func (c *Unblock) apply(s *State, ix uint64, now int64) Result     { return s.unblock(ix, now, c) }
+
 func (c *Acquire) encode(e *encoder) {
 	e.str(c.RequestID)
 	e.strs(c.Resources)
@@ -186,35 +198,6 @@ func (c *WaitTimeout) decode(d *decoder) { c.Key = d.str() }
 
 func (c *Unblock) encode(e *encoder) { e.str(c.Resource); e.uvarint(c.Token) }
 func (c *Unblock) decode(d *decoder) { c.Resource = d.str(); c.Token = d.uvarint() }
-
-// newCommand is the registry of known kinds.
-func newCommand(k Kind) Command {
-	switch k {
-	case KindAcquire:
-		return new(Acquire)
-	case KindRenew:
-		return new(Renew)
-	case KindRelease:
-		return new(Release)
-	case KindExpire:
-		return new(Expire)
-	case KindCancel:
-		return new(Cancel)
-	case KindWaitTimeout:
-		return new(WaitTimeout)
-	case KindUnblock:
-		return new(Unblock)
-	case KindPut:
-		return new(Put)
-	case KindDelete:
-		return new(Delete)
-	case KindForceRelease:
-		return new(ForceRelease)
-	case KindRaiseTokens:
-		return new(RaiseTokens)
-	}
-	return nil
-}
 
 // Batch is one log entry: several commands that the node merged into a
 // single commit. Time is the leader's wall clock when it proposed the batch;

@@ -134,3 +134,35 @@ func (d *dedup) each(f func(*dedupRec)) {
 		}
 	}
 }
+
+// The snapshot section of the dedup window, in arrival order. Version 5
+// added each record's fingerprint; older records match any retry.
+func writeDedup(s *State, e *encoder) {
+	e.uvarint(uint64(s.dedup.len()))
+	s.dedup.each(func(rec *dedupRec) {
+		e.str(rec.key)
+		e.byte1(byte(rec.kind))
+		e.varint(rec.time)
+		e.b = append(e.b, rec.sum[:]...)
+		encodeResult(e, rec.answer())
+	})
+}
+
+func readDedup(s *State, d *decoder, v byte) error {
+	for range d.count(4) {
+		key := d.str()
+		k := Kind(d.byte1())
+		t := d.varint()
+		var sum fingerprint
+		if v >= 5 {
+			sum = d.fingerprint()
+		}
+		r := decodeResult(d)
+		if d.err != nil {
+			return nil
+		}
+		// Keep every record the snapshot holds, whatever this node's cap.
+		s.dedup.put(key, k, sum, t, r, Config{DedupMax: int(^uint(0) >> 1)})
+	}
+	return nil
+}

@@ -44,6 +44,9 @@ type Delete struct {
 func (*Put) Kind() Kind    { return KindPut }
 func (*Delete) Kind() Kind { return KindDelete }
 
+func (c *Put) apply(s *State, ix uint64, now int64) Result   { return s.put(ix, now, c) }
+func (c *Delete) apply(s *State, _ uint64, now int64) Result { return s.del(now, c) }
+
 func encodeFence(e *encoder, f *leasehold.Fence) {
 	e.bool(f != nil)
 	if f != nil {
@@ -131,7 +134,6 @@ func (s *State) kvConditions(key string, hasIf bool, ifVersion uint64, f *leaseh
 	}
 	if f != nil {
 		if err := s.CheckFence(f.Resource, f.Token); err != nil {
-			s.fenceRejections++
 			return err
 		}
 	}
@@ -202,6 +204,24 @@ func (s *State) del(now int64, c *Delete) Result {
 	return r
 }
 
-// FenceRejections counts fenced writes refused since this replica started
-// (or restored): a metric, not replicated state.
-func (s *State) FenceRejections() uint64 { return s.fenceRejections }
+// The snapshot section of the key-value space, by key.
+func writeKV(s *State, e *encoder) {
+	writeSorted(e, s.kv, func(k string, it Item) {
+		e.str(k)
+		e.str(string(it.Value))
+		e.uvarint(it.Version)
+	})
+}
+
+func readKV(s *State, d *decoder, _ byte) error {
+	for range d.count(3) {
+		k := d.str()
+		it := Item{Value: []byte(d.str()), Version: d.uvarint()}
+		if _, dup := s.kv[k]; dup || it.Version == 0 || it.Version > s.lastIndex {
+			return errCorrupt
+		}
+		s.kv[k] = it
+		s.kvBytes += len(k) + len(it.Value)
+	}
+	return nil
+}

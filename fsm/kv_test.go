@@ -53,9 +53,8 @@ func TestFencedPut(t *testing.T) {
 	if err := s.CheckFence("r", l2.Token); err != nil {
 		t.Fatalf("current holder's fence: %v", err)
 	}
-	if s.FenceRejections() != 2 {
-		t.Fatalf("rejections = %d, want 2", s.FenceRejections())
-	}
+	// The node counts refused writes from their results
+	// (leasehold_fence_rejections_total); the replicated state does not.
 	// Expired: refused too.
 	applyOne(s, ix, &Expire{LeaseID: l2.ID})
 	if err := s.CheckFence("r", l2.Token); !errors.Is(err, leasehold.ErrStaleToken) {

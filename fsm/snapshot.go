@@ -27,83 +27,41 @@ const (
 	snapOldest = 3
 )
 
+// A snapshot section is one area's part of a snapshot, in the file of that
+// area: a writer for the current version and a reader for every version
+// from snapOldest. layout is the snapshot version that last changed the
+// section's bytes; snapVersion is the newest of them (a test checks), so
+// changing a section means raising snapVersion and teaching its reader the
+// old layout.
+type section struct {
+	name   string
+	layout byte
+	write  func(s *State, e *encoder)
+	// read fills s from d, written by a snapshot of version v. It returns
+	// errCorrupt for a state Apply could never have made; a short or
+	// malformed input leaves d.err set instead.
+	read func(s *State, d *decoder, v byte) error
+}
+
+// sections are written and read in this order.
+var sections = [...]section{
+	{"counters", 3, writeCounters, readCounters},
+	{"leases", 4, writeLeases, readLeases},
+	{"lock-delays", 3, writeBlocks, readBlocks},
+	{"waiters", 5, writeWaiters, readWaiters},
+	{"kv", 3, writeKV, readKV},
+	{"audit", 3, writeAudit, readAudit},
+	{"dedup", 5, writeDedup, readDedup},
+}
+
 // Snapshot encodes the whole state.
 func (s *State) Snapshot() []byte {
 	e := encoder{b: make([]byte, 0, 64+len(s.leases)*128)}
 	e.b = append(e.b, snapMagic...)
 	e.byte1(snapVersion)
-	e.uvarint(s.lastIndex)
-	e.uvarint(s.lastToken)
-	e.uvarint(s.nextArrival)
-
-	ids := make([]uint64, 0, len(s.leases))
-	for id := range s.leases {
-		ids = append(ids, id)
+	for _, sec := range sections {
+		sec.write(s, &e)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	e.uvarint(uint64(len(ids)))
-	for _, id := range ids {
-		l := s.leases[id]
-		encodeLease(&e, &l.Lease)
-		e.hash(l.secretHash)
-		e.varint(int64(l.heldFor))
-		e.str(l.key)
-		e.str(l.attempt)
-		e.str(l.renewKey)
-		e.varint(int64(l.renewRemaining))
-	}
-
-	res := make([]string, 0, len(s.blocks))
-	for r := range s.blocks {
-		res = append(res, r)
-	}
-	sort.Strings(res)
-	e.uvarint(uint64(len(res)))
-	for _, r := range res {
-		e.str(r)
-		e.uvarint(s.blocks[r].token)
-		e.varint(int64(s.blocks[r].delay))
-	}
-
-	ws := make([]*waiter, 0, len(s.waiters))
-	for _, w := range s.waiters {
-		ws = append(ws, w)
-	}
-	sort.Slice(ws, func(i, j int) bool { return ws[i].arrival < ws[j].arrival })
-	e.uvarint(uint64(len(ws)))
-	for _, w := range ws {
-		w.Acquire.encode(&e)
-		e.uvarint(w.arrival)
-		e.varint(w.queuedAt)
-		e.str(w.key)
-		e.b = append(e.b, w.sum[:]...)
-	}
-
-	keys := make([]string, 0, len(s.kv))
-	for k := range s.kv {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	e.uvarint(uint64(len(keys)))
-	for _, k := range keys {
-		e.str(k)
-		e.str(string(s.kv[k].Value))
-		e.uvarint(s.kv[k].Version)
-	}
-
-	e.uvarint(uint64(len(s.audit)))
-	for i := range s.audit {
-		encodeAudit(&e, &s.audit[i])
-	}
-
-	e.uvarint(uint64(s.dedup.len()))
-	s.dedup.each(func(rec *dedupRec) {
-		e.str(rec.key)
-		e.byte1(byte(rec.kind))
-		e.varint(rec.time)
-		e.b = append(e.b, rec.sum[:]...)
-		encodeResult(&e, rec.answer())
-	})
 	return e.b
 }
 
@@ -118,109 +76,32 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 	}
 	d := decoder{b: data[len(snapMagic)+1:], legacy: v < 5}
 	s := New(cfg, obs)
-	s.lastIndex = d.uvarint()
-	s.lastToken = d.uvarint()
-	s.nextArrival = d.uvarint()
-
-	for range d.count(8) {
-		l := &lease{}
-		decodeLease(&d, &l.Lease)
-		l.secretHash = d.hash()
-		l.heldFor = time.Duration(d.varint())
-		l.key = d.str()
-		l.attempt = d.str()
-		if v < 4 && d.bool() {
-			l.attempt = "" // claimed by a retry (version 3): no Cancel matches
-		}
-		if v >= 4 {
-			l.renewKey = d.str()
-			l.renewRemaining = time.Duration(d.varint())
+	for _, sec := range sections {
+		if err := sec.read(s, &d, v); err != nil {
+			return nil, err
 		}
 		if d.err != nil {
-			break
+			return nil, d.err
 		}
-		// Refuse a state Apply could never have made: it would break
-		// mutual exclusion or token monotonicity on this replica only.
-		if l.ID == 0 || l.Token != l.ID || l.Token > s.lastToken || s.leases[l.ID] != nil || len(l.Resources) == 0 {
-			return nil, errCorrupt
-		}
-		s.leases[l.ID] = l
-		s.owned[l.Owner]++
-		for _, r := range l.Resources {
-			if _, held := s.holders[r]; held {
-				return nil, errCorrupt
-			}
-			s.holders[r] = l.ID
-		}
-	}
-	for range d.count(3) {
-		r := d.str()
-		b := block{token: d.uvarint(), delay: time.Duration(d.varint())}
-		if _, dup := s.blocks[r]; dup || b.token > s.lastToken {
-			return nil, errCorrupt
-		}
-		s.blocks[r] = b
-	}
-	lastArrival := uint64(0)
-	for range d.count(8) {
-		w := &waiter{}
-		w.Acquire.decode(&d)
-		w.arrival = d.uvarint()
-		w.queuedAt = d.varint()
-		if v < 4 && d.bool() {
-			w.Attempt = "" // claimed by a retry (version 3): no Cancel matches
-		}
-		if v >= 5 {
-			w.key, w.sum = d.str(), d.fingerprint()
-		} else {
-			w.key = w.RequestID // legacy: unscoped, no fingerprint
-		}
-		if d.err != nil {
-			break
-		}
-		if w.key == "" || w.RequestID == "" || s.waiters[w.key] != nil || w.arrival <= lastArrival ||
-			w.arrival > s.nextArrival || len(w.Resources) == 0 {
-			return nil, errCorrupt
-		}
-		lastArrival = w.arrival
-		s.waiters[w.key] = w
-		for _, r := range w.Resources {
-			s.queues[r] = append(s.queues[r], w)
-		}
-	}
-	for range d.count(3) {
-		k := d.str()
-		it := Item{Value: []byte(d.str()), Version: d.uvarint()}
-		if _, dup := s.kv[k]; dup || it.Version == 0 || it.Version > s.lastIndex {
-			return nil, errCorrupt
-		}
-		s.kv[k] = it
-		s.kvBytes += len(k) + len(it.Value)
-	}
-	for range d.count(10) {
-		s.audit = append(s.audit, decodeAudit(&d))
-	}
-	for range d.count(4) {
-		key := d.str()
-		k := Kind(d.byte1())
-		t := d.varint()
-		var sum fingerprint
-		if v >= 5 {
-			sum = d.fingerprint()
-		}
-		r := decodeResult(&d)
-		if d.err != nil {
-			break
-		}
-		s.dedup.put(key, k, sum, t, r, Config{DedupMax: int(^uint(0) >> 1)})
-	}
-	if d.err != nil {
-		return nil, d.err
 	}
 	if len(d.b) != 0 {
 		return nil, errCorrupt
 	}
 	return s, nil
+}
+
+// The counters come first: the other sections are checked against them.
+func writeCounters(s *State, e *encoder) {
+	e.uvarint(s.lastIndex)
+	e.uvarint(s.lastToken)
+	e.uvarint(s.nextArrival)
+}
+
+func readCounters(s *State, d *decoder, _ byte) error {
+	s.lastIndex = d.uvarint()
+	s.lastToken = d.uvarint()
+	s.nextArrival = d.uvarint()
+	return nil
 }
 
 func encodeLease(e *encoder, l *leasehold.Lease) {
@@ -305,7 +186,18 @@ func nanosTime(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-func sortedKeys(m map[string]string) []string {
+// writeSorted writes a map's size, then each entry in key order.
+func writeSorted[V any](e *encoder, m map[string]V, write func(k string, v V)) {
+	keys := sortedKeys(m)
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		write(k, m[k])
+	}
+}
+
+// sortedKeys lists a map's keys in order, so it is written alike on
+// every node.
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

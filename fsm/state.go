@@ -141,8 +141,7 @@ type State struct {
 	audit       []AuditRecord
 	owned       map[string]int // owner -> leases held
 
-	fenceRejections uint64  // a metric; not part of the replicated state
-	scratch         encoder // a buffer for fingerprints (request.go)
+	scratch encoder // a buffer for fingerprints (request.go); not state
 }
 
 // New returns an empty state. obs may be nil.
@@ -184,37 +183,9 @@ func (s *State) Apply(index uint64, b *Batch) []Result {
 	s.dedup.evict(b.Time, s.cfg)
 	out := make([]Result, len(b.Cmds))
 	for i, c := range b.Cmds {
-		out[i] = s.apply(index, b.Time, c)
+		out[i] = c.apply(s, index, b.Time)
 	}
 	return out
-}
-
-func (s *State) apply(ix uint64, now int64, c Command) Result {
-	switch c := c.(type) {
-	case *Acquire:
-		return s.acquire(ix, now, c)
-	case *Renew:
-		return s.renew(now, c)
-	case *Release:
-		return s.release(ix, now, c)
-	case *Expire:
-		return s.expire(ix, now, c)
-	case *Cancel:
-		return s.cancel(ix, now, c)
-	case *WaitTimeout:
-		return s.waitTimeout(ix, now, c)
-	case *Unblock:
-		return s.unblock(ix, now, c)
-	case *Put:
-		return s.put(ix, now, c)
-	case *Delete:
-		return s.del(now, c)
-	case *ForceRelease:
-		return s.forceRelease(ix, now, c)
-	case *RaiseTokens:
-		return s.raiseTokens(c)
-	}
-	panic("fsm: no apply function for a registered command kind")
 }
 
 // nextToken makes the fencing token for a grant in the entry at index ix:

@@ -15,6 +15,8 @@ type RaiseTokens struct {
 
 func (*RaiseTokens) Kind() Kind { return KindRaiseTokens }
 
+func (c *RaiseTokens) apply(s *State, _ uint64, _ int64) Result { return s.raiseTokens(c) }
+
 func (c *RaiseTokens) encode(e *encoder) { e.uvarint(c.Floor) }
 func (c *RaiseTokens) decode(d *decoder) { c.Floor = d.uvarint() }
 

@@ -25,8 +25,6 @@ type Metrics struct {
 	ForcedReleases    prometheus.Counter     // forced releases this node carried out
 	CommitLatency     prometheus.Histogram   // seconds from raft.Apply to applied, per log entry
 	Refused           *prometheus.CounterVec // connections and requests refused by the node's own limits, by limit
-	Held              prometheus.Gauge
-	Waiters           prometheus.Gauge
 
 	reg prometheus.Registerer // for WatchNode
 }

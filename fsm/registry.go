@@ -1,0 +1,41 @@
+package fsm
+
+// The table of commands: every kind this node knows, with its name and a
+// constructor the log decoder fills. A new command is one row here plus its
+// type (Kind, encode, decode, apply: the Command interface); the array
+// index makes a kind registered twice a compile error.
+var commands = [...]struct {
+	name string
+	new  func() Command
+}{
+	KindAcquire:      {"acquire", func() Command { return new(Acquire) }},
+	KindRenew:        {"renew", func() Command { return new(Renew) }},
+	KindRelease:      {"release", func() Command { return new(Release) }},
+	KindExpire:       {"expire", func() Command { return new(Expire) }},
+	KindCancel:       {"cancel", func() Command { return new(Cancel) }},
+	KindWaitTimeout:  {"wait-timeout", func() Command { return new(WaitTimeout) }},
+	KindUnblock:      {"unblock", func() Command { return new(Unblock) }},
+	KindPut:          {"put", func() Command { return new(Put) }},
+	KindDelete:       {"delete", func() Command { return new(Delete) }},
+	KindForceRelease: {"force-release", func() Command { return new(ForceRelease) }},
+	KindRaiseTokens:  {"raise-tokens", func() Command { return new(RaiseTokens) }},
+}
+
+// newCommand returns an empty command of kind k, or nil if k is unknown.
+func newCommand(k Kind) Command {
+	if int(k) >= len(commands) || commands[k].new == nil {
+		return nil
+	}
+	return commands[k].new()
+}
+
+// String is the kind's name, for messages.
+func (k Kind) String() string {
+	if int(k) < len(commands) && commands[k].name != "" {
+		return commands[k].name
+	}
+	if k&Ignorable != 0 {
+		return "unknown ignorable kind"
+	}
+	return "unknown kind"
+}

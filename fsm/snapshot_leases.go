@@ -1,0 +1,135 @@
+package fsm
+
+import (
+	"sort"
+	"time"
+)
+
+// The snapshot sections of the lease area (state.go): leases by id,
+// lock-delays by resource, waiters by arrival.
+
+// Version 4 added a lease's last renewal (key and answer); version 3 had a
+// "claimed by a retry" flag instead, which the attempt now says.
+func writeLeases(s *State, e *encoder) {
+	ids := make([]uint64, 0, len(s.leases))
+	for id := range s.leases {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	e.uvarint(uint64(len(ids)))
+	for _, id := range ids {
+		l := s.leases[id]
+		encodeLease(e, &l.Lease)
+		e.hash(l.secretHash)
+		e.varint(int64(l.heldFor))
+		e.str(l.key)
+		e.str(l.attempt)
+		e.str(l.renewKey)
+		e.varint(int64(l.renewRemaining))
+	}
+}
+
+func readLeases(s *State, d *decoder, v byte) error {
+	for range d.count(8) {
+		l := &lease{}
+		decodeLease(d, &l.Lease)
+		l.secretHash = d.hash()
+		l.heldFor = time.Duration(d.varint())
+		l.key = d.str()
+		l.attempt = d.str()
+		if v < 4 && d.bool() {
+			l.attempt = "" // claimed by a retry (version 3): no Cancel matches
+		}
+		if v >= 4 {
+			l.renewKey = d.str()
+			l.renewRemaining = time.Duration(d.varint())
+		}
+		if d.err != nil {
+			return nil
+		}
+		// Refuse a state Apply could never have made: it would break
+		// mutual exclusion or token monotonicity on this replica only.
+		if l.ID == 0 || l.Token != l.ID || l.Token > s.lastToken || s.leases[l.ID] != nil || len(l.Resources) == 0 {
+			return errCorrupt
+		}
+		s.leases[l.ID] = l
+		s.owned[l.Owner]++
+		for _, r := range l.Resources {
+			if _, held := s.holders[r]; held {
+				return errCorrupt
+			}
+			s.holders[r] = l.ID
+		}
+	}
+	return nil
+}
+
+func writeBlocks(s *State, e *encoder) {
+	writeSorted(e, s.blocks, func(r string, b block) {
+		e.str(r)
+		e.uvarint(b.token)
+		e.varint(int64(b.delay))
+	})
+}
+
+func readBlocks(s *State, d *decoder, _ byte) error {
+	for range d.count(3) {
+		r := d.str()
+		b := block{token: d.uvarint(), delay: time.Duration(d.varint())}
+		if _, dup := s.blocks[r]; dup || b.token > s.lastToken {
+			return errCorrupt
+		}
+		s.blocks[r] = b
+	}
+	return nil
+}
+
+// Version 5 keys a waiter by its request ID scoped to its caller, with its
+// fingerprint; before, by the bare request ID (and its acquire has no
+// caller: the decoder is legacy).
+func writeWaiters(s *State, e *encoder) {
+	ws := make([]*waiter, 0, len(s.waiters))
+	for _, w := range s.waiters {
+		ws = append(ws, w)
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].arrival < ws[j].arrival })
+	e.uvarint(uint64(len(ws)))
+	for _, w := range ws {
+		w.Acquire.encode(e)
+		e.uvarint(w.arrival)
+		e.varint(w.queuedAt)
+		e.str(w.key)
+		e.b = append(e.b, w.sum[:]...)
+	}
+}
+
+func readWaiters(s *State, d *decoder, v byte) error {
+	lastArrival := uint64(0)
+	for range d.count(8) {
+		w := &waiter{}
+		w.Acquire.decode(d)
+		w.arrival = d.uvarint()
+		w.queuedAt = d.varint()
+		if v < 4 && d.bool() {
+			w.Attempt = "" // claimed by a retry (version 3): no Cancel matches
+		}
+		if v >= 5 {
+			w.key, w.sum = d.str(), d.fingerprint()
+		} else {
+			w.key = w.RequestID // legacy: unscoped, no fingerprint
+		}
+		if d.err != nil {
+			return nil
+		}
+		if w.key == "" || w.RequestID == "" || s.waiters[w.key] != nil || w.arrival <= lastArrival ||
+			w.arrival > s.nextArrival || len(w.Resources) == 0 {
+			return errCorrupt
+		}
+		lastArrival = w.arrival
+		s.waiters[w.key] = w
+		for _, r := range w.Resources {
+			s.queues[r] = append(s.queues[r], w)
+		}
+	}
+	return nil
+}
