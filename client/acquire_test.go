@@ -90,6 +90,7 @@ func TestAcquireWithDefaultHTTPClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() }) // closes the idle connections of the transport New made
 	ctx := ctxFor(t, callTimeout)
 	l, err := c.Acquire(ctx, "acq/default-http", client.TTL(time.Second))
 	if err != nil {
