@@ -36,7 +36,8 @@ type ResourceInfo struct {
 	Resource string
 	Holder   *LeaseInfo // nil if the resource is free
 	Waiters  []Waiter   // in the order they will be served
-	// LockDelay is the time left in lock-delay after an expiry (0: none).
+	// LockDelay is set, to the lock-delay of the lease that expired, while
+	// the resource is blocked after an expiry; 0 otherwise.
 	LockDelay time.Duration
 }
 
