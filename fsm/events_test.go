@@ -119,11 +119,9 @@ func TestPropertyEventsResumeFromSnapshot(t *testing.T) {
 					cmds[j] = &Txn{Compares: []Compare{{Key: keys[g.rng.IntN(3)], Op: CompareExists}},
 						Then: []TxnOp{put(keys[g.rng.IntN(3)], "t")}, Else: []TxnOp{del(keys[g.rng.IntN(3)])}}
 				case 3:
-					// randomLog names a lease's secret by its acquire's key;
-					// acq derives the secret from the bare request ID.
 					id, name := g.lease()
 					cmds[j] = &Txn{Then: []TxnOp{{Key: keys[g.rng.IntN(3)], Value: []byte("b"),
-						Lease: &LeaseProof{ID: id, SecretHash: secret(showKey(name))}}}}
+						Lease: &LeaseProof{ID: id, SecretHash: secret(name)}}}}
 				}
 			}
 			ix := uint64(i * 2)
