@@ -35,6 +35,7 @@ type Node struct {
 	m      *machine
 	timers *timers
 	waits  *waits
+	fault  *storeFault
 
 	props    proposals
 	stop     chan struct{}
@@ -84,6 +85,7 @@ func Open(cfg Config, events Events) (*Node, error) {
 		lock:   lock,
 		timers: newTimers(cfg.Clock, cfg.Logger),
 		waits:  newWaits(),
+		fault:  newStoreFault(cfg.DataDir, cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)),
 		stop:   make(chan struct{}),
 	}
 	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.Logger)
@@ -91,9 +93,10 @@ func Open(cfg Config, events Events) (*Node, error) {
 		n.shutdown()
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.leaderLoop()
 	go n.timerLoop()
+	go n.watchFault()
 	return n, nil
 }
 
@@ -119,10 +122,11 @@ func (n *Node) start() error {
 	// raft-wal v0.4 does not close a meta store it opened itself, so an
 	// in-process restart would block on its file lock: own it here.
 	n.meta = &metadb.BoltMetaDB{}
+	segSize := cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)
 	w, err := raftwal.Open(walDir, raftwal.WithLogger(newHclog(n.log, "wal")), raftwal.WithMetaStore(n.meta),
-		raftwal.WithSegmentSize(cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)))
+		raftwal.WithSegmentSize(segSize))
 	if err != nil {
-		return fmt.Errorf("cluster: open log: %w", err)
+		return openLogError(cfg.DataDir, segSize, err)
 	}
 	n.wal = w
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl)
@@ -170,7 +174,8 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("cluster: read existing state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, n.m, &tailSafeLog{WAL: w, snaps: snaps}, w, snaps, n.trans)
+	logs := &faultStopLog{LogStore: &tailSafeLog{WAL: w, snaps: snaps}, fault: n.fault}
+	r, err := raft.NewRaft(rc, n.m, logs, &faultStopStable{StableStore: w, fault: n.fault}, snaps, n.trans)
 	if err != nil {
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
@@ -232,6 +237,9 @@ func (n *Node) shutdown() error {
 var errStopped = leasehold.Errorf(leasehold.CodeUnavailable, "the node is shutting down")
 
 func (n *Node) notLeader() error {
+	if err := n.fault.unavailable(); err != nil {
+		return err
+	}
 	addr, id := n.raft.LeaderWithID()
 	if id == raft.ServerID(n.cfg.NodeID) {
 		// Raft still names this node, but it is not serving as leader.
@@ -241,6 +249,9 @@ func (n *Node) notLeader() error {
 }
 
 func (n *Node) applyError(err error) error {
+	if err := n.fault.unavailable(); err != nil {
+		return err
+	}
 	switch {
 	case errors.Is(err, raft.ErrNotLeader):
 		return n.notLeader()
