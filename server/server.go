@@ -112,9 +112,7 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
 	mux.Handle(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, small, codec))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("/healthz", s.healthy)
 	mux.HandleFunc("/readyz", s.ready)
 
 	var protocols http.Protocols
@@ -135,6 +133,17 @@ func New(cfg Config) (*Server, error) {
 		TLSConfig:         cfg.TLS,
 	}
 	return s, nil
+}
+
+// healthy answers 200 while the node runs, and 503 with the reason once it
+// stopped on a failed log write: it will not serve again until restarted,
+// so a liveness probe should restart it.
+func (s *Server) healthy(w http.ResponseWriter, _ *http.Request) {
+	if err := s.node.Fault(); err != nil {
+		http.Error(w, "stopped: "+err.Error()+"; restart the process\n", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ok\n"))
 }
 
 // ready answers 200 when this node can serve: it leads and a quorum just
