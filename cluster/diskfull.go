@@ -170,6 +170,24 @@ func (n *Node) Failed() <-chan struct{} { return n.fault.done }
 // Fault is the failed write that stopped the node, or nil.
 func (n *Node) Fault() error { return n.fault.get() }
 
+// checkRoom refuses to start a node whose data dir has less free space
+// than one WAL segment: raft-wal creates each segment file at its full size
+// (the first on a new data dir, the next as soon as the current one
+// fills), so such a node could not start, or would stop again soon. This
+// also makes a restart on a disk that is still full fail the same clear
+// way every time.
+func checkRoom(dir string, segSize int) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return nil // no figure to judge by: let opening the log tell
+	}
+	if free := int64(st.Bavail) * st.Bsize; free < int64(segSize) {
+		return fmt.Errorf("cluster: data dir %s: %w: %s free, and the log preallocates each WAL segment file in full (%s, WALSegmentSize)",
+			dir, ErrDiskFull, mib(free), mib(int64(segSize)))
+	}
+	return nil
+}
+
 // openLogError describes a failure to open or create the log, naming the
 // preallocated segment size when the disk is full: raft-wal creates each
 // segment file at its full size up front.

@@ -119,10 +119,17 @@ func testDiskFull(t *testing.T, leave int64) {
 		t.Errorf("read on the stopped node: %v, want a refusal naming the full disk", err)
 	}
 
-	free()
 	if err := n.Close(); err != nil {
 		t.Logf("close after the fault: %v", err)
 	}
+	// Still full: reopening fails at once, saying so.
+	if n2, err := Open(cfg, nil); !errors.Is(err, ErrDiskFull) || !strings.Contains(fmt.Sprint(err), dir) {
+		if err == nil {
+			n2.Close()
+		}
+		t.Fatalf("reopening on the full disk: %v, want ErrDiskFull naming %s", err, dir)
+	}
+	free()
 	n = openNode(t, cfg)
 	var missing []string
 	if err := n.Read(ctx, func(s *fsm.State) {

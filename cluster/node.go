@@ -119,10 +119,16 @@ func (n *Node) start() error {
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
 		return fmt.Errorf("cluster: create log dir: %w", err)
 	}
+	segSize := cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)
+	if err := checkRoom(cfg.DataDir, segSize); err != nil {
+		return err
+	}
 	// raft-wal v0.4 does not close a meta store it opened itself, so an
 	// in-process restart would block on its file lock: own it here.
 	n.meta = &metadb.BoltMetaDB{}
-	segSize := cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)
+	if err := clearUncommittedTail(walDir, n.meta); err != nil {
+		return err
+	}
 	w, err := raftwal.Open(walDir, raftwal.WithLogger(newHclog(n.log, "wal")), raftwal.WithMetaStore(n.meta),
 		raftwal.WithSegmentSize(segSize))
 	if err != nil {
