@@ -54,9 +54,11 @@ func TestServeDiskFullExitsAndRestartKeepsAcknowledged(t *testing.T) {
 	}
 
 	free := smalldisk.Fill(t, mnt, 0)
+	var refused time.Time
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		ok, why := acquire()
 		if !ok {
+			refused = time.Now()
 			t.Logf("%d acquires acknowledged; the first refused: %s", len(acked), why)
 			break
 		}
@@ -68,6 +70,7 @@ func TestServeDiskFullExitsAndRestartKeepsAcknowledged(t *testing.T) {
 		t.Fatalf("serve did not exit after its log write failed:\n%s", tail(n.p.stderr(), 3000))
 	}
 	checkDiskFullExit(t, n.p, n.dataDir)
+	t.Logf("serve exited %v after the first refusal", n.p.exitedAt.Sub(refused).Round(time.Millisecond))
 
 	// Still full: a restart fails at once, as clearly.
 	if err := n.tryStart(); err == nil {
@@ -79,7 +82,9 @@ func TestServeDiskFullExitsAndRestartKeepsAcknowledged(t *testing.T) {
 	checkDiskFullExit(t, n.p, n.dataDir)
 
 	free()
+	start := time.Now()
 	n.start()
+	t.Logf("restarted with space again: ready in %v", time.Since(start).Round(time.Millisecond))
 	for res, tok := range acked {
 		g, err := n.get(res)
 		if err != nil {
