@@ -126,7 +126,7 @@ func (n *Node) start() error {
 	// raft-wal v0.4 does not close a meta store it opened itself, so an
 	// in-process restart would block on its file lock: own it here.
 	n.meta = &metadb.BoltMetaDB{}
-	if err := clearUncommittedTail(walDir, n.meta); err != nil {
+	if err := repairTail(walDir, n.meta, segSize); err != nil {
 		return err
 	}
 	w, err := raftwal.Open(walDir, raftwal.WithLogger(newHclog(n.log, "wal")), raftwal.WithMetaStore(n.meta),
