@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hashicorp/raft"
@@ -33,6 +34,10 @@ type storeFault struct {
 	once    sync.Once
 	err     error
 	done    chan struct{} // closed once err is set
+	// stop, once set, shuts raft down without waiting. It runs inside the
+	// failed write, before raft goes on: a node that stepped down on the
+	// failure must not win an election before it is stopped.
+	stop atomic.Pointer[func()]
 }
 
 func newStoreFault(dir string, segSize int) *storeFault {
@@ -45,6 +50,9 @@ func (f *storeFault) record(what string, err error) error {
 	f.once.Do(func() {
 		f.err = described
 		close(f.done)
+		if stop := f.stop.Load(); stop != nil {
+			(*stop)()
+		}
 	})
 	return described
 }
@@ -158,9 +166,9 @@ func (n *Node) watchFault() {
 	n.log.Error("stopping: a write to the raft log failed; restart the process once the cause is fixed "+
 		"(the log reopens at its last durable entry)", "err", n.fault.err)
 	n.timers.deactivate()
-	// Not n.raft.Shutdown().Error(): Close waits for this goroutine, and
-	// raft's shutdown waits for its own goroutines.
-	go n.raft.Shutdown()
+	// In case the fault came before stop was set. Not stopRaft().Error():
+	// Close waits for this goroutine, and that waits for raft's.
+	n.stopRaft()
 }
 
 // Failed is closed when the node has stopped after a failed write to its
@@ -197,4 +205,23 @@ func openLogError(dir string, segmentSize int, err error) error {
 			dir, ErrDiskFull, mib(int64(segmentSize)), err)
 	}
 	return fmt.Errorf("cluster: open log: %w", err)
+}
+
+// await waits for a future of raft.Apply or raft.Barrier. raft queues
+// those in a buffered channel and, once shut down, never answers one that
+// was queued just before — as happens when the node stops on a fault while
+// a proposal or its takeover barrier races the shutdown. So the wait also
+// ends when the node stops or faults; the outcome is then unknown, which
+// the caller reports as unavailable.
+func (n *Node) await(f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-n.fault.done:
+		return n.fault.err
+	case <-n.stop:
+		return raft.ErrRaftShutdown
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,5 +168,57 @@ func checkFor(t testing.TB, timeout time.Duration, f func() error) {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDiskFullEveryProposerReturns: proposals racing the fault all get an
+// answer, and the node closes. raft never answers a proposal it queued
+// just before it shut down, so a proposer could wait forever.
+func TestDiskFullEveryProposerReturns(t *testing.T) {
+	dir := smalldisk.Mount(t, 16<<20)
+	cfg := testConfig(t, dir)
+	cfg.WALSegmentSize = 1 << 20
+	n := openNode(t, cfg)
+	meta := map[string]string{"pad": strings.Repeat("x", 3<<10)}
+	const proposers = 16
+	done := make(chan error, proposers)
+	var granted atomic.Int64
+	for p := range proposers {
+		go func() {
+			for i := 0; ; i++ {
+				a := acquireCmd(fmt.Sprint("p", p, "-", i), time.Hour, 0, fmt.Sprint("p", p, "-", i))
+				a.Metadata = meta
+				if _, err := n.Propose(context.Background(), a); err != nil {
+					done <- err
+					return
+				}
+				granted.Add(1)
+			}
+		}()
+	}
+	checkFor(t, 30*time.Second, func() error {
+		if granted.Load() < 50 {
+			return fmt.Errorf("%d proposals granted before the disk filled, want 50", granted.Load())
+		}
+		return nil
+	})
+	smalldisk.Fill(t, dir, 0)
+	timeout := time.After(30 * time.Second)
+	for range proposers {
+		select {
+		case err := <-done:
+			if leasehold.CodeOf(err) != leasehold.CodeUnavailable {
+				t.Errorf("proposal refused with %v, want unavailable", err)
+			}
+		case <-timeout:
+			t.Fatal("a proposer never got an answer after the fault")
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return after the fault")
 	}
 }

@@ -42,6 +42,9 @@ type Node struct {
 	wg       sync.WaitGroup
 	closed   sync.Once
 	closeErr error
+	// stopRaft shuts raft down once; its future waits for raft's
+	// goroutines (a second raft.Shutdown returns one that does not).
+	stopRaft func() raft.Future
 
 	// leaderChanges counts this node's leadership transitions (gained or
 	// lost), for metrics; see LeaderChanges.
@@ -186,6 +189,9 @@ func (n *Node) start() error {
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.raft = r
+	n.stopRaft = sync.OnceValue(r.Shutdown)
+	stop := func() { n.stopRaft() } // returns at once; Close waits for it
+	n.fault.stop.Store(&stop)
 	if !existing && !cfg.Join {
 		var servers []raft.Server
 		for _, p := range cfg.Peers {
@@ -209,7 +215,7 @@ func (n *Node) Close() error {
 		close(n.stop)
 		// Raft first: that fails every pending future, so no loop stays
 		// blocked on one.
-		err := n.raft.Shutdown().Error()
+		err := n.stopRaft().Error()
 		n.wg.Wait()
 		n.closeErr = errors.Join(err, n.shutdown())
 	})
@@ -219,7 +225,7 @@ func (n *Node) Close() error {
 func (n *Node) shutdown() error {
 	var errs []error
 	if n.raft != nil {
-		errs = append(errs, n.raft.Shutdown().Error()) // idempotent
+		errs = append(errs, n.stopRaft().Error()) // idempotent
 	}
 	n.timers.deactivate()
 	if n.trans != nil {
@@ -301,7 +307,7 @@ func (n *Node) leaderLoop() {
 // retrying while this node still leads. It reports whether it got there.
 func (n *Node) barrier() bool {
 	for {
-		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		err := n.await(n.raft.Barrier(n.cfg.ApplyTimeout))
 		if err == nil {
 			return true
 		}
@@ -372,7 +378,7 @@ func (n *Node) Watch(requestID string) (outcome <-chan fsm.Result, stop func()) 
 // still the leader: every change acknowledged before Read was called is
 // visible to f. f must not keep references into the state.
 func (n *Node) Read(ctx context.Context, f func(*fsm.State)) error {
-	if !n.timers.isActive() {
+	if !n.IsLeader() {
 		return n.notLeader()
 	}
 	fut := n.raft.VerifyLeader()
@@ -402,7 +408,7 @@ func (n *Node) ExpiresIn(id uint64) (time.Duration, bool) { return n.timers.expi
 func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
 
 // IsLeader reports whether this node leads and has taken over its timers.
-func (n *Node) IsLeader() bool { return n.timers.isActive() }
+func (n *Node) IsLeader() bool { return n.timers.isActive() && n.fault.get() == nil }
 
 // Leader returns the current leader's id and raft address, if known.
 func (n *Node) Leader() (id, addr string) {
