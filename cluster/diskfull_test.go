@@ -179,6 +179,7 @@ func TestDiskFullEveryProposerReturns(t *testing.T) {
 	cfg := testConfig(t, dir)
 	cfg.WALSegmentSize = 1 << 20
 	n := openNode(t, cfg)
+	t.Cleanup(func() { n.Close() }) // ends the proposers if the test fails
 	meta := map[string]string{"pad": strings.Repeat("x", 3<<10)}
 	const proposers = 16
 	done := make(chan error, proposers)
