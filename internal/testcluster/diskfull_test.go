@@ -176,8 +176,8 @@ func testDiskFullOnOneOfThree(t *testing.T, leads bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g.Holder.GetToken() != tok {
-			t.Fatalf("%s held with token %d, want the acknowledged %d", res, g.Holder.GetToken(), tok)
+		if g.Holder == nil || g.Holder.Token != tok {
+			t.Fatalf("%s held as %+v, want the acknowledged token %d", res, g.Holder, tok)
 		}
 	}
 }
