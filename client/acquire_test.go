@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
+	"encoding/json"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
@@ -36,18 +36,21 @@ func TestAcquireReturnsLeaseWithToken(t *testing.T) {
 	}
 
 	res := get(t, c, "acq/basic")
-	h := res.GetHolder()
-	if h.GetId() != l.ID() || h.GetToken() != l.Token() {
-		t.Fatalf("server holder id %d token %d, client id %d token %d", h.GetId(), h.GetToken(), l.ID(), l.Token())
+	h := res.Holder
+	if h == nil {
+		t.Fatalf("server shows %s free while the client holds lease %d", res.Resource, l.ID())
 	}
-	if h.GetOwner() != "worker-1" || h.GetOperation() != "nightly-report" || h.GetMetadata()["shard"] != "7" {
+	if h.ID != l.ID() || h.Token != l.Token() {
+		t.Fatalf("server holder id %d token %d, client id %d token %d", h.ID, h.Token, l.ID(), l.Token())
+	}
+	if h.Owner != "worker-1" || h.Operation != "nightly-report" || h.Metadata["shard"] != "7" {
 		t.Fatalf("server holder lost the operator fields: %v", h)
 	}
-	if h.GetTtl().AsDuration() != 5*time.Second {
-		t.Fatalf("server TTL %v, want 5s", h.GetTtl().AsDuration())
+	if h.TTL != 5*time.Second {
+		t.Fatalf("server TTL %v, want 5s", h.TTL)
 	}
 	// Invariant 9: the secret never shows in inspection output.
-	js, err := protojson.Marshal(res)
+	js, err := json.Marshal(res)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +76,7 @@ func TestAcquireReturnsLeaseWithToken(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if h := get(t, c, "acq/basic").GetHolder(); h != nil {
+	if h := get(t, c, "acq/basic").Holder; h != nil {
 		t.Fatalf("resource still held after release: %v", h)
 	}
 }
@@ -87,6 +90,7 @@ func TestAcquireWithDefaultHTTPClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() }) // closes the idle connections of the transport New made
 	ctx := ctxFor(t, callTimeout)
 	l, err := c.Acquire(ctx, "acq/default-http", client.TTL(time.Second))
 	if err != nil {
@@ -222,7 +226,7 @@ func TestAcquireManyOppositeOrderNoDeadlock(t *testing.T) {
 		}
 	}
 	for _, r := range []string{"many/A", "many/B"} {
-		if res := get(t, c1, r); res.GetHolder() != nil || len(res.GetWaiters()) != 0 {
+		if res := get(t, c1, r); res.Holder != nil || len(res.Waiters) != 0 {
 			t.Fatalf("%s not free afterwards: %v", r, res)
 		}
 	}
@@ -240,7 +244,7 @@ func TestAcquireManyIsAllOrNothing(t *testing.T) {
 		}
 		t.Fatalf("AcquireMany with one resource held: %v, want ErrHeld", err)
 	}
-	if h := get(t, c, "aon/A").GetHolder(); h != nil {
+	if h := get(t, c, "aon/A").Holder; h != nil {
 		t.Fatalf("aon/A taken by a failed AcquireMany: %v", h)
 	}
 	if err := b.Release(ctx); err != nil {
@@ -248,7 +252,7 @@ func TestAcquireManyIsAllOrNothing(t *testing.T) {
 	}
 	l := mustAcquire(t, c, []string{"aon/A", "aon/B"}, client.TTL(5*time.Second))
 	for _, r := range []string{"aon/A", "aon/B"} {
-		if h := get(t, c, r).GetHolder(); h.GetId() != l.ID() || h.GetToken() != l.Token() {
+		if h := holderOf(t, c, r); h.ID != l.ID() || h.Token != l.Token() {
 			t.Fatalf("%s holder %v, want lease %d token %d", r, h, l.ID(), l.Token())
 		}
 	}
@@ -278,7 +282,7 @@ func TestWaitReturnsWhenHolderReleases(t *testing.T) {
 		got <- result{l, err, time.Now()}
 	}()
 	eventually(t, 5*time.Second, "the waiter is queued on the server", func() bool {
-		return len(get(t, c, "wait/release").GetWaiters()) == 1
+		return len(get(t, c, "wait/release").Waiters) == 1
 	})
 	select {
 	case r := <-got:
@@ -308,7 +312,7 @@ func TestWaitReturnsWhenHolderReleases(t *testing.T) {
 	if r.l.Token() <= holder.Token() {
 		t.Fatalf("waiter token %d not above holder's %d", r.l.Token(), holder.Token())
 	}
-	if h := get(t, c, "wait/release").GetHolder(); h.GetId() != r.l.ID() {
+	if h := holderOf(t, c, "wait/release"); h.ID != r.l.ID() {
 		t.Fatalf("server holder %v, want the waiter's lease %d", h, r.l.ID())
 	}
 }
@@ -335,7 +339,7 @@ func TestWaitTimesOut(t *testing.T) {
 		t.Fatalf("wait of 300ms ended after %v", took)
 	}
 	eventually(t, 3*time.Second, "no waiter left after the wait timed out", func() bool {
-		return len(get(t, c, "wait/timeout").GetWaiters()) == 0
+		return len(get(t, c, "wait/timeout").Waiters) == 0
 	})
 }
 
@@ -358,7 +362,7 @@ func TestCancelWaitingAcquireRemovesWaiter(t *testing.T) {
 		got <- result{l, err}
 	}()
 	eventually(t, 5*time.Second, "the waiter is queued on the server", func() bool {
-		return len(get(t, c, "wait/cancel").GetWaiters()) == 1
+		return len(get(t, c, "wait/cancel").Waiters) == 1
 	})
 	cancel()
 	select {
@@ -374,14 +378,14 @@ func TestCancelWaitingAcquireRemovesWaiter(t *testing.T) {
 		t.Fatal("waiting Acquire did not return after its context was canceled")
 	}
 	eventually(t, 5*time.Second, "the canceled waiter leaves the server's queue", func() bool {
-		return len(get(t, c, "wait/cancel").GetWaiters()) == 0
+		return len(get(t, c, "wait/cancel").Waiters) == 0
 	})
 	// The withdrawn waiter must not be granted the resource later.
 	if err := holder.Release(ctxFor(t, callTimeout)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if h := get(t, c, "wait/cancel").GetHolder(); h != nil {
+	if h := get(t, c, "wait/cancel").Holder; h != nil {
 		t.Fatalf("resource granted to a withdrawn waiter: %v", h)
 	}
 }
@@ -442,8 +446,8 @@ func TestWithLock(t *testing.T) {
 		if l.Token() == 0 {
 			return errors.New("fn got a lease with token 0")
 		}
-		h := get(t, c, "withlock/r").GetHolder()
-		if h.GetId() != l.ID() {
+		h := holderOf(t, c, "withlock/r")
+		if h.ID != l.ID() {
 			return fmt.Errorf("server holder during fn is %v, want lease %d", h, l.ID())
 		}
 		l.Progress("half way")
@@ -455,7 +459,7 @@ func TestWithLock(t *testing.T) {
 	if errors.Is(err, client.ErrLeaseLost) {
 		t.Fatalf("WithLock reported a loss for a clean run: %v", err)
 	}
-	if h := get(t, c, "withlock/r").GetHolder(); h != nil {
+	if h := get(t, c, "withlock/r").Holder; h != nil {
 		t.Fatalf("resource still held after WithLock: %v", h)
 	}
 	select {

@@ -43,7 +43,7 @@ func TestForceReleaseWhileHolderWorks(t *testing.T) {
 		t.Fatalf("the holder's fenced write: %v", err)
 	}
 	locks, err := op.Locks(ctx, client.LocksQuery{Resource: res})
-	if err != nil || len(locks) != 1 || locks[0].LeaseId != l.ID() || locks[0].Owner != "worker-1" || locks[0].Token != l.Token() {
+	if err != nil || len(locks) != 1 || locks[0].Holder == nil || locks[0].Holder.ID != l.ID() || locks[0].Holder.Owner != "worker-1" || locks[0].Holder.Token != l.Token() {
 		t.Fatalf("locks show %s: %v, %v", res, locks, err)
 	}
 	if all, err := op.Locks(ctx, client.LocksQuery{Prefix: "cadm/"}); err != nil || len(all) != 1 {
@@ -60,7 +60,7 @@ func TestForceReleaseWhileHolderWorks(t *testing.T) {
 
 	const reason = "export stuck for an hour, ticket OPS-7"
 	ended, err := op.ForceRelease(ctx, res, l.ID(), reason)
-	if err != nil || ended.GetId() != l.ID() {
+	if err != nil || ended == nil || ended.ID != l.ID() {
 		t.Fatalf("forced release: %v, %v", ended, err)
 	}
 	// The holder has not noticed yet: its fenced write is refused.
@@ -82,7 +82,7 @@ func TestForceReleaseWhileHolderWorks(t *testing.T) {
 	if err != nil || truncated || len(recs) != 1 {
 		t.Fatalf("audit: %v (truncated %v), %v", recs, truncated, err)
 	}
-	if a := recs[0]; a.Actor != "anonymous" || a.Reason != reason || a.LeaseId != l.ID() || a.Token != l.Token() ||
+	if a := recs[0]; a.Actor != "anonymous" || a.Reason != reason || a.LeaseID != l.ID() || a.Token != l.Token() ||
 		a.Resource != res || a.Owner != "worker-1" || a.Operation != "export" {
 		t.Fatalf("audit record: %v", a)
 	}

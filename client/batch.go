@@ -171,8 +171,12 @@ func (co *coalescer) post(ctx context.Context, batch []*batchCall) ([]*pb.BatchR
 // that went away a short grace, then gives the place up. (If the first
 // request never arrived, this one takes the lease and gives it back.)
 func (c *Client) giveBack(acq *pb.AcquireRequest) {
+	if !c.startGiveBack() {
+		return // closed: the grant, if any, expires
+	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+		defer c.givingBack.Done()
+		ctx, cancel := context.WithTimeout(c.bg, c.cfg.RequestTimeout)
 		defer cancel()
 		wctx, wcancel := context.WithTimeout(ctx, time.Second)
 		resp, err := call(wctx, c, 0, leasesOf, leaseholdv1connect.LeasesClient.Acquire, acq)

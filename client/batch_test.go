@@ -185,7 +185,7 @@ func TestAbandonedBatchedCallsAreGivenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	if h := get(t, plain, "batch/left").Holder; h != nil {
-		t.Errorf("resource went to lease %d after its holder released; nobody was waiting", h.Id)
+		t.Errorf("resource went to lease %d after its holder released; nobody was waiting", h.ID)
 	}
 }
 

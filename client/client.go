@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,7 +38,9 @@ type Config struct {
 	Endpoints []string
 	// HTTPClient carries the requests; a pooled client is made if nil.
 	HTTPClient *http.Client
-	// Logger receives warnings about lost and degraded leases.
+	// Logger receives warnings about lost and degraded leases and failed
+	// renewals. Nil discards them: the client never writes to the
+	// process's default logger unless given it (slog.Default()).
 	Logger *slog.Logger
 	// Registerer, if set, receives the client's counters.
 	Registerer prometheus.Registerer
@@ -73,6 +76,16 @@ type Client struct {
 	cur     atomic.Int32 // index into nodes of the endpoint in use
 	metrics *metrics
 	batch   *coalescer // nil when MaxBatch is 1
+
+	// Close and what it stops (close.go).
+	closeOnce     sync.Once
+	closed        atomic.Bool
+	mu            sync.Mutex
+	held          map[*Lease]struct{} // leases whose renewal loop runs
+	givingBack    sync.WaitGroup      // giveBack goroutines
+	bg            context.Context     // canceled by Close: ends give-backs
+	stopGiveBacks context.CancelFunc
+	ownTransport  *http.Transport // made by New, nil if Config.HTTPClient was given
 }
 
 // New makes a client. It does not contact the servers.
@@ -80,16 +93,13 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("client: at least one endpoint is required")
 	}
+	var own *http.Transport
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
-			TLSClientConfig:     cfg.TLS,
-			ForceAttemptHTTP2:   cfg.TLS != nil,
-		}}
+		own = defaultTransport(cfg)
+		cfg.HTTPClient = &http.Client{Transport: own}
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Drift == 0 {
 		cfg.Drift = 10 * time.Millisecond
@@ -106,7 +116,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxBatch < 1 || cfg.MaxBatch > leasehold.MaxBatchOps {
 		return nil, fmt.Errorf("client: MaxBatch %d must be 1 to %d", cfg.MaxBatch, leasehold.MaxBatchOps)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registerer)}
+	c := &Client{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registerer),
+		held: map[*Lease]struct{}{}, ownTransport: own}
+	c.bg, c.stopGiveBacks = context.WithCancel(context.Background())
 	if cfg.MaxBatch > 1 {
 		c.batch = &coalescer{c: c, max: cfg.MaxBatch}
 	}
@@ -175,6 +187,9 @@ func randomHex(n int) string {
 func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration, svc func(*endpoint) S,
 	f func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 	msg *Req) (*Res, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
 	backoff := 20 * time.Millisecond
 	var last error // the last transport failure, kept for the error when ctx ends
 	for attempt := 0; ; attempt++ {
@@ -243,14 +258,24 @@ func (c *Client) follow(leader string) {
 }
 
 // Get shows a resource: its holder, token, expiry and waiters.
-func (c *Client) Get(ctx context.Context, resource string) (*pb.GetResponse, error) {
-	return call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.Get, &pb.GetRequest{Resource: resource})
+func (c *Client) Get(ctx context.Context, resource string) (*ResourceInfo, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.Get, &pb.GetRequest{Resource: resource})
+	if err != nil {
+		return nil, err
+	}
+	return resourceInfo(r), nil
 }
 
-// List returns one page of held leases.
-func (c *Client) List(ctx context.Context, prefix string, pageSize int, pageToken string) (*pb.ListResponse, error) {
-	return call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.List,
+// List returns one page of held leases: pageSize of them (0: the server's
+// default of 100; at most 1000), from pageToken ("" for the first page).
+// Leases reads every page.
+func (c *Client) List(ctx context.Context, prefix string, pageSize int, pageToken string) (Page, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, leasesOf, leaseholdv1connect.LeasesClient.List,
 		&pb.ListRequest{Prefix: prefix, PageSize: int32(pageSize), PageToken: pageToken})
+	if err != nil {
+		return Page{}, err
+	}
+	return Page{Leases: leaseInfos(r.Leases), NextPageToken: r.NextPageToken}, nil
 }
 
 // ReleaseByID releases a lease known only by its id and secret (as the CLI

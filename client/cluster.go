@@ -11,8 +11,12 @@ import (
 // the leader. They are not bounded per attempt: a change can take a while.
 
 // Members lists the servers in the raft configuration.
-func (c *Client) Members(ctx context.Context) (*pb.MembersResponse, error) {
-	return call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.Members, &pb.MembersRequest{})
+func (c *Client) Members(ctx context.Context) ([]Member, error) {
+	r, err := call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.Members, &pb.MembersRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return convertAll(r.Members, member), nil
 }
 
 // AddVoter adds a node as a voter.
@@ -33,7 +37,12 @@ func (c *Client) TransferLeader(ctx context.Context, id string) error {
 	return err
 }
 
-// ClusterStatus reports every member's role, term, commit and applied index.
-func (c *Client) ClusterStatus(ctx context.Context) (*pb.StatusResponse, error) {
-	return call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.Status, &pb.StatusRequest{})
+// ClusterStatus reports every member's role, term, commit and applied
+// index, one entry per member (an unreachable one says why in Error).
+func (c *Client) ClusterStatus(ctx context.Context) ([]NodeStatus, error) {
+	r, err := call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.Status, &pb.StatusRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return convertAll(r.Nodes, nodeStatus), nil
 }

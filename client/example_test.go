@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -128,5 +129,42 @@ func ExampleFailOpen() {
 	defer lease.Release(context.WithoutCancel(ctx))
 	if lease.Degraded() {
 		log.Print("leasehold unreachable: warming the cache without a lock")
+	}
+}
+
+func ExampleClient_Leases() {
+	c, err := client.New(client.Config{Endpoints: []string{"http://127.0.0.1:7420"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	// Every held lease under jobs/, read a page at a time as the loop goes.
+	for l, err := range c.Leases(context.Background(), "jobs/") {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("lease %d token %d on %v by %s, %v left\n", l.ID, l.Token, l.Resources, l.Owner, l.ExpiresIn)
+	}
+}
+
+func ExampleClient_Close() {
+	c, err := client.New(client.Config{
+		Endpoints: []string{"http://127.0.0.1:7420"},
+		Logger:    slog.Default(), // nil (the default) discards the client's warnings
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Close stops renewing the leases still held, which end at once (and
+	// expire on the server after their TTL): release them first.
+	defer c.Close()
+	ctx := context.Background()
+	lease, err := c.Acquire(ctx, "reports/nightly")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Release(context.WithoutCancel(ctx)) // runs before c.Close
+	if err := work(lease.Context(ctx), lease.Token()); err != nil {
+		log.Print(err)
 	}
 }

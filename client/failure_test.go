@@ -146,7 +146,7 @@ func TestReleaseAfterServerExpiry(t *testing.T) {
 	c := nodeClient(t, n)
 	l := mustAcquire(t, c, []string{"rel/expired"}, client.TTL(200*time.Millisecond), client.ManualRenew())
 	eventually(t, 3*time.Second, "the server expires the lease", func() bool {
-		return get(t, c, "rel/expired").GetHolder() == nil
+		return get(t, c, "rel/expired").Holder == nil
 	})
 	ctx := ctxFor(t, callTimeout)
 	err := l.Release(ctx)
@@ -332,13 +332,13 @@ func TestRetryAcrossRestart(t *testing.T) {
 	if isDone(kept) {
 		t.Fatalf("lease held across a restart ended: %v", kept.Err())
 	}
-	h := get(t, c, "restart/kept").GetHolder()
-	if h.GetId() != kept.ID() {
+	h := holderOf(t, c, "restart/kept")
+	if h.ID != kept.ID() {
 		t.Fatalf("after restart the holder is %v, want lease %d", h, kept.ID())
 	}
-	count := h.GetRenewCount()
+	count := h.RenewCount
 	eventually(t, 5*time.Second, "the kept lease renews against the restarted node", func() bool {
-		return get(t, c, "restart/kept").GetHolder().GetRenewCount() > count
+		return holderOf(t, c, "restart/kept").RenewCount > count
 	})
 	ctx2 := ctxFor(t, callTimeout)
 	if err := kept.Release(ctx2); err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/testcluster"
 )
@@ -106,7 +105,7 @@ func mustAcquire(t testing.TB, c *testClient, resources []string, opts ...client
 }
 
 // get asks the server about resource.
-func get(t testing.TB, c *testClient, resource string) *pb.GetResponse {
+func get(t testing.TB, c *testClient, resource string) *client.ResourceInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
@@ -115,6 +114,15 @@ func get(t testing.TB, c *testClient, resource string) *pb.GetResponse {
 		t.Fatalf("get %q: %v", resource, err)
 	}
 	return res
+}
+
+// holderOf is the lease holding resource, or a zero LeaseInfo if it is free.
+func holderOf(t testing.TB, c *testClient, resource string) client.LeaseInfo {
+	t.Helper()
+	if h := get(t, c, resource).Holder; h != nil {
+		return *h
+	}
+	return client.LeaseInfo{}
 }
 
 // eventually polls cond every 10ms until it holds or d passes.

@@ -124,6 +124,11 @@ func (c *Client) AcquireMany(ctx context.Context, resources []string, opts ...Op
 			return nil, err
 		}
 	}
+	if !c.track(l) {
+		// Closed while the acquire was out: nothing would renew the lease.
+		l.end(fmt.Errorf("%w: %w", ErrLeaseLost, ErrClosed))
+		return nil, ErrClosed
+	}
 	go l.loop()
 	return l, nil
 }
@@ -259,6 +264,7 @@ func definitive(err error) bool {
 // deadline if no renewal got through.
 func (l *Lease) loop() {
 	defer close(l.loopDone)
+	defer l.c.untrack(l)
 	retry := time.Duration(0)
 	for {
 		l.mu.Lock()
@@ -350,13 +356,19 @@ func (l *Lease) end(err error) {
 	}
 }
 
+// stopRenewal stops the renewal loop (ending a renewal in flight) and
+// waits for it to return.
+func (l *Lease) stopRenewal() {
+	l.stopOnce.Do(func() { close(l.stop); l.stopCancel() })
+	<-l.loopDone
+}
+
 // Release stops renewal and gives the lease back. If the lease had already
 // ended on the server, the error wraps ErrLeaseLost: the work done since
 // then ran without the lease, and it is counted. Calling Release again
 // returns nil.
 func (l *Lease) Release(ctx context.Context) error {
-	l.stopOnce.Do(func() { close(l.stop); l.stopCancel() })
-	<-l.loopDone
+	l.stopRenewal()
 	l.mu.Lock()
 	released := l.releaseDone || errors.Is(l.err, ErrReleased)
 	degraded := l.degraded && l.id == 0

@@ -11,12 +11,12 @@ import (
 // Every test stops its nodes (t.Cleanup in testcluster.StartNode), closes
 // the idle connections of the HTTP clients it hands to client.New, and
 // releases the leases it still holds, so neither raft nor a keep-alive pool
-// should leave anything behind. The one pool no test can close is the
-// transport client.New makes itself when Config.HTTPClient is nil
-// (TestAcquireWithDefaultHTTPClient): its two per-connection goroutines,
-// net/http.(*persistConn).readLoop and writeLoop, linger until the server
-// side closes the connection, which the node's shutdown does. goleak
-// retries for a while before it reports, which covers that gap. The one
+// should leave anything behind. The transport client.New makes itself
+// when Config.HTTPClient is nil (TestAcquireWithDefaultHTTPClient) is closed
+// by Client.Close; a connection busy at that moment keeps its two
+// goroutines, net/http.(*persistConn).readLoop and writeLoop, until the
+// server side closes it, which the node's shutdown does. goleak retries for
+// a while before it reports, which covers that gap. The one
 // goroutine ignored is the give-back of an acquire whose caller left
 // (Client.giveBack): it is meant to outlive the call, and ends within
 // RequestTimeout even when no node answers. Anything else reported is a

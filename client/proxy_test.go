@@ -170,8 +170,8 @@ func TestRetryAfterConnectionReset(t *testing.T) {
 				err, leasehold.CodeOf(err))
 		}
 		hold(t, l)
-		h := get(t, direct, "reset/r").GetHolder()
-		if h.GetId() != l.ID() || h.GetToken() != l.Token() {
+		h := holderOf(t, direct, "reset/r")
+		if h.ID != l.ID() || h.Token != l.Token() {
 			t.Fatalf("server holder %v; the client got lease %d token %d", h, l.ID(), l.Token())
 		}
 		if err := l.Release(ctx); err != nil {

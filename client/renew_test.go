@@ -28,14 +28,14 @@ func TestRenewalFollowsProgress(t *testing.T) {
 			t.Fatalf("lease ended after %v although its holder reported progress every 50ms: %v", time.Since(start), l.Err())
 		}
 		if i%6 == 5 { // every ~300ms, ask the server
-			h := get(t, c, "renew/progress").GetHolder()
-			if h.GetId() != l.ID() || h.GetToken() != l.Token() {
+			h := holderOf(t, c, "renew/progress")
+			if h.ID != l.ID() || h.Token != l.Token() {
 				t.Fatalf("server holder %v, want lease %d token %d", h, l.ID(), l.Token())
 			}
-			if h.GetRenewCount() <= lastCount {
-				t.Fatalf("renew_count %d did not grow past %d in ~300ms (TTL %v)", h.GetRenewCount(), lastCount, ttl)
+			if h.RenewCount <= lastCount {
+				t.Fatalf("renew_count %d did not grow past %d in ~300ms (TTL %v)", h.RenewCount, lastCount, ttl)
 			}
-			lastCount = h.GetRenewCount()
+			lastCount = h.RenewCount
 			samples++
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -51,7 +51,7 @@ func TestRenewalFollowsProgress(t *testing.T) {
 	// The note reaches the server with a renewal.
 	l.Progress("rows 1-1000 written")
 	eventually(t, 2*time.Second, "the progress note shows on the server", func() bool {
-		return get(t, c, "renew/progress").GetHolder().GetProgress() == "rows 1-1000 written"
+		return holderOf(t, c, "renew/progress").Progress == "rows 1-1000 written"
 	})
 
 	// The holder stops reporting progress: renewal stops and the lease ends.
@@ -96,7 +96,7 @@ func TestRenewalFollowsProgress(t *testing.T) {
 	if err := l.Release(ctxFor(t, callTimeout)); !errors.Is(err, client.ErrLeaseLost) {
 		t.Fatalf("Release of a lapsed lease: %v, want ErrLeaseLost", err)
 	}
-	if h := get(t, c, "renew/progress").GetHolder(); h.GetId() != r.l.ID() {
+	if h := holderOf(t, c, "renew/progress"); h.ID != r.l.ID() {
 		t.Fatalf("the lapsed holder's Release disturbed the new holder: %v", h)
 	}
 }
@@ -109,17 +109,17 @@ func TestProgressTimeoutZeroRenewsWithoutProgress(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	l := mustAcquire(t, c, []string{"renew/noprogress"}, client.TTL(ttl), client.ProgressTimeout(0))
 	time.Sleep(600 * time.Millisecond)
-	before := get(t, c, "renew/noprogress").GetHolder()
+	before := holderOf(t, c, "renew/noprogress")
 	time.Sleep(600 * time.Millisecond)
-	after := get(t, c, "renew/noprogress").GetHolder()
+	after := holderOf(t, c, "renew/noprogress")
 	if isDone(l) {
 		t.Fatalf("lease with ProgressTimeout(0) ended: %v", l.Err())
 	}
-	if before.GetId() != l.ID() || after.GetId() != l.ID() {
+	if before.ID != l.ID() || after.ID != l.ID() {
 		t.Fatalf("server holders %v, %v; want lease %d", before, after, l.ID())
 	}
-	if after.GetRenewCount() <= before.GetRenewCount() || before.GetRenewCount() == 0 {
-		t.Fatalf("renew_count %d then %d: not renewing", before.GetRenewCount(), after.GetRenewCount())
+	if after.RenewCount <= before.RenewCount || before.RenewCount == 0 {
+		t.Fatalf("renew_count %d then %d: not renewing", before.RenewCount, after.RenewCount)
 	}
 }
 
@@ -137,15 +137,15 @@ func TestDeadlineNeverLaterThanServer(t *testing.T) {
 	checkServer := func(l *client.Lease, resource string) {
 		t.Helper()
 		d := l.Deadline()
-		h := get(t, c, resource).GetHolder()
+		h := holderOf(t, c, resource)
 		after := time.Now()
-		if h.GetId() != l.ID() {
+		if h.ID != l.ID() {
 			t.Fatalf("server holder %v, want %d", h, l.ID())
 		}
-		if h.GetExpiresIn() == nil {
+		if !h.ExpiresKnown {
 			t.Fatal("server does not report expires_in for the holder")
 		}
-		if server := after.Add(h.GetExpiresIn().AsDuration()); d.After(server) {
+		if server := after.Add(h.ExpiresIn); d.After(server) {
 			t.Fatalf("local deadline %v later than the server's expiry (at most %v)", d, server)
 		}
 	}
@@ -220,7 +220,7 @@ func TestManualRenewKeepsLease(t *testing.T) {
 			t.Fatalf("Renew: %v", err)
 		}
 	}
-	if h := get(t, c, "renew/manual").GetHolder(); h.GetId() != l.ID() || h.GetRenewCount() < 5 {
+	if h := holderOf(t, c, "renew/manual"); h.ID != l.ID() || h.RenewCount < 5 {
 		t.Fatalf("server holder %v, want lease %d renewed about 16 times", h, l.ID())
 	}
 	// Without renewals it lapses at its deadline, and the reason is not a

@@ -71,7 +71,9 @@ type Config struct {
 	TrailingLogs       uint64
 	// WALSegmentSize is the size of one log segment file. Compacted entries
 	// are dropped a whole segment at a time, so a lagging node can be sent
-	// old entries until their segment goes (then it gets a snapshot).
+	// old entries until their segment goes (then it gets a snapshot). Each
+	// segment file is preallocated in full, so a node needs this much free
+	// space to start (0: raft-wal's default, 64 MiB).
 	WALSegmentSize int
 }
 
@@ -114,6 +116,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("cluster: max batch (%d) and max inflight (%d) must be positive", c.MaxBatch, c.MaxInflight)
 	case c.ApplyTimeout <= 0:
 		return errors.New("cluster: apply timeout must be positive")
+	case c.WALSegmentSize < 0 || c.WALSegmentSize > 1<<30:
+		return fmt.Errorf("cluster: WAL segment size %d bytes: give 0 (the default) up to 1 GiB", c.WALSegmentSize)
 	case c.TrailingLogs < 1:
 		// Compaction must keep at least the entry at the snapshot index:
 		// a follower checks the entry before each append against it.

@@ -170,6 +170,9 @@ func (n *Node) LocalStatus() LocalStatus {
 // Ready reports whether this node can serve: it leads and a quorum just
 // confirmed it, or it follows a leader heard from recently.
 func (n *Node) Ready(ctx context.Context) error {
+	if err := n.fault.get(); err != nil {
+		return fmt.Errorf("stopped after a failed write to the raft log: %w", err)
+	}
 	if err := n.m.failed(); err != nil {
 		return err
 	}

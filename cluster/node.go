@@ -36,12 +36,16 @@ type Node struct {
 	timers *timers
 	waits  *waits
 	floor  *tokenFloor
+	fault  *storeFault
 
 	props    proposals
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	closed   sync.Once
 	closeErr error
+	// stopRaft shuts raft down once; its future waits for raft's
+	// goroutines (a second raft.Shutdown returns one that does not).
+	stopRaft func() raft.Future
 
 	// leaderChanges counts this node's leadership transitions (gained or
 	// lost), for metrics; see LeaderChanges.
@@ -98,6 +102,7 @@ func open(cfg Config, events Events) (*Node, error) {
 		lock:   lock,
 		timers: newTimers(cfg.Clock, cfg.Logger),
 		waits:  newWaits(),
+		fault:  newStoreFault(cfg.DataDir, cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)),
 		stop:   make(chan struct{}),
 	}
 	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.Logger)
@@ -105,9 +110,10 @@ func open(cfg Config, events Events) (*Node, error) {
 		n.shutdown()
 		return n, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.leaderLoop()
 	go n.timerLoop()
+	go n.watchFault()
 	return n, nil
 }
 
@@ -130,9 +136,15 @@ func (n *Node) start() error {
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
 		return fmt.Errorf("cluster: create log dir: %w", err)
 	}
+	segSize := cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)
+	if err := checkRoom(cfg.DataDir, segSize); err != nil {
+		return err
+	}
 	// raft-wal v0.4 does not close a meta store it opened itself, so an
 	// in-process restart would block on its file lock: own it here.
 	n.meta = &metadb.BoltMetaDB{}
+	// Damage is refused first: repairTail only clears what a failed
+	// write left after the last commit, which the check accepts.
 	if err := verifyDataDir(cfg.DataDir, n.meta); err != nil {
 		return err
 	}
@@ -141,10 +153,13 @@ func (n *Node) start() error {
 		return err
 	}
 	n.floor, n.m.floor = floor, floor
+	if err := repairTail(walDir, n.meta, segSize); err != nil {
+		return err
+	}
 	w, err := raftwal.Open(walDir, raftwal.WithLogger(newHclog(n.log, "wal")), raftwal.WithMetaStore(n.meta),
-		raftwal.WithSegmentSize(cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)))
+		raftwal.WithSegmentSize(segSize))
 	if err != nil {
-		return fmt.Errorf("cluster: open log: %w", err)
+		return openLogError(cfg.DataDir, segSize, err)
 	}
 	n.wal = w
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl)
@@ -194,11 +209,15 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("cluster: read existing state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, n.m, &tailSafeLog{WAL: w, snaps: snaps}, w, snaps, n.trans)
+	logs := &faultStopLog{LogStore: &tailSafeLog{WAL: w, snaps: snaps}, fault: n.fault}
+	r, err := raft.NewRaft(rc, n.m, logs, &faultStopStable{StableStore: w, fault: n.fault}, snaps, n.trans)
 	if err != nil {
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.raft = r
+	n.stopRaft = sync.OnceValue(r.Shutdown)
+	stop := func() { n.stopRaft() } // returns at once; Close waits for it
+	n.fault.stop.Store(&stop)
 	if !existing && !cfg.Join {
 		var servers []raft.Server
 		for _, p := range cfg.Peers {
@@ -222,7 +241,7 @@ func (n *Node) Close() error {
 		close(n.stop)
 		// Raft first: that fails every pending future, so no loop stays
 		// blocked on one.
-		err := n.raft.Shutdown().Error()
+		err := n.stopRaft().Error()
 		n.wg.Wait()
 		if err == nil {
 			err = n.settleFloor()
@@ -235,7 +254,7 @@ func (n *Node) Close() error {
 func (n *Node) shutdown() error {
 	var errs []error
 	if n.raft != nil {
-		errs = append(errs, n.raft.Shutdown().Error()) // idempotent
+		errs = append(errs, n.stopRaft().Error()) // idempotent
 	}
 	n.timers.deactivate()
 	if n.trans != nil {
@@ -259,6 +278,9 @@ func (n *Node) shutdown() error {
 var errStopped = leasehold.Errorf(leasehold.CodeUnavailable, "the node is shutting down")
 
 func (n *Node) notLeader() error {
+	if err := n.fault.unavailable(); err != nil {
+		return err
+	}
 	addr, id := n.raft.LeaderWithID()
 	if id == raft.ServerID(n.cfg.NodeID) {
 		// Raft still names this node, but it is not serving as leader.
@@ -268,6 +290,9 @@ func (n *Node) notLeader() error {
 }
 
 func (n *Node) applyError(err error) error {
+	if err := n.fault.unavailable(); err != nil {
+		return err
+	}
 	switch {
 	case errors.Is(err, raft.ErrNotLeader):
 		return n.notLeader()
@@ -311,7 +336,7 @@ func (n *Node) leaderLoop() {
 // retrying while this node still leads. It reports whether it got there.
 func (n *Node) barrier() bool {
 	for {
-		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		err := n.await(n.raft.Barrier(n.cfg.ApplyTimeout))
 		if err == nil {
 			return true
 		}
@@ -384,7 +409,7 @@ func (n *Node) Watch(key string) (outcome <-chan fsm.Result, stop func()) {
 // still the leader: every change acknowledged before Read was called is
 // visible to f. f must not keep references into the state.
 func (n *Node) Read(ctx context.Context, f func(*fsm.State)) error {
-	if !n.timers.isActive() {
+	if !n.IsLeader() {
 		return n.notLeader()
 	}
 	fut := n.raft.VerifyLeader()
@@ -414,7 +439,7 @@ func (n *Node) ExpiresIn(id uint64) (time.Duration, bool) { return n.timers.expi
 func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
 
 // IsLeader reports whether this node leads and has taken over its timers.
-func (n *Node) IsLeader() bool { return n.timers.isActive() }
+func (n *Node) IsLeader() bool { return n.timers.isActive() && n.fault.get() == nil }
 
 // Leader returns the current leader's id and raft address, if known.
 func (n *Node) Leader() (id, addr string) {

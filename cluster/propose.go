@@ -97,7 +97,7 @@ func (n *Node) commit() {
 	if batch == nil {
 		return
 	}
-	err := f.Error()
+	err := n.await(f)
 	took := time.Since(start)
 	q := &n.props
 	q.mu.Lock()

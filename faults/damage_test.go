@@ -129,7 +129,7 @@ func caughtUp(ctx context.Context, f *node, c *client.Client) error {
 		return err
 	}
 	var commit uint64
-	for _, s := range st.Nodes {
+	for _, s := range st {
 		commit = max(commit, s.CommitIndex)
 	}
 	fc := newClient(f.t, "", f.url)
@@ -145,12 +145,12 @@ func caughtUp(ctx context.Context, f *node, c *client.Client) error {
 		if err != nil {
 			return err
 		}
-		for _, s := range st.Nodes {
-			if s.Id == f.id && s.AppliedIndex >= commit {
+		for _, s := range st {
+			if s.ID == f.id && s.AppliedIndex >= commit {
 				return nil
 			}
 		}
-		return fmt.Errorf("follower %s has not applied up to index %d yet: %v", f.id, commit, st.Nodes)
+		return fmt.Errorf("follower %s has not applied up to index %d yet: %v", f.id, commit, st)
 	})
 	if exited != nil {
 		return exited

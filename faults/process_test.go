@@ -65,15 +65,15 @@ func leader(nodes []*node, c *client.Client) (*node, error) {
 		if err != nil {
 			return err
 		}
-		for _, s := range m.Members {
+		for _, s := range m {
 			for _, n := range nodes {
-				if s.Leader && s.Id == n.id {
+				if s.Leader && s.ID == n.id {
 					found = n
 					return nil
 				}
 			}
 		}
-		return fmt.Errorf("no leader among %v", m.Members)
+		return fmt.Errorf("no leader among %v", m)
 	})
 	return found, err
 }

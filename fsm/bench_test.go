@@ -200,3 +200,29 @@ func BenchmarkMemory(b *testing.B) {
 		runtime.KeepAlive(s)
 	}
 }
+
+// BenchmarkTxnApply: a three-compare, three-put transaction per entry, with
+// nobody listening for events and with a sink that keeps them.
+func BenchmarkTxnApply(b *testing.B) {
+	for _, listen := range []bool{false, true} {
+		b.Run(fmt.Sprintf("events=%v", listen), func(b *testing.B) {
+			var obs Observer
+			if listen {
+				obs = &eventLog{}
+			}
+			s := New(DefaultConfig(), obs)
+			val := []byte("value")
+			c := &Txn{Compares: []Compare{{Key: "a", Op: CompareExists}, {Key: "b", Op: CompareVersionLess, Version: 1 << 62},
+				{Key: "c", Op: CompareAbsent}}, Then: []TxnOp{put("a", "1"), put("b", "2")}, Else: []TxnOp{{Key: "a", Value: val},
+				{Key: "b", Value: val}, {Key: "d", Value: val}}}
+			batch := &Batch{Time: t0, Cmds: []Command{c}}
+			b.ReportAllocs()
+			for i := range b.N {
+				s.Apply(uint64(i+1), batch)
+				if listen {
+					obs.(*eventLog).ev = obs.(*eventLog).ev[:0]
+				}
+			}
+		})
+	}
+}

@@ -48,6 +48,17 @@ func sampleCommands() map[string]Command {
 		"delete plain":  &Delete{Key: "k"},
 		"force release": &ForceRelease{RequestID: "req-8", Resource: "r", LeaseID: 9, Actor: "alice", Reason: "stuck since 3am"},
 		"raise tokens":  &RaiseTokens{Floor: math.MaxUint64},
+		"txn full": &Txn{RequestID: "req-9", Caller: "ci-worker", Fence: &leasehold.Fence{Resource: "r", Token: 5},
+			Compares: []Compare{{Key: "a", Op: CompareVersionEqual, Version: math.MaxUint64}, {Key: "b", Op: CompareValueEqual, Value: []byte{0, 1}},
+				{Key: "c", Op: CompareOp(255)}},
+			Then: []TxnOp{{Key: "a", Value: []byte("x")}, {Key: "b", Delete: true}}, Else: []TxnOp{{Key: "日本", Value: []byte{}}}},
+		"txn zero":  &Txn{},
+		"txn bound": &Txn{Then: []TxnOp{{Key: "svc/a", Value: []byte("up"), Lease: &LeaseProof{ID: math.MaxUint64, SecretHash: full}}}},
+		"campaign": &Campaign{Acquire{RequestID: "req-10", Resources: []string{"leader"}, Owner: "n1", TTL: time.Second,
+			Wait: time.Minute, SecretHash: full, Attempt: "a", Caller: "c", Election: true, Value: []byte("http://n1")}},
+		"campaign zero": &Campaign{Acquire{Election: true, Value: []byte{}}},
+		"proclaim":      &Proclaim{RequestID: "req-11", LeaseID: 3, SecretHash: full, Value: []byte("v2"), Caller: "c"},
+		"proclaim zero": &Proclaim{Value: []byte{}},
 	}
 }
 

@@ -54,7 +54,11 @@ type Acquire struct {
 	// auth), stamped by the node, never taken from the request: with the
 	// secret's hash it scopes the request ID (see Key).
 	Caller string
-	legacy bool // decoded from a log entry written before scoping
+	// Election and Value make it a campaign (elections.go). Campaign
+	// sets them and encodes Value; a plain Acquire never carries them.
+	Election bool
+	Value    []byte
+	legacy   bool // decoded from a log entry written before scoping
 }
 
 // Renew extends a lease by its TTL. Age is stamped by the leader: how long

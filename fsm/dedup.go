@@ -137,6 +137,7 @@ func (d *dedup) each(f func(*dedupRec)) {
 
 // The snapshot section of the dedup window, in arrival order. Version 5
 // added each record's fingerprint; older records match any retry.
+// Version 6 added a transaction's answer after its result.
 func writeDedup(s *State, e *encoder) {
 	e.uvarint(uint64(s.dedup.len()))
 	s.dedup.each(func(rec *dedupRec) {
@@ -145,6 +146,9 @@ func writeDedup(s *State, e *encoder) {
 		e.varint(rec.time)
 		e.b = append(e.b, rec.sum[:]...)
 		encodeResult(e, rec.answer())
+		if rec.kind == KindTxn {
+			encodeTxnResult(e, rec.result.Txn)
+		}
 	})
 }
 
@@ -158,6 +162,9 @@ func readDedup(s *State, d *decoder, v byte) error {
 			sum = d.fingerprint()
 		}
 		r := decodeResult(d)
+		if v >= 6 && k == KindTxn {
+			r.Txn = decodeTxnResult(d)
+		}
 		if d.err != nil {
 			return nil
 		}

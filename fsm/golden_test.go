@@ -13,8 +13,10 @@ import (
 )
 
 // fsm/testdata/current-* pin the bytes of the current formats: log entries
-// of batch version 2 and a snapshot of version 5, written by the code of
-// commit 8e70a2d (before the table of commands and the snapshot sections).
+// of batch version 2 and a snapshot of version 6 (the log's first five
+// entries were written by the code of commit 8e70a2d, the sixth, a Txn, by
+// the commit that added it; testdata/legacy-v5.snapshot.hex is the
+// snapshot of those first five).
 // They must not change while those versions stand: an old node reads what
 // a new one writes. LEASEHOLD_WRITE_GOLDEN=1 rewrites them, only when a
 // version is raised on purpose.
@@ -65,11 +67,22 @@ func goldenEntries() []*Batch {
 			&WaitTimeout{Key: "no such waiter"},
 			&Unblock{Resource: "a", Token: 1},
 		}},
+		{Time: at(6), Cmds: []Command{ // batch 6 is newer than the v5 snapshot fixture
+			&Txn{RequestID: "t1", Caller: "svc", Compares: []Compare{{Key: "k1", Op: CompareValueEqual, Value: []byte("one")},
+				{Key: "k9", Op: CompareAbsent}}, Then: []TxnOp{{Key: "k9", Value: []byte("nine")}, {Key: "k1", Delete: true}},
+				Else: []TxnOp{{Key: "k8", Value: []byte("eight")}}},
+			&Txn{RequestID: "t2", Caller: "svc", Then: []TxnOp{{Key: "alive/o5", Value: []byte("o5"),
+				Lease: &LeaseProof{ID: 50, SecretHash: secret("g3")}}}}, // g3's lease, the token floor
+			&Campaign{Acquire{RequestID: "c1", Resources: []string{"leader/x"}, Owner: "o7", Operation: "op7", TTL: 10 * time.Second,
+				SecretHash: secret("c1"), Attempt: "t1", Caller: "erin", Value: []byte("node-1")}},
+			&Campaign{Acquire{RequestID: "c2", Resources: []string{"leader/x"}, Owner: "o8", Operation: "op8", TTL: 10 * time.Second,
+				Wait: time.Minute, SecretHash: secret("c2"), Attempt: "t1", Caller: "erin", Value: []byte("node-2")}},
+		}},
 	}
 }
 
 func goldenPaths() (log, snap string) {
-	return "testdata/current-v2.log.hex", "testdata/current-v5.snapshot.hex"
+	return "testdata/current-v2.log.hex", "testdata/current-v6.snapshot.hex"
 }
 
 // The log entries and the snapshot the current code writes for the golden
@@ -118,9 +131,23 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	}
 	// The fixture holds something in every section, or it pins nothing.
 	c := restored.Counts()
-	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 ||
+	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 || len(restored.bound) == 0 || len(restored.Elections("")) == 0 ||
 		restored.LastToken() < 50 {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
 			c, len(restored.audit), len(restored.kv), restored.LastToken())
 	}
+}
+
+// A node of this version reads the version-5 snapshot of the first five
+// golden entries into the state those entries make.
+func TestReadsSnapshotVersion5(t *testing.T) {
+	s := New(DefaultConfig(), nil)
+	for i, b := range goldenEntries()[:5] {
+		s.Apply(uint64(i+1), b)
+	}
+	old, err := Restore(legacySnapshotBytes(t, "legacy-v5.snapshot.hex"), DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireSameState(t, s, old)
 }

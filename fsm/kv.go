@@ -104,6 +104,7 @@ func (c *Delete) decode(d *decoder) {
 type Item struct {
 	Value   []byte
 	Version uint64 // log index of the last write
+	Lease   uint64 // the lease the key is bound to (0: none; see bound.go)
 }
 
 // CheckFence reports whether token belongs to the lease that holds
@@ -173,7 +174,8 @@ func (s *State) put(ix uint64, now int64, c *Put) Result {
 			return Result{Err: leasehold.Errorf(leasehold.CodeLimit, "the key-value space is full (%d bytes)", leasehold.MaxKVBytes)}
 		}
 		s.kvBytes += grow
-		s.kv[c.Key] = Item{Value: c.Value, Version: ix}
+		s.setItem(c.Key, Item{Value: c.Value, Version: ix}) // unbinds it, if bound
+		s.emitKV(EventPut, c.Key, c.Value, ix, 0)
 		return Result{Version: ix}
 	}()
 	s.dedup.put(key, KindPut, sum, now, r, s.cfg)
@@ -192,35 +194,42 @@ func (s *State) del(now int64, c *Delete) Result {
 		if err := s.kvConditions(c.Key, c.HasIfVersion, c.IfVersion, c.Fence); err != nil {
 			return Result{Err: err}
 		}
-		old, ok := s.kv[c.Key]
-		if !ok {
+		if _, ok := s.kv[c.Key]; !ok {
 			return Result{Err: leasehold.Errorf(leasehold.CodeNotFound, "key %q does not exist", c.Key)}
 		}
-		s.kvBytes -= len(c.Key) + len(old.Value)
-		delete(s.kv, c.Key)
+		old := s.deleteItem(c.Key)
+		s.emitKV(EventDeleted, c.Key, nil, old.Version, 0)
 		return Result{Version: old.Version}
 	}()
 	s.dedup.put(key, KindDelete, sum, now, r, s.cfg)
 	return r
 }
 
-// The snapshot section of the key-value space, by key.
+// The snapshot section of the key-value space, by key. Version 6 added
+// each key's lease (0: unbound).
 func writeKV(s *State, e *encoder) {
 	writeSorted(e, s.kv, func(k string, it Item) {
 		e.str(k)
 		e.str(string(it.Value))
 		e.uvarint(it.Version)
+		e.uvarint(it.Lease)
 	})
 }
 
-func readKV(s *State, d *decoder, _ byte) error {
+func readKV(s *State, d *decoder, v byte) error {
 	for range d.count(3) {
 		k := d.str()
 		it := Item{Value: []byte(d.str()), Version: d.uvarint()}
+		if v >= 6 {
+			it.Lease = d.uvarint()
+		}
 		if _, dup := s.kv[k]; dup || it.Version == 0 || it.Version > s.lastIndex {
 			return errCorrupt
 		}
-		s.kv[k] = it
+		if _, live := s.leases[it.Lease]; it.Lease != 0 && !live {
+			return errCorrupt // a bound key outlived its lease
+		}
+		s.setItem(k, it)
 		s.kvBytes += len(k) + len(it.Value)
 	}
 	return nil

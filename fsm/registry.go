@@ -19,6 +19,9 @@ var commands = [...]struct {
 	KindDelete:       {"delete", func() Command { return new(Delete) }},
 	KindForceRelease: {"force-release", func() Command { return new(ForceRelease) }},
 	KindRaiseTokens:  {"raise-tokens", func() Command { return new(RaiseTokens) }},
+	KindTxn:          {"txn", func() Command { return new(Txn) }},
+	KindCampaign:     {"campaign", func() Command { return new(Campaign) }},
+	KindProclaim:     {"proclaim", func() Command { return new(Proclaim) }},
 }
 
 // newCommand returns an empty command of kind k, or nil if k is unknown.

@@ -69,6 +69,10 @@ func (c *Acquire) sum(e *encoder) fingerprint {
 	e.varint(int64(c.LockDelay))
 	e.varint(int64(c.MaxHold))
 	e.strMap(c.Metadata)
+	if c.Election { // only then: a plain acquire's fingerprint is as before
+		e.bool(true)
+		e.str(string(c.Value))
+	}
 	return sumOf(e)
 }
 

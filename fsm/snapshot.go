@@ -19,10 +19,14 @@ import (
 // its acquire's key, a waiter its key and fingerprint, a dedup record its
 // key and fingerprint. Versions 3 and 4 are read as legacy state: bare
 // request IDs as keys, no fingerprints.
+//
+// Version 6 keeps a transaction's answer (TxnResult) in its dedup record
+// and the lease a key is bound to; a lease and a waiter say whether they
+// are an election's, with the value.
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = 5
+	snapVersion = 6
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -46,12 +50,12 @@ type section struct {
 // sections are written and read in this order.
 var sections = [...]section{
 	{"counters", 3, writeCounters, readCounters},
-	{"leases", 4, writeLeases, readLeases},
+	{"leases", 6, writeLeases, readLeases},
 	{"lock-delays", 3, writeBlocks, readBlocks},
-	{"waiters", 5, writeWaiters, readWaiters},
-	{"kv", 3, writeKV, readKV},
+	{"waiters", 6, writeWaiters, readWaiters},
+	{"kv", 6, writeKV, readKV},
 	{"audit", 3, writeAudit, readAudit},
-	{"dedup", 5, writeDedup, readDedup},
+	{"dedup", 6, writeDedup, readDedup},
 }
 
 // Snapshot encodes the whole state.

@@ -8,6 +8,22 @@ import (
 // The snapshot sections of the lease area (state.go): leases by id,
 // lock-delays by resource, waiters by arrival.
 
+// Version 6 added whether a lease or waiter is an election's, and its
+// value.
+func encodeElection(e *encoder, election bool, value []byte) {
+	e.bool(election)
+	if election {
+		e.str(string(value))
+	}
+}
+
+func decodeElection(d *decoder) (bool, []byte) {
+	if !d.bool() {
+		return false, nil
+	}
+	return true, []byte(d.str())
+}
+
 // Version 4 added a lease's last renewal (key and answer); version 3 had a
 // "claimed by a retry" flag instead, which the attempt now says.
 func writeLeases(s *State, e *encoder) {
@@ -26,6 +42,7 @@ func writeLeases(s *State, e *encoder) {
 		e.str(l.attempt)
 		e.str(l.renewKey)
 		e.varint(int64(l.renewRemaining))
+		encodeElection(e, l.election, l.value)
 	}
 }
 
@@ -44,12 +61,16 @@ func readLeases(s *State, d *decoder, v byte) error {
 			l.renewKey = d.str()
 			l.renewRemaining = time.Duration(d.varint())
 		}
+		if v >= 6 {
+			l.election, l.value = decodeElection(d)
+		}
 		if d.err != nil {
 			return nil
 		}
 		// Refuse a state Apply could never have made: it would break
 		// mutual exclusion or token monotonicity on this replica only.
-		if l.ID == 0 || l.Token != l.ID || l.Token > s.lastToken || s.leases[l.ID] != nil || len(l.Resources) == 0 {
+		if l.ID == 0 || l.Token != l.ID || l.Token > s.lastToken || s.leases[l.ID] != nil || len(l.Resources) == 0 ||
+			l.election && len(l.Resources) != 1 {
 			return errCorrupt
 		}
 		s.leases[l.ID] = l
@@ -100,6 +121,7 @@ func writeWaiters(s *State, e *encoder) {
 		e.varint(w.queuedAt)
 		e.str(w.key)
 		e.b = append(e.b, w.sum[:]...)
+		encodeElection(e, w.Election, w.Value)
 	}
 }
 
@@ -117,6 +139,9 @@ func readWaiters(s *State, d *decoder, v byte) error {
 			w.key, w.sum = d.str(), d.fingerprint()
 		} else {
 			w.key = w.RequestID // legacy: unscoped, no fingerprint
+		}
+		if v >= 6 {
+			w.Election, w.Value = decodeElection(d)
 		}
 		if d.err != nil {
 			return nil

@@ -322,7 +322,9 @@ func (g *randomLog) learn(out []Result) {
 
 // randomLog is an Observer of the first replica.
 
-func (g *randomLog) Granted(l *leasehold.Lease, requestID string) {
+func (g *randomLog) Granted(l *leasehold.Lease, key string) {
+	// acq derives the secret from the bare request ID, not the key.
+	requestID := showKey(key)
 	if requestID == "" {
 		requestID = "anon"
 	}
@@ -336,9 +338,9 @@ func (g *randomLog) Ended(l *leasehold.Lease, _ EndReason) {
 	g.live = slices.DeleteFunc(g.live, func(id uint64) bool { return id == l.ID })
 	delete(g.renews, l.ID)
 }
-func (g *randomLog) Queued(id string, _ time.Duration) { g.waiting = append(g.waiting, id) }
-func (g *randomLog) WaitEnded(id string, _ Result) {
-	g.waiting = slices.DeleteFunc(g.waiting, func(w string) bool { return w == id })
+func (g *randomLog) Queued(key string, _ time.Duration) { g.waiting = append(g.waiting, showKey(key)) }
+func (g *randomLog) WaitEnded(key string, _ Result) {
+	g.waiting = slices.DeleteFunc(g.waiting, func(w string) bool { return w == showKey(key) })
 }
 func (g *randomLog) Blocked(r string, token uint64, _ time.Duration) { g.blocks[r] = token }
 

@@ -62,7 +62,8 @@ type Result struct {
 	Lease     *leasehold.Lease // the lease granted, renewed or released
 	Queued    bool             // the acquire waits; WaitEnded brings the outcome
 	Remaining time.Duration    // renew and acquire: how long the lease now runs
-	Version   uint64           // put: the key's new version; delete: its last
+	Version   uint64           // put, txn: the key's new version; delete: its last
+	Txn       *TxnResult       // txn: the branch that ran and its versions
 	Dup       bool             // answered from the dedup window
 	// ForeignSecret marks a retried acquire whose secret differs from the
 	// first request's (or can no longer be checked): the caller does not
@@ -74,6 +75,8 @@ type lease struct {
 	leasehold.Lease
 	secretHash [32]byte
 	heldFor    time.Duration // age last stamped by a leader, for MaxHold
+	election   bool          // the lease is an election's leadership (elections.go)
+	value      []byte        // the leader's value
 	key        string        // the granting acquire's Key
 	// attempt is the latest attempt of the acquire that made it or was
 	// answered with it: only that attempt's Cancel releases it, so a
@@ -115,18 +118,25 @@ type Config struct {
 	// MaxLeasesPerOwner refuses a grant to an owner already holding that
 	// many leases (0: no limit).
 	MaxLeasesPerOwner int
+	// A transaction may carry at most MaxTxnCompares compares, MaxTxnOps
+	// operations per branch and MaxTxnBytes of values in all (0: no limit).
+	MaxTxnCompares int
+	MaxTxnOps      int
+	MaxTxnBytes    int
 }
 
 // DefaultConfig is what a node uses unless told otherwise.
 func DefaultConfig() Config {
 	return Config{DedupWindow: 5 * time.Minute, DedupMax: 1 << 20, AuditMax: 10000,
-		MaxWaitersPerResource: 1000, MaxLeasesPerOwner: 100000}
+		MaxWaitersPerResource: 1000, MaxLeasesPerOwner: 100000,
+		MaxTxnCompares: 64, MaxTxnOps: 64, MaxTxnBytes: 256 << 10}
 }
 
 // State is the whole replicated state.
 type State struct {
 	cfg         Config
 	obs         Observer
+	sink        EventSink // obs, if it wants events; else nil
 	lastIndex   uint64
 	lastToken   uint64
 	nextArrival uint64
@@ -137,9 +147,11 @@ type State struct {
 	queues      map[string][]*waiter // resource -> waiters in arrival order
 	dedup       dedup
 	kv          map[string]Item
+	bound       map[uint64]map[string]struct{} // lease -> keys bound to it
 	kvBytes     int
 	audit       []AuditRecord
 	owned       map[string]int // owner -> leases held
+	vacated     []string       // elections whose leader ended in this command (elections.go)
 
 	scratch encoder // a buffer for fingerprints (request.go); not state
 }
@@ -149,7 +161,7 @@ func New(cfg Config, obs Observer) *State {
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &State{
+	s := &State{
 		cfg:     cfg,
 		obs:     obs,
 		leases:  make(map[uint64]*lease),
@@ -159,8 +171,11 @@ func New(cfg Config, obs Observer) *State {
 		queues:  make(map[string][]*waiter),
 		dedup:   newDedup(),
 		kv:      make(map[string]Item),
+		bound:   make(map[uint64]map[string]struct{}),
 		owned:   make(map[string]int),
 	}
+	s.setSink(obs)
+	return s
 }
 
 // SetObserver replaces the observer (after a restore, for instance).
@@ -169,6 +184,7 @@ func (s *State) SetObserver(obs Observer) {
 		obs = nopObserver{}
 	}
 	s.obs = obs
+	s.setSink(obs)
 }
 
 // LastIndex is the log index of the last applied entry.
@@ -184,6 +200,9 @@ func (s *State) Apply(index uint64, b *Batch) []Result {
 	out := make([]Result, len(b.Cmds))
 	for i, c := range b.Cmds {
 		out[i] = c.apply(s, index, b.Time)
+		if len(s.vacated) > 0 {
+			s.flushVacated()
+		}
 	}
 	return out
 }
@@ -229,6 +248,10 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	var r Result
 	if err := validateAcquire(c); err != nil {
 		r = Result{Err: err}
+	} else if err := validateCampaign(c); err != nil {
+		r = Result{Err: err}
+	} else if err := s.kindConflict(c); err != nil {
+		r = Result{Err: err}
 	} else if err := s.ownerLimit(c.Owner); err != nil {
 		r = Result{Err: err}
 	} else if held := s.blocker(c.Resources, nil); held == nil {
@@ -245,6 +268,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	s.dedup.put(key, KindAcquire, sum, now, r, s.cfg)
 	if r.Queued {
 		s.obs.Queued(key, c.Wait)
+		s.emitWaiter(EventQueued, c)
 	}
 	return r
 }
@@ -303,6 +327,8 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 		secretHash: c.SecretHash,
 		key:        key,
 		attempt:    c.Attempt,
+		election:   c.Election,
+		value:      c.Value,
 	}
 	s.leases[l.ID] = l
 	s.owned[l.Owner]++
@@ -311,6 +337,10 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 	}
 	view := l.Lease
 	s.obs.Granted(&view, key)
+	s.emitLease(EventGranted, &view, 0)
+	if l.election {
+		s.emitLeader(l)
+	}
 	return &view
 }
 
@@ -432,6 +462,7 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 	}
 	view := l.Lease
 	s.obs.Renewed(&view, remaining)
+	s.emitLease(EventRenewed, &view, 0)
 	return Result{Lease: &view, Remaining: remaining}
 }
 
@@ -471,6 +502,11 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	}
 	view := l.Lease
 	s.obs.Ended(&view, why)
+	s.emitLease(endEvent(why), &view, why)
+	s.dropBound(l.ID)
+	if l.election {
+		s.vacated = append(s.vacated, l.Resources[0])
+	}
 	return &view
 }
 
@@ -539,6 +575,7 @@ func (s *State) endWait(ix uint64, now int64, w *waiter, r Result) {
 	heads := s.dequeue(w)
 	s.dedup.put(w.key, KindAcquire, w.sum, now, r, s.cfg)
 	s.obs.WaitEnded(w.key, r)
+	s.emitWaiter(EventWithdrawn, &w.Acquire)
 	s.wake(ix, now, heads)
 }
 

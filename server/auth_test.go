@@ -101,7 +101,7 @@ func TestAuthRoles(t *testing.T) {
 		t.Fatalf("worker members: %v", err)
 	}
 
-	if g, err := operator.Get(ctx, "jobs/nightly"); err != nil || g.GetHolder().GetId() != l.ID() {
+	if g, err := operator.Get(ctx, "jobs/nightly"); err != nil || g.Holder == nil || g.Holder.ID != l.ID() {
 		t.Fatalf("operator inspection: %v %v", g, err)
 	}
 	if err := operator.TransferLeader(ctx, ""); !errors.Is(err, leasehold.ErrPermission) {

@@ -182,9 +182,7 @@ func New(cfg Config) (*Server, error) {
 	if !cfg.MetricsApart {
 		mux.Handle("/metrics", metrics)
 	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("/healthz", s.healthy)
 	mux.HandleFunc("/readyz", s.ready)
 
 	var protocols http.Protocols
@@ -228,6 +226,17 @@ func (c *Config) setDefaults() {
 // refused counts a connection or request refused by one of the node's
 // limits.
 func (s *Server) refused(limit string) { s.metrics.Refused.WithLabelValues(limit).Inc() }
+
+// healthy answers 200 while the node runs, and 503 with the reason once it
+// stopped on a failed log write: it will not serve again until restarted,
+// so a liveness probe should restart it.
+func (s *Server) healthy(w http.ResponseWriter, _ *http.Request) {
+	if err := s.node.Fault(); err != nil {
+		http.Error(w, "stopped: "+err.Error()+"; restart the process\n", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ok\n"))
+}
 
 // ready answers 200 when this node can serve: it leads and a quorum just
 // confirmed it, or it follows a leader it heard from recently.

@@ -13,10 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
-	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -32,7 +29,7 @@ var markHelp = map[string]string{
 	markStale:   "the last progress note is older than 3 TTLs: the holder renews without visible progress",
 }
 
-func marks(l *pb.Lock) []string {
+func marks(l client.LockInfo) []string {
 	var m []string
 	if l.RenewalOverdue {
 		m = append(m, markOverdue)
@@ -44,11 +41,11 @@ func marks(l *pb.Lock) []string {
 }
 
 // stamp shows a leader's wall-clock time for display.
-func stamp(ts *timestamppb.Timestamp, layout string) string {
-	if ts == nil {
+func stamp(t time.Time, layout string) string {
+	if t.IsZero() {
 		return "never"
 	}
-	return ts.AsTime().Local().Format(layout)
+	return t.Local().Format(layout)
 }
 
 // clip shortens s to n runes for a table cell.
@@ -60,14 +57,19 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// pdur shows a duration, or "-" if unset.
-// pdur shows a duration, or "-" when it is unset.
-func pdur(d *durationpb.Duration) string {
-	if d == nil {
+// pdur shows a duration, or "-" when it is unset (0).
+func pdur(d time.Duration) string { return pdurIf(d, d != 0) }
+
+// pdurIf shows a duration that may be 0, or "-" when it is unknown.
+func pdurIf(d time.Duration, known bool) string {
+	if !known {
 		return "-"
 	}
-	return d.AsDuration().Round(time.Millisecond).String()
+	return d.Round(time.Millisecond).String()
 }
+
+// expiresIn shows a holder's countdown, or "-" if the node does not know it.
+func expiresIn(h *client.LeaseInfo) string { return pdurIf(h.ExpiresIn, h.ExpiresKnown) }
 
 func orDash(s string) string {
 	if s == "" {
@@ -101,7 +103,7 @@ func newLocks(g *globals) *cobra.Command {
 			sort.SliceStable(locks, func(i, j int) bool { return locks[i].Resource < locks[j].Resource })
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return printJSON(w, &pb.LocksResponse{Locks: locks})
+				return printJSON(w, locksWire(locks))
 			}
 			if len(locks) == 0 {
 				fmt.Fprintln(w, "no resource is held")
@@ -115,10 +117,14 @@ func newLocks(g *globals) *cobra.Command {
 				for _, k := range m {
 					seen[k] = true
 				}
+				h := l.Holder
+				if h == nil {
+					h = &client.LeaseInfo{}
+				}
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n",
-					l.Resource, l.LeaseId, l.Token, orDash(l.Owner), orDash(l.Operation), pdur(l.HeldFor), pdur(l.ExpiresIn),
-					pdur(l.Ttl), l.RenewCount, stamp(l.RenewedAt, "15:04:05"), orDash(clip(l.Progress, 32)), l.Waiters,
-					pdur(l.OldestWait), orDash(strings.Join(m, ",")))
+					l.Resource, h.ID, h.Token, orDash(h.Owner), orDash(h.Operation), pdurIf(l.HeldFor, l.Holder != nil), expiresIn(h),
+					pdur(h.TTL), h.RenewCount, stamp(h.RenewedAt, "15:04:05"), orDash(clip(h.Progress, 32)), l.Waiters,
+					pdurIf(l.OldestWait, l.Waiters > 0), orDash(strings.Join(m, ",")))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -155,7 +161,7 @@ func newLocksShow(g *globals) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return printJSON(w, l)
+				return printJSON(w, lockWire(l))
 			}
 			printLock(w, l)
 			return nil
@@ -166,49 +172,49 @@ func newLocksShow(g *globals) *cobra.Command {
 }
 
 // lockOf asks for one resource, held or free, with its waiters.
-func lockOf(ctx context.Context, c *client.Client, resource string) (*pb.Lock, error) {
+func lockOf(ctx context.Context, c *client.Client, resource string) (client.LockInfo, error) {
 	ls, err := c.Locks(ctx, client.LocksQuery{Resource: resource})
 	if err != nil {
-		return nil, err
+		return client.LockInfo{}, err
 	}
 	if len(ls) != 1 {
-		return nil, fmt.Errorf("the server answered with %d entries for one resource", len(ls))
+		return client.LockInfo{}, fmt.Errorf("the server answered with %d entries for one resource", len(ls))
 	}
 	return ls[0], nil
 }
 
 // printLock prints one resource in full.
-func printLock(w io.Writer, l *pb.Lock) {
+func printLock(w io.Writer, l client.LockInfo) {
 	const full = "2006-01-02 15:04:05 MST"
-	if l.LeaseId == 0 {
+	if h := l.Holder; h == nil {
 		fmt.Fprintf(w, "%s: free\n", l.Resource)
 	} else {
-		fmt.Fprintf(w, "%s: held by lease %d\n", l.Resource, l.LeaseId)
-		fmt.Fprintf(w, "  owner:        %s\n", orDash(l.Owner))
-		fmt.Fprintf(w, "  operation:    %s\n", orDash(l.Operation))
-		fmt.Fprintf(w, "  token:        %d\n", l.Token)
-		if len(l.LeaseResources) > 1 {
-			fmt.Fprintf(w, "  lease holds:  %s\n", strings.Join(l.LeaseResources, ", "))
+		fmt.Fprintf(w, "%s: held by lease %d\n", l.Resource, h.ID)
+		fmt.Fprintf(w, "  owner:        %s\n", orDash(h.Owner))
+		fmt.Fprintf(w, "  operation:    %s\n", orDash(h.Operation))
+		fmt.Fprintf(w, "  token:        %d\n", h.Token)
+		if len(h.Resources) > 1 {
+			fmt.Fprintf(w, "  lease holds:  %s\n", strings.Join(h.Resources, ", "))
 		}
-		fmt.Fprintf(w, "  acquired at:  %s (held for %s)\n", stamp(l.AcquiredAt, full), pdur(l.HeldFor))
-		fmt.Fprintf(w, "  expires in:   %s (ttl %s", pdur(l.ExpiresIn), pdur(l.Ttl))
-		if l.MaxHold != nil {
-			fmt.Fprintf(w, ", max hold %s", pdur(l.MaxHold))
+		fmt.Fprintf(w, "  acquired at:  %s (held for %s)\n", stamp(h.AcquiredAt, full), pdurIf(l.HeldFor, true))
+		fmt.Fprintf(w, "  expires in:   %s (ttl %s", expiresIn(h), pdur(h.TTL))
+		if h.MaxHold != 0 {
+			fmt.Fprintf(w, ", max hold %s", pdur(h.MaxHold))
 		}
 		fmt.Fprintln(w, ")")
-		fmt.Fprintf(w, "  renewals:     %d, last at %s\n", l.RenewCount, stamp(l.RenewedAt, full))
-		if l.Progress != "" {
-			fmt.Fprintf(w, "  progress:     %s (reported at %s)\n", l.Progress, stamp(l.ProgressAt, full))
+		fmt.Fprintf(w, "  renewals:     %d, last at %s\n", h.RenewCount, stamp(h.RenewedAt, full))
+		if h.Progress != "" {
+			fmt.Fprintf(w, "  progress:     %s (reported at %s)\n", h.Progress, stamp(h.ProgressAt, full))
 		}
-		if len(l.Metadata) > 0 {
-			keys := make([]string, 0, len(l.Metadata))
-			for k := range l.Metadata {
+		if len(h.Metadata) > 0 {
+			keys := make([]string, 0, len(h.Metadata))
+			for k := range h.Metadata {
 				keys = append(keys, k)
 			}
 			sort.Strings(keys)
 			parts := make([]string, len(keys))
 			for i, k := range keys {
-				parts[i] = fmt.Sprintf("%s=%q", k, l.Metadata[k])
+				parts[i] = fmt.Sprintf("%s=%q", k, h.Metadata[k])
 			}
 			fmt.Fprintf(w, "  metadata:     %s\n", strings.Join(parts, " "))
 		}
@@ -216,17 +222,17 @@ func printLock(w io.Writer, l *pb.Lock) {
 			fmt.Fprintf(w, "  MARK %s: %s\n", m, markHelp[m])
 		}
 	}
-	if l.LockDelay != nil {
+	if l.LockDelay != 0 {
 		fmt.Fprintf(w, "  in lock-delay (%s) after an expiry or a forced release\n", pdur(l.LockDelay))
 	}
 	if l.Waiters == 0 {
 		fmt.Fprintln(w, "  waiters:      none")
 		return
 	}
-	fmt.Fprintf(w, "  waiters:      %d, the first queued for %s\n", l.Waiters, pdur(l.OldestWait))
+	fmt.Fprintf(w, "  waiters:      %d, the first queued for %s\n", l.Waiters, pdurIf(l.OldestWait, l.Waiters > 0))
 	for i, wt := range l.WaiterList {
 		fmt.Fprintf(w, "  %3d. owner %s, operation %s, wants %s, queued for %s (waits up to %s)\n",
-			i+1, orDash(wt.Owner), orDash(wt.Operation), strings.Join(wt.Resources, ", "), pdur(wt.Waiting), pdur(wt.Wait))
+			i+1, orDash(wt.Owner), orDash(wt.Operation), strings.Join(wt.Resources, ", "), pdurIf(wt.Waiting, true), pdur(wt.Wait))
 	}
 }
 
@@ -272,20 +278,21 @@ func newForceRelease(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if l.LeaseId == 0 {
+			h := l.Holder
+			if h == nil {
 				return fmt.Errorf("%s is not held: nothing to release", resource)
 			}
-			if l.LeaseId != leaseID {
+			if h.ID != leaseID {
 				return fmt.Errorf("%s is held by lease %d (owner %s, operation %s), not lease %d: look again with leasehold locks show %s",
-					resource, l.LeaseId, orDash(l.Owner), orDash(l.Operation), leaseID, resource)
+					resource, h.ID, orDash(h.Owner), orDash(h.Operation), leaseID, resource)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "About to force the release of %s:\n", resource)
 			printLock(w, l)
 			fmt.Fprintf(w, "\nRisk: the holder is not told and may still be writing. Only resources that check the\n"+
-				"fencing token are safe from it (they refuse token %d once a newer holder writes).\n", l.Token)
-			if len(l.LeaseResources) > 1 {
-				fmt.Fprintf(w, "The whole lease ends: it also frees %s.\n", strings.Join(l.LeaseResources, ", "))
+				"fencing token are safe from it (they refuse token %d once a newer holder writes).\n", h.Token)
+			if len(h.Resources) > 1 {
+				fmt.Fprintf(w, "The whole lease ends: it also frees %s.\n", strings.Join(h.Resources, ", "))
 			}
 			fmt.Fprintf(w, "Reason for the audit log: %s\n", reason)
 			if err := confirm(cmd, yes, `Type "yes" to force the release: `, "not released"); err != nil {
@@ -295,8 +302,11 @@ func newForceRelease(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if ended == nil { // an older server may leave the lease out
+				ended = &client.LeaseInfo{}
+			}
 			fmt.Fprintf(w, "released lease %d (token %d, owner %s); recorded in the audit log\n",
-				ended.GetId(), ended.GetToken(), orDash(ended.GetOwner()))
+				ended.ID, ended.Token, orDash(ended.Owner))
 			return nil
 		},
 	}
@@ -330,7 +340,7 @@ func newAudit(g *globals) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return printJSON(w, &pb.AuditResponse{Records: recs, Truncated: truncated})
+				return printJSON(w, auditWire(recs, truncated))
 			}
 			if truncated {
 				fmt.Fprintf(cmd.ErrOrStderr(), "showing the newest %d records; older ones were left out (raise --limit or narrow --since)\n", len(recs))
@@ -343,7 +353,7 @@ func newAudit(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tRESOURCE\tLEASE\tTOKEN\tOWNER\tOPERATION\tREASON")
 			for _, a := range recs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", stamp(a.Time, "2006-01-02 15:04:05 MST"),
-					a.Actor, a.Action, a.Resource, a.LeaseId, a.Token, orDash(a.Owner), orDash(a.Operation), a.Reason)
+					a.Actor, a.Action, a.Resource, a.LeaseID, a.Token, orDash(a.Owner), orDash(a.Operation), a.Reason)
 			}
 			return tw.Flush()
 		},

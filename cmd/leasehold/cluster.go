@@ -33,12 +33,12 @@ func newCluster(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), r)
+				return printJSON(cmd.OutOrStdout(), membersWire(r))
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tVOTER\tLEADER")
-			for _, m := range r.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%v\n", m.Id, m.RaftAddr, m.Voter, m.Leader)
+			for _, m := range r {
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%v\n", m.ID, m.RaftAddr, m.Voter, m.Leader)
 			}
 			return tw.Flush()
 		},
@@ -116,13 +116,13 @@ func newCluster(g *globals) *cobra.Command {
 				return err
 			}
 			if statusJSON {
-				return printJSON(cmd.OutOrStdout(), r)
+				return printJSON(cmd.OutOrStdout(), statusWire(r))
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tSTATE\tTERM\tCOMMIT\tAPPLIED\tLAST INDEX\tLEADER\tNOTE")
-			for _, n := range r.Nodes {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", n.Id, n.RaftAddr, n.State, n.Term,
-					n.CommitIndex, n.AppliedIndex, n.LastIndex, n.LeaderId, n.Error)
+			for _, n := range r {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", n.ID, n.RaftAddr, n.State, n.Term,
+					n.CommitIndex, n.AppliedIndex, n.LastIndex, n.LeaderID, n.Error)
 			}
 			return tw.Flush()
 		},

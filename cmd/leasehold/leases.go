@@ -134,19 +134,19 @@ func newStatus(g *globals) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return printJSON(w, r)
+				return printJSON(w, resourceWire(r))
 			}
 			if r.Holder == nil {
 				fmt.Fprintf(w, "%s: free\n", r.Resource)
 			} else {
 				h := r.Holder
 				fmt.Fprintf(w, "%s: held by lease %d\n  owner:      %s\n  operation:  %s\n  token:      %d\n  ttl:        %s\n  expires in: %s\n  renewals:   %d\n",
-					r.Resource, h.Id, h.Owner, h.Operation, h.Token, pdur(h.Ttl), pdur(h.ExpiresIn), h.RenewCount)
+					r.Resource, h.ID, h.Owner, h.Operation, h.Token, pdur(h.TTL), expiresIn(h), h.RenewCount)
 				if h.Progress != "" {
 					fmt.Fprintf(w, "  progress:   %s\n", h.Progress)
 				}
 			}
-			if r.LockDelay != nil {
+			if r.LockDelay != 0 {
 				fmt.Fprintf(w, "  in lock-delay (%s) after an expiry\n", pdur(r.LockDelay))
 			}
 			for i, wt := range r.Waiters {
@@ -178,13 +178,13 @@ func newList(g *globals) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return printJSON(w, &pb.ListResponse{Leases: all})
+				return printJSON(w, &pb.ListResponse{Leases: leasesWire(all)})
 			}
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "LEASE\tTOKEN\tRESOURCES\tOWNER\tOPERATION\tEXPIRES IN\tRENEWALS")
 			for _, l := range all {
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\n", l.Id, l.Token, strings.Join(l.Resources, ","),
-					l.Owner, l.Operation, pdur(l.ExpiresIn), l.RenewCount)
+				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\n", l.ID, l.Token, strings.Join(l.Resources, ","),
+					l.Owner, l.Operation, expiresIn(&l), l.RenewCount)
 			}
 			return tw.Flush()
 		},
@@ -194,18 +194,13 @@ func newList(g *globals) *cobra.Command {
 	return cmd
 }
 
-func listAll(ctx context.Context, c *client.Client, prefix string) ([]*pb.Lease, error) {
-	var all []*pb.Lease
-	token := ""
-	for {
-		page, err := c.List(ctx, prefix, 1000, token)
+func listAll(ctx context.Context, c *client.Client, prefix string) ([]client.LeaseInfo, error) {
+	var all []client.LeaseInfo
+	for l, err := range c.Leases(ctx, prefix) {
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, page.Leases...)
-		if page.NextPageToken == "" {
-			return all, nil
-		}
-		token = page.NextPageToken
+		all = append(all, l)
 	}
+	return all, nil
 }

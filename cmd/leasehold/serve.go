@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +25,7 @@ type serveFlags struct {
 	tlsCert, tlsKey, tlsClientCA             string
 	raftTLSCert, raftTLSKey, raftTLSCA       string
 	maxWaitersPerResource, maxLeasesPerOwner int
+	walSegmentMiB                            int
 	peers                                    string
 	join                                     string
 	advertise                                string
@@ -93,6 +95,8 @@ func newServe(g *globals) *cobra.Command {
 		"most API connections open at once from one IP address (-1: no limit)")
 	fl.IntVar(&f.maxWaitersPerResource, "max-waiters-per-resource", 1000, "refuse to queue more waiters on one resource (same on every node)")
 	fl.IntVar(&f.maxLeasesPerOwner, "max-leases-per-owner", 100000, "refuse more leases to one owner (same on every node)")
+	fl.IntVar(&f.walSegmentMiB, "wal-segment-size", cluster.DefaultConfig().WALSegmentSize>>20,
+		"size in MiB of one raft log segment file; each is preallocated in full, so the data dir needs this much free space to start and to go on")
 	return cmd
 }
 
@@ -128,6 +132,10 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	if cfg.Peers, err = parsePeers(f.peers); err != nil {
 		return err
 	}
+	if f.walSegmentMiB < 1 || f.walSegmentMiB > maxWALSegmentMiB {
+		return fmt.Errorf("--wal-segment-size %d: give 1 to %d (MiB)", f.walSegmentMiB, maxWALSegmentMiB)
+	}
+	cfg.WALSegmentSize = f.walSegmentMiB << 20
 	cfg.FSM.MaxWaitersPerResource = f.maxWaitersPerResource
 	cfg.FSM.MaxLeasesPerOwner = f.maxLeasesPerOwner
 	if cfg.TLS, err = raftTLS(f.raftTLSCert, f.raftTLSKey, f.raftTLSCA); err != nil {
@@ -192,6 +200,9 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		MetricsAuth:     metricsAuth,
 		MaxRequestBytes: f.limits.maxRequestBytes, MaxInflightBodyBytes: f.limits.maxInflightBodyBytes,
 		BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient}})
+	if errors.Is(err, cluster.ErrDiskFull) {
+		return fmt.Errorf("%w\nfree space in %s, or start with a smaller --wal-segment-size (now %d MiB)", err, f.dataDir, f.walSegmentMiB)
+	}
 	if err != nil {
 		return err
 	}
@@ -220,19 +231,41 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		go join(ctx, log, c, f.join, f.nodeID, adv)
 	}
 
+	var fault error
 	select {
 	case err := <-node.Served():
 		return err
 	case <-ctx.Done():
+	case <-node.Cluster.Failed():
+		// The node cannot serve again in this process: exit non-zero so a
+		// supervisor restarts it; the restart reopens the log at its last
+		// durable entry.
+		fault = node.Cluster.Fault()
+		log.Error("the node stopped; exiting", "err", fault)
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if fault != nil {
+		node.Close(sctx) // its errors follow from the fault
+		return faultExit(fault, f.dataDir)
+	}
 	if err := node.Close(sctx); err != nil {
 		return err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// maxWALSegmentMiB keeps a segment under raft-wal's 2 GiB file limit.
+const maxWALSegmentMiB = 1024
+
+// faultExit is serve's error after the node stopped on a failed log write.
+func faultExit(fault error, dataDir string) error {
+	if errors.Is(fault, cluster.ErrDiskFull) {
+		return fmt.Errorf("node stopped: %w\nfree space in %s and start it again: it resumes from its last durable log entry", fault, dataDir)
+	}
+	return fmt.Errorf("node stopped: %w\nfix the cause and start it again: it resumes from its last durable log entry", fault)
 }
 
 // parsePeers reads ID=HOST:PORT,... into peers.

@@ -378,6 +378,7 @@ func (w *worker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer lc.Close() // after the lease's release, deferred below
 	w.log.Info("acquiring lease", "resources", resources, "ttl", w.cfg.ttl, "wait", w.cfg.wait)
 	lease, err := lc.AcquireMany(ctx, resources, client.TTL(w.cfg.ttl), client.Wait(w.cfg.wait),
 		client.Owner(w.cfg.name), client.Operation("ledger transfers"))

@@ -49,7 +49,7 @@ func TestAdminThroughFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 	locks, err := cl.Locks(ctx, client.LocksQuery{Resource: "adm/fw"})
-	if err != nil || len(locks) != 1 || locks[0].LeaseId != l.ID() || locks[0].ExpiresIn == nil {
+	if err != nil || len(locks) != 1 || locks[0].Holder == nil || locks[0].Holder.ID != l.ID() || !locks[0].Holder.ExpiresKnown {
 		t.Fatalf("locks through a follower: %v, %v", locks, err)
 	}
 	if all, err := cl.Locks(ctx, client.LocksQuery{Prefix: "adm/"}); err != nil || len(all) != 1 {
@@ -59,7 +59,7 @@ func TestAdminThroughFollower(t *testing.T) {
 		t.Fatalf("forced release through a follower: %v", err)
 	}
 	recs, _, err := cl.Audit(ctx, 0, 0)
-	if err != nil || len(recs) != 1 || recs[0].Reason != "via follower" || recs[0].LeaseId != l.ID() {
+	if err != nil || len(recs) != 1 || recs[0].Reason != "via follower" || recs[0].LeaseID != l.ID() {
 		t.Fatalf("audit through a follower: %v, %v", recs, err)
 	}
 	if got := gathered(t, c.Node(f), "leasehold_forced_releases_total", nil); got != 0 {

@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -128,8 +129,8 @@ func TestFollowerForwardsWaitingAcquire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.GetHolder().GetId() != first.GetId() || len(g.GetWaiters()) != 0 {
-		t.Errorf("fwd/x: holder %d with %d waiters; want lease %d and none waiting", g.GetHolder().GetId(), len(g.GetWaiters()), first.GetId())
+	if holderID(g) != first.GetId() || len(g.Waiters) != 0 {
+		t.Errorf("fwd/x: holder %d with %d waiters; want lease %d and none waiting", holderID(g), len(g.Waiters), first.GetId())
 	}
 	t.Logf("one request ID through %s, %s and %s: one lease %d (token %d)", c.ID(f1), c.ID(f2), c.ID(lead), first.GetId(), first.GetToken())
 }
@@ -144,7 +145,7 @@ func waitWaiters(t *testing.T, cl *client.Client, resource string, n int) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return len(g.GetWaiters()) == n, "waiters: " + g.String()
+		return len(g.Waiters) == n, fmt.Sprintf("waiters: %+v", g.Waiters)
 	})
 }
 

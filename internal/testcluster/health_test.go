@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/client"
 )
 
 // TestReadyzAndClusterStatus: /readyz is 200 on every node of a healthy
@@ -37,8 +37,8 @@ func TestReadyzAndClusterStatus(t *testing.T) {
 		return checkStatus(st, c.ID(lead), "")
 	})
 	st, _ := cl.ClusterStatus(ctxFor(t, 5*time.Second))
-	for _, n := range st.Nodes {
-		t.Logf("status: %s %s term %d commit %d applied %d last %d leader %s", n.Id, n.State, n.Term, n.CommitIndex, n.AppliedIndex, n.LastIndex, n.LeaderId)
+	for _, n := range st {
+		t.Logf("status: %s %s term %d commit %d applied %d last %d leader %s", n.ID, n.State, n.Term, n.CommitIndex, n.AppliedIndex, n.LastIndex, n.LeaderID)
 	}
 
 	// A follower cut off from the others.
@@ -93,38 +93,38 @@ func TestReadyzAndClusterStatus(t *testing.T) {
 // checkStatus says whether st lists three nodes, one of them leader (the
 // leader named, if given), all in one term with indexes, and the node
 // unreachable (if given) as unreachable with a reason.
-func checkStatus(st *pb.StatusResponse, leader, unreachable string) (bool, string) {
-	if len(st.Nodes) != 3 {
-		return false, fmt.Sprintf("%d nodes", len(st.Nodes))
+func checkStatus(st []client.NodeStatus, leader, unreachable string) (bool, string) {
+	if len(st) != 3 {
+		return false, fmt.Sprintf("%d nodes", len(st))
 	}
 	leaders := 0
 	var term uint64
-	for _, n := range st.Nodes {
-		if n.Id == unreachable {
+	for _, n := range st {
+		if n.ID == unreachable {
 			if n.State != "unreachable" || n.Error == "" {
-				return false, fmt.Sprintf("%s: state %q error %q", n.Id, n.State, n.Error)
+				return false, fmt.Sprintf("%s: state %q error %q", n.ID, n.State, n.Error)
 			}
 			continue
 		}
 		switch n.State {
 		case "Leader":
 			leaders++
-			if leader != "" && n.Id != leader {
-				return false, "leader " + n.Id + ", want " + leader
+			if leader != "" && n.ID != leader {
+				return false, "leader " + n.ID + ", want " + leader
 			}
 		case "Follower":
 		default:
-			return false, n.Id + " " + n.State
+			return false, n.ID + " " + n.State
 		}
 		if n.Term == 0 || n.CommitIndex == 0 || n.AppliedIndex == 0 || n.LastIndex == 0 || n.RaftAddr == "" {
-			return false, fmt.Sprintf("%s: term %d commit %d applied %d last %d addr %q", n.Id, n.Term, n.CommitIndex, n.AppliedIndex, n.LastIndex, n.RaftAddr)
+			return false, fmt.Sprintf("%s: term %d commit %d applied %d last %d addr %q", n.ID, n.Term, n.CommitIndex, n.AppliedIndex, n.LastIndex, n.RaftAddr)
 		}
 		if term != 0 && n.Term != term {
 			return false, fmt.Sprintf("terms %d and %d", term, n.Term)
 		}
 		term = n.Term
-		if n.LeaderId == "" || (leader != "" && n.LeaderId != leader) {
-			return false, n.Id + " follows " + n.LeaderId
+		if n.LeaderID == "" || (leader != "" && n.LeaderID != leader) {
+			return false, n.ID + " follows " + n.LeaderID
 		}
 	}
 	if leaders != 1 {

@@ -145,15 +145,23 @@ func leaderIndex(t testing.TB, c *Cluster) uint64 {
 	return c.Node(l).Cluster.LocalStatus().AppliedIndex
 }
 
+// holderID is the id of the lease holding the resource r shows, 0 if free.
+func holderID(r *client.ResourceInfo) uint64 {
+	if r.Holder == nil {
+		return 0
+	}
+	return r.Holder.ID
+}
+
 // memberIDs lists the ids in the client's view of the configuration.
 func memberIDs(ctx context.Context, cl *client.Client) ([]string, error) {
-	resp, err := cl.Members(ctx)
+	ms, err := cl.Members(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var ids []string
-	for _, m := range resp.Members {
-		ids = append(ids, m.Id)
+	for _, m := range ms {
+		ids = append(ids, m.ID)
 	}
 	sort.Strings(ids)
 	return ids, nil
