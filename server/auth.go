@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -228,7 +229,7 @@ func (g *guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if g.auth != nil {
 			var err error
 			if p, err = g.auth.authenticate(req.Header().Get("Authorization")); err != nil {
-				return nil, api.ToConnect(err)
+				return nil, err
 			}
 		}
 		proc := req.Spec().Procedure
@@ -237,14 +238,14 @@ func (g *guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			need = RoleAdmin
 		}
 		if p.Role < need {
-			return nil, api.ToConnect(leasehold.Errorf(leasehold.CodePermission,
-				"token %q has role %s; %s needs %s", p.Name, p.Role, proc, need))
+			return nil, leasehold.Errorf(leasehold.CodePermission,
+				"token %q has role %s; %s needs %s", p.Name, p.Role, proc, need)
 		}
 		if p.Role == RoleWorker {
 			for _, n := range names(req.Any()) {
 				if !p.allows(n) {
-					return nil, api.ToConnect(leasehold.Errorf(leasehold.CodePermission,
-						"token %q may not touch %q: it is outside the token's prefixes %q", p.Name, n, p.Prefixes))
+					return nil, leasehold.Errorf(leasehold.CodePermission,
+						"token %q may not touch %q: it is outside the token's prefixes %q", p.Name, n, p.Prefixes)
 				}
 			}
 		}
@@ -259,11 +260,13 @@ func (g *guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			ctx = context.WithValue(ctx, rateKey{}, key)
 		}
 		res, err := next(ctx, req)
-		if err != nil && g.base.Err() != nil && connect.CodeOf(err) == connect.CodeCanceled {
+		// Handlers return plain errors (forwardAndMap maps them): a
+		// context's, or a Connect error from a forwarded call.
+		if err != nil && g.base.Err() != nil &&
+			(errors.Is(err, context.Canceled) || connect.CodeOf(err) == connect.CodeCanceled) {
 			// Cut off by this node's shutdown, not by the caller: tell the
 			// caller to retry (with the same request ID) elsewhere.
-			err = api.ToConnect(leasehold.Errorf(leasehold.CodeUnavailable,
-				"this node is shutting down; retry on another node"))
+			err = leasehold.Errorf(leasehold.CodeUnavailable, "this node is shutting down; retry on another node")
 		}
 		return res, err
 	}
