@@ -113,3 +113,46 @@ func TestHandlerReadsWithFakeService(t *testing.T) {
 		t.Errorf("List answered %v: want 2 leases (the first's time left unknown) and next page token 5", list.Msg)
 	}
 }
+
+// blockingKV holds a Put until its request ends.
+type blockingKV struct {
+	server.Service
+	called chan struct{}
+}
+
+func (b *blockingKV) Put(ctx context.Context, _ *service.Put) (uint64, error) {
+	close(b.called)
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// A request the node's shutdown cuts off (its handler returns the plain
+// context error) answers Unavailable, so the caller retries elsewhere,
+// not Canceled, which would blame the caller.
+func TestShutdownCutRequestIsUnavailable(t *testing.T) {
+	t.Parallel()
+	f := &blockingKV{called: make(chan struct{})}
+	n := testcluster.StartServerNode(t, func(c *server.Config) { c.Service = f })
+	kv := leaseholdv1connect.NewKVClient(httpClient(t), n.URL)
+	done := make(chan error, 1)
+	go func() {
+		_, err := kv.Put(t.Context(), connect.NewRequest(&pb.PutRequest{Key: "k", Value: []byte("v")}))
+		done <- err
+	}()
+	select {
+	case <-f.called:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Put never reached the service")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go n.Server.Shutdown(ctx) // cancels requests in flight after its grace
+	select {
+	case err := <-done:
+		if connect.CodeOf(err) != connect.CodeUnavailable {
+			t.Errorf("Put cut by shutdown: %v, want Unavailable", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Put outlived the shutdown")
+	}
+}
