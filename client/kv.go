@@ -13,6 +13,7 @@ type WriteOption func(*writeOptions)
 type writeOptions struct {
 	ifVersion *uint64
 	fence     *pb.Fence
+	lease     *Lease // bind the key to it (Put only)
 }
 
 // IfVersion makes the write apply only if the key is at version v (0: the
@@ -25,6 +26,12 @@ func FencedBy(l *Lease, resource string) WriteOption {
 	return func(o *writeOptions) { o.fence = &pb.Fence{Resource: resource, Token: l.Token()} }
 }
 
+// BindLease binds the written key to lease l, which the caller holds: the
+// key is deleted in the same log entry that ends l (release, expiry,
+// forced release), like ZooKeeper's ephemeral nodes. A later write without
+// BindLease unbinds the key. For Put and OpPut only.
+func BindLease(l *Lease) WriteOption { return func(o *writeOptions) { o.lease = l } }
+
 // Fence is FencedBy for a token known by number (e.g. from LEASEHOLD_TOKEN).
 func Fence(resource string, token uint64) WriteOption {
 	return func(o *writeOptions) { o.fence = &pb.Fence{Resource: resource, Token: token} }
@@ -36,15 +43,18 @@ func (c *Client) Put(ctx context.Context, key string, value []byte, opts ...Writ
 	for _, f := range opts {
 		f(&o)
 	}
-	r, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.Put,
-		&pb.PutRequest{Key: key, Value: value, IfVersion: o.ifVersion, Fence: o.fence, RequestId: randomHex(16)})
+	req := &pb.PutRequest{Key: key, Value: value, IfVersion: o.ifVersion, Fence: o.fence, RequestId: randomHex(16)}
+	if o.lease != nil {
+		req.LeaseId, req.LeaseSecret = o.lease.ID(), o.lease.Secret()
+	}
+	r, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.Put, req)
 	if err != nil {
 		return 0, err
 	}
 	return r.Version, nil
 }
 
-// Delete removes key.
+// Delete removes key. A BindLease option is ignored.
 func (c *Client) Delete(ctx context.Context, key string, opts ...WriteOption) error {
 	var o writeOptions
 	for _, f := range opts {
@@ -63,6 +73,23 @@ func (c *Client) GetKey(ctx context.Context, key string) (value []byte, version 
 		return nil, 0, err
 	}
 	return r.Value, r.Version, nil
+}
+
+// KeyInfo is a key as GetKeyInfo reads it.
+type KeyInfo struct {
+	Value   []byte
+	Version uint64 // the log index of its last write
+	LeaseID uint64 // the lease it is bound to (0: none); it ends with it
+}
+
+// GetKeyInfo reads key (linearizably) with its version and bound lease. A
+// missing key is an error matching leasehold.ErrNotFound.
+func (c *Client) GetKeyInfo(ctx context.Context, key string) (KeyInfo, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.Get, &pb.KVGetRequest{Key: key})
+	if err != nil {
+		return KeyInfo{}, err
+	}
+	return KeyInfo{Value: r.Value, Version: r.Version, LeaseID: r.LeaseId}, nil
 }
 
 // CheckFence returns nil only if token belongs to the lease that holds

@@ -163,6 +163,7 @@ var required = map[string]Role{
 	"/leasehold.v1.KV/Get":                 RoleWorker,
 	"/leasehold.v1.KV/Delete":              RoleWorker,
 	"/leasehold.v1.KV/CheckFence":          RoleWorker,
+	"/leasehold.v1.KV/Txn":                 RoleWorker,
 	"/leasehold.v1.Admin/Locks":            RoleOperator,
 	"/leasehold.v1.Admin/Audit":            RoleOperator,
 	"/leasehold.v1.Admin/ForceRelease":     RoleAdmin,
@@ -192,8 +193,23 @@ func names(msg any) []string {
 		return []string{m.Key}
 	case *pb.CheckFenceRequest:
 		return []string{m.Resource}
+	case *pb.TxnRequest:
+		return txnNames(m)
 	}
 	return nil
+}
+
+// txnNames is every key a transaction reads or writes, and its fence's
+// resource: a worker may compare only keys it may write.
+func txnNames(m *pb.TxnRequest) []string {
+	out := fenceName(m.Fence)
+	for _, c := range m.Compares {
+		out = append(out, c.GetKey())
+	}
+	for _, op := range append(m.ThenOps[:len(m.ThenOps):len(m.ThenOps)], m.ElseOps...) {
+		out = append(out, op.GetPut().GetKey()+op.GetDelete().GetKey())
+	}
+	return out
 }
 
 func fenceName(f *pb.Fence) []string {

@@ -55,8 +55,17 @@ func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*c
 	if err != nil {
 		return nil, err
 	}
+	proof, err := leaseProof("put", m.LeaseId, m.LeaseSecret)
+	if err != nil {
+		return nil, err
+	}
 	m.RequestId = cmd.RequestID
-	version, err := s.svc.Put(ctx, cmd)
+	var version uint64
+	if proof != nil {
+		version, err = s.svc.PutBound(ctx, cmd, *proof)
+	} else {
+		version, err = s.svc.Put(ctx, cmd)
+	}
 	if err = s.fenceResult(err, "put"); err != nil {
 		return nil, err
 	}
@@ -91,11 +100,11 @@ func (h kvAPI) Get(ctx context.Context, req *connect.Request[pb.KVGetRequest]) (
 	if err := keyOf(req.Msg.Key); err != nil {
 		return nil, err
 	}
-	value, version, err := s.svc.Get(ctx, req.Msg.Key)
+	it, err := s.svc.Get(ctx, req.Msg.Key)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&pb.KVGetResponse{Value: value, Version: version}), nil
+	return connect.NewResponse(&pb.KVGetResponse{Value: it.Value, Version: it.Version, LeaseId: it.Lease}), nil
 }
 
 func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenceRequest]) (*connect.Response[pb.CheckFenceResponse], error) {

@@ -41,6 +41,8 @@ const (
 	KVDeleteProcedure = "/leasehold.v1.KV/Delete"
 	// KVCheckFenceProcedure is the fully-qualified name of the KV's CheckFence RPC.
 	KVCheckFenceProcedure = "/leasehold.v1.KV/CheckFence"
+	// KVTxnProcedure is the fully-qualified name of the KV's Txn RPC.
+	KVTxnProcedure = "/leasehold.v1.KV/Txn"
 )
 
 // KVClient is a client for the leasehold.v1.KV service.
@@ -52,6 +54,11 @@ type KVClient interface {
 	// resource right now (like Chubby's CheckSequencer); Aborted otherwise.
 	// It is a linearizable read: one round trip per protected write.
 	CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error)
+	// Txn checks compares on several keys, then applies then_ops if every
+	// compare holds, else else_ops: all in one log entry, or nothing. A fence
+	// is a precondition of the whole request (a stale token is Aborted and
+	// runs neither branch).
+	Txn(context.Context, *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error)
 }
 
 // NewKVClient constructs a client for the leasehold.v1.KV service. By default, it uses the Connect
@@ -89,6 +96,12 @@ func NewKVClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.
 			connect.WithSchema(kVMethods.ByName("CheckFence")),
 			connect.WithClientOptions(opts...),
 		),
+		txn: connect.NewClient[v1.TxnRequest, v1.TxnResponse](
+			httpClient,
+			baseURL+KVTxnProcedure,
+			connect.WithSchema(kVMethods.ByName("Txn")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -98,6 +111,7 @@ type kVClient struct {
 	get        *connect.Client[v1.KVGetRequest, v1.KVGetResponse]
 	delete     *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
 	checkFence *connect.Client[v1.CheckFenceRequest, v1.CheckFenceResponse]
+	txn        *connect.Client[v1.TxnRequest, v1.TxnResponse]
 }
 
 // Put calls leasehold.v1.KV.Put.
@@ -120,6 +134,11 @@ func (c *kVClient) CheckFence(ctx context.Context, req *connect.Request[v1.Check
 	return c.checkFence.CallUnary(ctx, req)
 }
 
+// Txn calls leasehold.v1.KV.Txn.
+func (c *kVClient) Txn(ctx context.Context, req *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error) {
+	return c.txn.CallUnary(ctx, req)
+}
+
 // KVHandler is an implementation of the leasehold.v1.KV service.
 type KVHandler interface {
 	Put(context.Context, *connect.Request[v1.PutRequest]) (*connect.Response[v1.PutResponse], error)
@@ -129,6 +148,11 @@ type KVHandler interface {
 	// resource right now (like Chubby's CheckSequencer); Aborted otherwise.
 	// It is a linearizable read: one round trip per protected write.
 	CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error)
+	// Txn checks compares on several keys, then applies then_ops if every
+	// compare holds, else else_ops: all in one log entry, or nothing. A fence
+	// is a precondition of the whole request (a stale token is Aborted and
+	// runs neither branch).
+	Txn(context.Context, *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error)
 }
 
 // NewKVHandler builds an HTTP handler from the service implementation. It returns the path on which
@@ -162,6 +186,12 @@ func NewKVHandler(svc KVHandler, opts ...connect.HandlerOption) (string, http.Ha
 		connect.WithSchema(kVMethods.ByName("CheckFence")),
 		connect.WithHandlerOptions(opts...),
 	)
+	kVTxnHandler := connect.NewUnaryHandler(
+		KVTxnProcedure,
+		svc.Txn,
+		connect.WithSchema(kVMethods.ByName("Txn")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/leasehold.v1.KV/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case KVPutProcedure:
@@ -172,6 +202,8 @@ func NewKVHandler(svc KVHandler, opts ...connect.HandlerOption) (string, http.Ha
 			kVDeleteHandler.ServeHTTP(w, r)
 		case KVCheckFenceProcedure:
 			kVCheckFenceHandler.ServeHTTP(w, r)
+		case KVTxnProcedure:
+			kVTxnHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -195,4 +227,8 @@ func (UnimplementedKVHandler) Delete(context.Context, *connect.Request[v1.Delete
 
 func (UnimplementedKVHandler) CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.KV.CheckFence is not implemented"))
+}
+
+func (UnimplementedKVHandler) Txn(context.Context, *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.KV.Txn is not implemented"))
 }
