@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+	"iter"
+
+	"github.com/leasehold/leasehold"
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
@@ -90,6 +93,41 @@ func (c *Client) GetKeyInfo(ctx context.Context, key string) (KeyInfo, error) {
 		return KeyInfo{}, err
 	}
 	return KeyInfo{Value: r.Value, Version: r.Version, LeaseID: r.LeaseId}, nil
+}
+
+// KeyEntry is a key as Keys lists it.
+type KeyEntry struct {
+	Key string
+	KeyInfo
+}
+
+// Keys yields every key starting with prefix ("": all) in key order, with
+// its version and bound lease, reading a page of up to 1000 at a time as
+// the loop goes; a failed read is yielded as the error of a last pair.
+// With lease-bound keys it is a list of who is alive:
+//
+//	for k, err := range c.Keys(ctx, "alive/api/") {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(k.Key, string(k.Value))
+//	}
+//
+// Keys written or deleted while the loop runs may or may not be seen;
+// none is seen twice.
+func (c *Client) Keys(ctx context.Context, prefix string) iter.Seq2[KeyEntry, error] {
+	return pages(func(token string) ([]KeyEntry, string, error) {
+		r, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.List,
+			&pb.KVListRequest{Prefix: prefix, PageSize: leasehold.MaxListLimit, PageToken: token})
+		if err != nil {
+			return nil, "", err
+		}
+		out := make([]KeyEntry, len(r.Items))
+		for i, it := range r.Items {
+			out[i] = KeyEntry{Key: it.Key, KeyInfo: KeyInfo{Value: it.Value, Version: it.Version, LeaseID: it.LeaseId}}
+		}
+		return out, r.NextPageToken, nil
+	})
 }
 
 // CheckFence returns nil only if token belongs to the lease that holds

@@ -164,6 +164,7 @@ var required = map[string]Role{
 	"/leasehold.v1.KV/Delete":              RoleWorker,
 	"/leasehold.v1.KV/CheckFence":          RoleWorker,
 	"/leasehold.v1.KV/Txn":                 RoleWorker,
+	"/leasehold.v1.KV/List":                RoleWorker,
 	"/leasehold.v1.Admin/Locks":            RoleOperator,
 	"/leasehold.v1.Admin/Audit":            RoleOperator,
 	"/leasehold.v1.Admin/ForceRelease":     RoleAdmin,
@@ -195,6 +196,8 @@ func names(msg any) []string {
 		return []string{m.Resource}
 	case *pb.TxnRequest:
 		return txnNames(m)
+	case *pb.KVListRequest:
+		return []string{m.Prefix} // a worker lists only inside its prefixes
 	}
 	return nil
 }

@@ -119,3 +119,29 @@ func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenc
 	}
 	return connect.NewResponse(&pb.CheckFenceResponse{}), nil
 }
+
+func (h kvAPI) List(ctx context.Context, req *connect.Request[pb.KVListRequest]) (*connect.Response[pb.KVListResponse], error) {
+	m := req.Msg
+	if err := leasehold.ValidateName("prefix", m.Prefix, leasehold.MaxKeyLen, false); err != nil {
+		return nil, err
+	}
+	limit, err := pageSize(m.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	if m.PageToken != "" && keyOf(m.PageToken) != nil {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "page_token is not one this server issued")
+	}
+	items, more, err := h.s.svc.ListKeys(ctx, m.Prefix, m.PageToken, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.KVListResponse{Items: make([]*pb.KVItem, len(items))}
+	for i, it := range items {
+		out.Items[i] = &pb.KVItem{Key: it.Key, Value: it.Value, Version: it.Version, LeaseId: it.Lease}
+	}
+	if more && len(items) > 0 {
+		out.NextPageToken = items[len(items)-1].Key
+	}
+	return connect.NewResponse(out), nil
+}

@@ -12,6 +12,7 @@ import (
 // The README's transaction example runs as documented through the JSON
 // handler: the first claim runs the then branch and writes both keys at
 // one version; the same request again finds the owner and writes nothing.
+// Each is counted by the branch it ran.
 func TestReadmeTxnExample(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
@@ -35,6 +36,11 @@ func TestReadmeTxnExample(t *testing.T) {
 	status, out = postJSON(t, hc, n, leaseholdv1connect.KVTxnProcedure, body)
 	if status != 200 || out["succeeded"] != nil || fmt.Sprint(out["compares"]) != "[false]" || out["results"] != nil {
 		t.Fatalf("the README's Txn again: status %d: %v, want the (empty) else branch", status, out)
+	}
+	for branch, want := range map[string]float64{"then": 1, "else": 1} {
+		if got := counterValue(t, n, "leasehold_kv_txns_total", map[string]string{"branch": branch}); got != want {
+			t.Errorf("leasehold_kv_txns_total{branch=%q} = %v, want %v", branch, got, want)
+		}
 	}
 	status, out = postJSON(t, hc, n, leaseholdv1connect.KVGetProcedure, `{"key":"jobs/7/state"}`)
 	if status != 200 || out["value"] != "cnVubmluZw==" || jsonUint(t, out["version"], "version") != index {

@@ -33,6 +33,7 @@ type Service interface {
 	Delete(ctx context.Context, cmd *service.Delete) (uint64, error)
 	Txn(ctx context.Context, cmd *service.Txn) (*service.TxnResult, uint64, error)
 	Get(ctx context.Context, key string) (service.Item, error)
+	ListKeys(ctx context.Context, prefix, after string, limit int) ([]service.KeyItem, bool, error)
 	CheckFence(ctx context.Context, resource string, token uint64) error
 }
 

@@ -81,6 +81,13 @@ func (s *Service) Get(ctx context.Context, key string) (fsm.Item, error) {
 	return it, nil
 }
 
+// ListKeys reads up to limit keys under prefix after the key after, in
+// order, and whether more follow.
+func (s *Service) ListKeys(ctx context.Context, prefix, after string, limit int) (items []fsm.KeyItem, more bool, err error) {
+	err = s.node.Read(ctx, func(st *fsm.State) { items, more = st.Keys(prefix, after, limit) })
+	return items, more, err
+}
+
 // CheckFence says whether token is still current for resource (nil) or
 // stale (leasehold.ErrStaleToken).
 func (s *Service) CheckFence(ctx context.Context, resource string, token uint64) error {

@@ -21,6 +21,8 @@ type (
 	LeaseProof   = fsm.LeaseProof
 	// Item is a key's value, version and bound lease.
 	Item = fsm.Item
+	// KeyItem is an Item with its key, as ListKeys gives it.
+	KeyItem = fsm.KeyItem
 	// Command is one of the above, for Batch.
 	Command = fsm.Command
 	// Result is what the state machine answered a command.

@@ -1065,6 +1065,191 @@ func (x *TxnOpResult) GetVersion() uint64 {
 	return 0
 }
 
+type KVListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "" lists every key.
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// 1 to 1000 (default 100).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; "" for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVListRequest) Reset() {
+	*x = KVListRequest{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVListRequest) ProtoMessage() {}
+
+func (x *KVListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVListRequest.ProtoReflect.Descriptor instead.
+func (*KVListRequest) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *KVListRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *KVListRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *KVListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type KVListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Items []*KVItem              `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// Asks for the next page; empty on the last one.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVListResponse) Reset() {
+	*x = KVListResponse{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVListResponse) ProtoMessage() {}
+
+func (x *KVListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVListResponse.ProtoReflect.Descriptor instead.
+func (*KVListResponse) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *KVListResponse) GetItems() []*KVItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *KVListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type KVItem struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Key     string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value   []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Version uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// The lease the key is bound to (0: none).
+	LeaseId       uint64 `protobuf:"varint,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVItem) Reset() {
+	*x = KVItem{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVItem) ProtoMessage() {}
+
+func (x *KVItem) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVItem.ProtoReflect.Descriptor instead.
+func (*KVItem) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *KVItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KVItem) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *KVItem) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *KVItem) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
 var File_leasehold_v1_kv_proto protoreflect.FileDescriptor
 
 const file_leasehold_v1_kv_proto_rawDesc = "" +
@@ -1138,7 +1323,20 @@ const file_leasehold_v1_kv_proto_rawDesc = "" +
 	"\x05index\x18\x04 \x01(\x04R\x05index\"9\n" +
 	"\vTxnOpResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion*\xcc\x01\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"c\n" +
+	"\rKVListRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"d\n" +
+	"\x0eKVListResponse\x12*\n" +
+	"\x05items\x18\x01 \x03(\v2\x14.leasehold.v1.KVItemR\x05items\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"e\n" +
+	"\x06KVItem\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x19\n" +
+	"\blease_id\x18\x04 \x01(\x04R\aleaseId*\xcc\x01\n" +
 	"\tCompareOp\x12\x1a\n" +
 	"\x16COMPARE_OP_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18COMPARE_OP_VERSION_EQUAL\x10\x01\x12\x1e\n" +
@@ -1146,14 +1344,15 @@ const file_leasehold_v1_kv_proto_rawDesc = "" +
 	"\x17COMPARE_OP_VERSION_LESS\x10\x03\x12\x1a\n" +
 	"\x16COMPARE_OP_VALUE_EQUAL\x10\x04\x12\x15\n" +
 	"\x11COMPARE_OP_EXISTS\x10\x05\x12\x15\n" +
-	"\x11COMPARE_OP_ABSENT\x10\x062\xd2\x02\n" +
+	"\x11COMPARE_OP_ABSENT\x10\x062\x95\x03\n" +
 	"\x02KV\x12:\n" +
 	"\x03Put\x12\x18.leasehold.v1.PutRequest\x1a\x19.leasehold.v1.PutResponse\x12>\n" +
 	"\x03Get\x12\x1a.leasehold.v1.KVGetRequest\x1a\x1b.leasehold.v1.KVGetResponse\x12C\n" +
 	"\x06Delete\x12\x1b.leasehold.v1.DeleteRequest\x1a\x1c.leasehold.v1.DeleteResponse\x12O\n" +
 	"\n" +
 	"CheckFence\x12\x1f.leasehold.v1.CheckFenceRequest\x1a .leasehold.v1.CheckFenceResponse\x12:\n" +
-	"\x03Txn\x12\x18.leasehold.v1.TxnRequest\x1a\x19.leasehold.v1.TxnResponseBAZ?github.com/leasehold/leasehold/api/gen/leasehold/v1;leaseholdv1b\x06proto3"
+	"\x03Txn\x12\x18.leasehold.v1.TxnRequest\x1a\x19.leasehold.v1.TxnResponse\x12A\n" +
+	"\x04List\x12\x1b.leasehold.v1.KVListRequest\x1a\x1c.leasehold.v1.KVListResponseBAZ?github.com/leasehold/leasehold/api/gen/leasehold/v1;leaseholdv1b\x06proto3"
 
 var (
 	file_leasehold_v1_kv_proto_rawDescOnce sync.Once
@@ -1168,7 +1367,7 @@ func file_leasehold_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_leasehold_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_leasehold_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_leasehold_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_leasehold_v1_kv_proto_goTypes = []any{
 	(CompareOp)(0),             // 0: leasehold.v1.CompareOp
 	(*Fence)(nil),              // 1: leasehold.v1.Fence
@@ -1187,6 +1386,9 @@ var file_leasehold_v1_kv_proto_goTypes = []any{
 	(*TxnRequest)(nil),         // 14: leasehold.v1.TxnRequest
 	(*TxnResponse)(nil),        // 15: leasehold.v1.TxnResponse
 	(*TxnOpResult)(nil),        // 16: leasehold.v1.TxnOpResult
+	(*KVListRequest)(nil),      // 17: leasehold.v1.KVListRequest
+	(*KVListResponse)(nil),     // 18: leasehold.v1.KVListResponse
+	(*KVItem)(nil),             // 19: leasehold.v1.KVItem
 }
 var file_leasehold_v1_kv_proto_depIdxs = []int32{
 	1,  // 0: leasehold.v1.PutRequest.fence:type_name -> leasehold.v1.Fence
@@ -1199,21 +1401,24 @@ var file_leasehold_v1_kv_proto_depIdxs = []int32{
 	11, // 7: leasehold.v1.TxnRequest.then_ops:type_name -> leasehold.v1.TxnOp
 	11, // 8: leasehold.v1.TxnRequest.else_ops:type_name -> leasehold.v1.TxnOp
 	16, // 9: leasehold.v1.TxnResponse.results:type_name -> leasehold.v1.TxnOpResult
-	2,  // 10: leasehold.v1.KV.Put:input_type -> leasehold.v1.PutRequest
-	4,  // 11: leasehold.v1.KV.Get:input_type -> leasehold.v1.KVGetRequest
-	6,  // 12: leasehold.v1.KV.Delete:input_type -> leasehold.v1.DeleteRequest
-	8,  // 13: leasehold.v1.KV.CheckFence:input_type -> leasehold.v1.CheckFenceRequest
-	14, // 14: leasehold.v1.KV.Txn:input_type -> leasehold.v1.TxnRequest
-	3,  // 15: leasehold.v1.KV.Put:output_type -> leasehold.v1.PutResponse
-	5,  // 16: leasehold.v1.KV.Get:output_type -> leasehold.v1.KVGetResponse
-	7,  // 17: leasehold.v1.KV.Delete:output_type -> leasehold.v1.DeleteResponse
-	9,  // 18: leasehold.v1.KV.CheckFence:output_type -> leasehold.v1.CheckFenceResponse
-	15, // 19: leasehold.v1.KV.Txn:output_type -> leasehold.v1.TxnResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 10: leasehold.v1.KVListResponse.items:type_name -> leasehold.v1.KVItem
+	2,  // 11: leasehold.v1.KV.Put:input_type -> leasehold.v1.PutRequest
+	4,  // 12: leasehold.v1.KV.Get:input_type -> leasehold.v1.KVGetRequest
+	6,  // 13: leasehold.v1.KV.Delete:input_type -> leasehold.v1.DeleteRequest
+	8,  // 14: leasehold.v1.KV.CheckFence:input_type -> leasehold.v1.CheckFenceRequest
+	14, // 15: leasehold.v1.KV.Txn:input_type -> leasehold.v1.TxnRequest
+	17, // 16: leasehold.v1.KV.List:input_type -> leasehold.v1.KVListRequest
+	3,  // 17: leasehold.v1.KV.Put:output_type -> leasehold.v1.PutResponse
+	5,  // 18: leasehold.v1.KV.Get:output_type -> leasehold.v1.KVGetResponse
+	7,  // 19: leasehold.v1.KV.Delete:output_type -> leasehold.v1.DeleteResponse
+	9,  // 20: leasehold.v1.KV.CheckFence:output_type -> leasehold.v1.CheckFenceResponse
+	15, // 21: leasehold.v1.KV.Txn:output_type -> leasehold.v1.TxnResponse
+	18, // 22: leasehold.v1.KV.List:output_type -> leasehold.v1.KVListResponse
+	17, // [17:23] is the sub-list for method output_type
+	11, // [11:17] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_leasehold_v1_kv_proto_init() }
@@ -1233,7 +1438,7 @@ func file_leasehold_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_leasehold_v1_kv_proto_rawDesc), len(file_leasehold_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,8 @@ const (
 	KVCheckFenceProcedure = "/leasehold.v1.KV/CheckFence"
 	// KVTxnProcedure is the fully-qualified name of the KV's Txn RPC.
 	KVTxnProcedure = "/leasehold.v1.KV/Txn"
+	// KVListProcedure is the fully-qualified name of the KV's List RPC.
+	KVListProcedure = "/leasehold.v1.KV/List"
 )
 
 // KVClient is a client for the leasehold.v1.KV service.
@@ -59,6 +61,10 @@ type KVClient interface {
 	// is a precondition of the whole request (a stale token is Aborted and
 	// runs neither branch).
 	Txn(context.Context, *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error)
+	// List reads the keys under a prefix in key order, a page at a time,
+	// each with its version and bound lease: with lease-bound keys, a list
+	// of who is alive. Linearizable, like Get.
+	List(context.Context, *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error)
 }
 
 // NewKVClient constructs a client for the leasehold.v1.KV service. By default, it uses the Connect
@@ -102,6 +108,12 @@ func NewKVClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.
 			connect.WithSchema(kVMethods.ByName("Txn")),
 			connect.WithClientOptions(opts...),
 		),
+		list: connect.NewClient[v1.KVListRequest, v1.KVListResponse](
+			httpClient,
+			baseURL+KVListProcedure,
+			connect.WithSchema(kVMethods.ByName("List")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -112,6 +124,7 @@ type kVClient struct {
 	delete     *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
 	checkFence *connect.Client[v1.CheckFenceRequest, v1.CheckFenceResponse]
 	txn        *connect.Client[v1.TxnRequest, v1.TxnResponse]
+	list       *connect.Client[v1.KVListRequest, v1.KVListResponse]
 }
 
 // Put calls leasehold.v1.KV.Put.
@@ -139,6 +152,11 @@ func (c *kVClient) Txn(ctx context.Context, req *connect.Request[v1.TxnRequest])
 	return c.txn.CallUnary(ctx, req)
 }
 
+// List calls leasehold.v1.KV.List.
+func (c *kVClient) List(ctx context.Context, req *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error) {
+	return c.list.CallUnary(ctx, req)
+}
+
 // KVHandler is an implementation of the leasehold.v1.KV service.
 type KVHandler interface {
 	Put(context.Context, *connect.Request[v1.PutRequest]) (*connect.Response[v1.PutResponse], error)
@@ -153,6 +171,10 @@ type KVHandler interface {
 	// is a precondition of the whole request (a stale token is Aborted and
 	// runs neither branch).
 	Txn(context.Context, *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error)
+	// List reads the keys under a prefix in key order, a page at a time,
+	// each with its version and bound lease: with lease-bound keys, a list
+	// of who is alive. Linearizable, like Get.
+	List(context.Context, *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error)
 }
 
 // NewKVHandler builds an HTTP handler from the service implementation. It returns the path on which
@@ -192,6 +214,12 @@ func NewKVHandler(svc KVHandler, opts ...connect.HandlerOption) (string, http.Ha
 		connect.WithSchema(kVMethods.ByName("Txn")),
 		connect.WithHandlerOptions(opts...),
 	)
+	kVListHandler := connect.NewUnaryHandler(
+		KVListProcedure,
+		svc.List,
+		connect.WithSchema(kVMethods.ByName("List")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/leasehold.v1.KV/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case KVPutProcedure:
@@ -204,6 +232,8 @@ func NewKVHandler(svc KVHandler, opts ...connect.HandlerOption) (string, http.Ha
 			kVCheckFenceHandler.ServeHTTP(w, r)
 		case KVTxnProcedure:
 			kVTxnHandler.ServeHTTP(w, r)
+		case KVListProcedure:
+			kVListHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -231,4 +261,8 @@ func (UnimplementedKVHandler) CheckFence(context.Context, *connect.Request[v1.Ch
 
 func (UnimplementedKVHandler) Txn(context.Context, *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.KV.Txn is not implemented"))
+}
+
+func (UnimplementedKVHandler) List(context.Context, *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.KV.List is not implemented"))
 }
