@@ -49,7 +49,8 @@ func TestReadmeTxnExample(t *testing.T) {
 }
 
 // The README's service registration runs as documented: a lease, a key
-// bound to it whose Get shows the lease, and the key gone with the lease.
+// bound to it that List shows with its lease, and the key gone with the
+// lease.
 func TestReadmeBoundKeyExample(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
@@ -71,16 +72,21 @@ func TestReadmeBoundKeyExample(t *testing.T) {
 	if status, out := postJSON(t, hc, n, leaseholdv1connect.KVPutProcedure, body); status != 200 {
 		t.Fatalf("the README's bound Put: status %d: %v", status, out)
 	}
-	get := readmeBody(t, "# who is alive: the key, and the lease it lives by")
-	status, out = postJSON(t, hc, n, leaseholdv1connect.KVGetProcedure, get)
-	if status != 200 || out["value"] != "MTAuMC4wLjc6ODA4MA==" || jsonUint(t, out["leaseId"], "leaseId") != id {
-		t.Fatalf("the README's Get: status %d: %v, want the address bound to lease %d", status, out, id)
+	list := readmeBody(t, "# who is alive: every key under the prefix")
+	status, out = postJSON(t, hc, n, leaseholdv1connect.KVListProcedure, list)
+	items, _ := out["items"].([]any)
+	if status != 200 || len(items) != 1 {
+		t.Fatalf("the README's List: status %d: %v, want one item", status, out)
+	}
+	it := jsonObj(t, items[0], "items[0]")
+	if it["key"] != "alive/api/node-1" || it["value"] != "MTAuMC4wLjc6ODA4MA==" || jsonUint(t, it["leaseId"], "leaseId") != id {
+		t.Fatalf("the README's List: %v, want the address bound to lease %d", it, id)
 	}
 	if err := release(c, id, secret); err != nil {
 		t.Fatal(err)
 	}
-	status, out = postJSON(t, hc, n, leaseholdv1connect.KVGetProcedure, get)
-	if status != 404 || out["code"] != "not_found" {
-		t.Fatalf("the README's Get after the lease ended: status %d: %v, want not_found", status, out)
+	status, out = postJSON(t, hc, n, leaseholdv1connect.KVListProcedure, list)
+	if status != 200 || out["items"] != nil {
+		t.Fatalf("the README's List after the lease ended: status %d: %v, want nobody", status, out)
 	}
 }

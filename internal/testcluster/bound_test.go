@@ -112,6 +112,20 @@ func TestBoundKeysEndWithTheirLease(t *testing.T) {
 	}
 	bound[forced.ID()] = append(bound[forced.ID()], "alive/txn")
 
+	alive := func() map[string]uint64 {
+		out := map[string]uint64{}
+		for k, err := range cl.Keys(ctx, "alive/") {
+			if err != nil {
+				t.Fatalf("list alive/: %v", err)
+			}
+			out[k.Key] = k.LeaseID
+		}
+		return out
+	}
+	if got := alive(); len(got) != 8 || got["alive/rebound"] != 0 || got["alive/txn"] != forced.ID() {
+		t.Fatalf("alive/ lists %v: want 8 keys, alive/txn bound to lease %d, alive/rebound unbound", got, forced.ID())
+	}
+
 	if err := released.Release(ctx); err != nil {
 		t.Fatalf("release: %v", err)
 	}
@@ -131,6 +145,9 @@ func TestBoundKeysEndWithTheirLease(t *testing.T) {
 				t.Errorf("%s outlived lease %d", k, id)
 			}
 		}
+	}
+	if got := alive(); len(got) != 1 {
+		t.Errorf("alive/ lists %v after every lease ended, want only alive/rebound", got)
 	}
 	for _, k := range []string{"alive/rebound", "plain/txn"} {
 		if gone(k) {
