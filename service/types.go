@@ -34,8 +34,11 @@ const MaxReasonLen = fsm.MaxReasonLen
 
 // TxnLimits are the transaction limits every node applies (the state
 // machine's defaults); the API edge checks them before proposing.
-var TxnLimits = struct{ Compares, Ops, Bytes int }{
-	fsm.DefaultConfig().MaxTxnCompares, fsm.DefaultConfig().MaxTxnOps, fsm.DefaultConfig().MaxTxnBytes}
+var TxnLimits = func() (l struct{ Compares, Ops, Bytes int }) {
+	c := fsm.DefaultConfig()
+	l.Compares, l.Ops, l.Bytes = c.MaxTxnCompares, c.MaxTxnOps, c.MaxTxnBytes
+	return l
+}()
 
 // The compares a Txn can make.
 const (
