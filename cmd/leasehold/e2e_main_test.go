@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/internal/freeport"
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // lhBin is the leasehold binary built by TestMain.
@@ -89,15 +89,8 @@ func checkFor(t testing.TB, timeout time.Duration, f func() error) {
 	}
 }
 
-// freeAddr picks a free loopback port.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
+// freeAddr is for child processes, which are given addresses, not listeners.
+var freeAddr = testutil.FreeAddr
 
 // childEnv is the environment of every child: the test's own, without any
 // LEASEHOLD_ variable that could leak in from the caller's shell, and

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // Cluster is N real in-process nodes (raft over TCP on loopback, fsync'd
@@ -58,7 +60,7 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 // caller holds c.mu or owns c.
 func (c *Cluster) bind() {
 	c.t.Helper()
-	raft, api := Listen(c.t), Listen(c.t)
+	raft, api := testutil.Listen(c.t), testutil.Listen(c.t)
 	c.raft = append(c.raft, raft.Addr().String())
 	c.api = append(c.api, api.Addr().String())
 	c.bound = append(c.bound, [2]net.Listener{raft, api})

@@ -17,6 +17,8 @@ import (
 
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // Helpers shared by the cluster tests in this package.
@@ -81,28 +83,11 @@ func rawLeases(t testing.TB, url string) leaseholdv1connect.LeasesClient {
 	return leaseholdv1connect.NewLeasesClient(&http.Client{Transport: tr}, url)
 }
 
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// waitFor polls cond every 20ms until it holds or timeout passes; then it
-// fails the test with cond's last explanation.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %s", what, timeout, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// ctxFor and waitFor keep their old names for this package's tests.
+var (
+	ctxFor  = testutil.Context
+	waitFor = testutil.Eventually[func() (bool, string)]
+)
 
 // waitSameState waits until every running member reports the same state
 // machine index, then requires identical state bytes there. Different bytes

@@ -14,6 +14,8 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // TestStaleSnapshotInstallIsHarmless sends a follower, as the leader, a
@@ -74,7 +76,7 @@ func TestStaleSnapshotInstallIsHarmless(t *testing.T) {
 	// Only configuration entries after the snapshot: the state in it is the
 	// follower's own, so it is taken, and the entries after it must stay.
 	meta, data = snapshotNow()
-	ghost := FreeAddr(t)
+	ghost := testutil.FreeAddr(t)
 	if err := c.Node(lead).Cluster.AddVoter("ghost", ghost); err != nil {
 		t.Fatal(err)
 	}
