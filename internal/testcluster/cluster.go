@@ -265,6 +265,13 @@ func (c *Cluster) AddNode() int {
 // MarkRemoved records that node i left the configuration.
 func (c *Cluster) MarkRemoved(i int) { c.removed[i] = true }
 
+// Removed reports whether node i was marked removed.
+func (c *Cluster) Removed(i int) bool { return c.removed[i] }
+
+// StartWith starts node i (made by AddNode) with extra options over the
+// cluster's own, for a node that must differ from its peers.
+func (c *Cluster) StartWith(i int, extra ...Option) { c.start(i, extra...) }
+
 // Isolate cuts node i from every other node.
 func (c *Cluster) Isolate(i int) {
 	for j := range c.ids {

@@ -1,5 +1,7 @@
-// Package testcluster starts real leasehold nodes for tests: raft with its
-// fsync'd log in a temp dir, TCP on loopback, the API on a free port.
+// Package testcluster is the harness that starts real leasehold nodes for
+// tests: raft with its fsync'd log in a temp dir, TCP on loopback, the API
+// on a port of its own. Tests that use it live with the package they test,
+// and the cross-cutting ones in integration/.
 package testcluster
 
 import (

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 	"github.com/leasehold/leasehold/client"
 
 	"github.com/leasehold/leasehold/internal/testutil"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // Helpers shared by the cluster tests in this package.
@@ -44,7 +46,7 @@ func newCountingClient(t testing.TB, perTry time.Duration, ct *countingTransport
 	c, err := client.New(client.Config{
 		Endpoints:      urls,
 		HTTPClient:     &http.Client{Transport: rt},
-		Logger:         Logger(),
+		Logger:         testcluster.Logger(),
 		RequestTimeout: perTry,
 	})
 	if err != nil {
@@ -92,7 +94,7 @@ var (
 // waitSameState waits until every running member reports the same state
 // machine index, then requires identical state bytes there. Different bytes
 // at one index are a divergence and fail at once.
-func waitSameState(t testing.TB, c *Cluster, timeout time.Duration) (index uint64, size int) {
+func waitSameState(t testing.TB, c *testcluster.Cluster, timeout time.Duration) (index uint64, size int) {
 	t.Helper()
 	waitFor(t, timeout, "replicas converge on one state", func() (bool, string) {
 		var idx []uint64
@@ -100,7 +102,7 @@ func waitSameState(t testing.TB, c *Cluster, timeout time.Duration) (index uint6
 		var ids []string
 		for i := range c.Size() {
 			n := c.Node(i)
-			if n == nil || c.removed[i] {
+			if n == nil || c.Removed(i) {
 				continue
 			}
 			ix, st := n.Cluster.EncodedState()
@@ -124,7 +126,7 @@ func waitSameState(t testing.TB, c *Cluster, timeout time.Duration) (index uint6
 }
 
 // leaderIndex is the applied raft index of the current leader.
-func leaderIndex(t testing.TB, c *Cluster) uint64 {
+func leaderIndex(t testing.TB, c *testcluster.Cluster) uint64 {
 	t.Helper()
 	l := c.WaitLeader(10 * time.Second)
 	return c.Node(l).Cluster.LocalStatus().AppliedIndex
@@ -154,7 +156,7 @@ func memberIDs(ctx context.Context, cl *client.Client) ([]string, error) {
 
 // waitMembers waits until both the leader's own configuration and the
 // configuration answered through cl list exactly want.
-func waitMembers(t testing.TB, c *Cluster, cl *client.Client, timeout time.Duration, want ...string) {
+func waitMembers(t testing.TB, c *testcluster.Cluster, cl *client.Client, timeout time.Duration, want ...string) {
 	t.Helper()
 	want = slices.Sorted(slices.Values(want))
 	waitFor(t, timeout, "members "+strings.Join(want, ","), func() (bool, string) {

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"github.com/leasehold/leasehold/cluster"
 
 	"github.com/leasehold/leasehold/internal/testutil"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestStaleSnapshotInstallIsHarmless sends a follower, as the leader, a
@@ -25,7 +27,7 @@ import (
 // leave a hole in its log (raft used to empty the log and keep its last
 // index, and the follower panicked with "log not found" on the next apply).
 func TestStaleSnapshotInstallIsHarmless(t *testing.T) {
-	c := Start(t, 3, func(cfg *cluster.Config) {
+	c := testcluster.Start(t, 3, func(cfg *cluster.Config) {
 		cfg.SnapshotThreshold = 1 << 40 // snapshots only when the test asks
 		cfg.SnapshotInterval = time.Hour
 	})
@@ -124,7 +126,7 @@ func latestSnapshot(t *testing.T, dataDir string) (*raft.SnapshotMeta, []byte) {
 
 // installSnapshot sends node to the snapshot as node lead would, in lead's
 // current term, and returns what the follower answered.
-func installSnapshot(c *Cluster, lead, to int, meta *raft.SnapshotMeta, data []byte) error {
+func installSnapshot(c *testcluster.Cluster, lead, to int, meta *raft.SnapshotMeta, data []byte) error {
 	trans := raft.NewNetworkTransport(newRaftDialer(), 1, 10*time.Second, io.Discard)
 	defer trans.Close()
 	leaderAddr := []byte(c.RaftAddr(lead))
