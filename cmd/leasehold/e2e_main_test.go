@@ -72,21 +72,11 @@ func goTool() string {
 	return "/usr/local/go/bin/go"
 }
 
-// checkFor polls f every 20ms until it returns nil, and fails the test with
-// f's last error if that takes longer than timeout.
+// checkFor polls f until it returns nil, and fails the test with f's last
+// error if that takes longer than timeout.
 func checkFor(t testing.TB, timeout time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, timeout, "still failing", f)
 }
 
 // freeAddr is for child processes, which are given addresses, not listeners.

@@ -5,11 +5,12 @@ import (
 	"time"
 )
 
-// Condition is what Eventually polls: a plain yes or no, a yes or no with
-// the reason it does not hold yet (printed if the wait fails), or a yes or
-// no that can fail at once with an error.
+// Condition is what Eventually polls: a plain yes or no; a yes or no with
+// the reason it does not hold yet (printed if the wait fails); a yes or no
+// that can fail at once with an error; or a check that holds when it
+// returns nil, its error being the reason it does not yet.
 type Condition interface {
-	func() bool | func() (bool, string) | func() (bool, error)
+	func() bool | func() (bool, string) | func() (bool, error) | func() error
 }
 
 // pollEvery is short enough not to slow tests down and long enough not to
@@ -50,6 +51,11 @@ func check[C Condition](t testing.TB, what string, cond C) (bool, string) {
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
 		return ok, ""
+	case func() error:
+		if err := f(); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
 	}
 	panic("testutil: unreachable condition type")
 }

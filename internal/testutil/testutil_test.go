@@ -72,6 +72,27 @@ func TestEventuallyFailsAtOnceOnAnError(t *testing.T) {
 	}
 }
 
+func TestEventuallyRetriesACheckUntilItReturnsNil(t *testing.T) {
+	polls := 0
+	msg := fatal(t, func(tb testing.TB) {
+		Eventually(tb, 5*time.Second, "a check", func() error {
+			if polls++; polls < 3 {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+	})
+	if msg != "" || polls != 3 {
+		t.Fatalf("failed with %q after %d polls, want success after 3", msg, polls)
+	}
+	msg = fatal(t, func(tb testing.TB) {
+		Eventually(tb, 50*time.Millisecond, "a check", func() error { return errors.New("still broken") })
+	})
+	if !strings.Contains(msg, "a check: still broken") {
+		t.Fatalf("failed with %q, want the check's last error", msg)
+	}
+}
+
 func TestContextEndsAfterItsTimeout(t *testing.T) {
 	ctx := Context(t, 20*time.Millisecond)
 	select {
