@@ -126,3 +126,9 @@ func (n *Node) Stop() {
 
 // HTTPClient is a client for the node's API with a sane timeout.
 func HTTPClient() *http.Client { return &http.Client{Timeout: 30 * time.Second} }
+
+// Listen and FreeAddr are testutil's, under the names tests used here.
+var (
+	Listen   = testutil.Listen
+	FreeAddr = testutil.FreeAddr
+)
