@@ -1,16 +1,17 @@
-package testcluster
+package integration
 
 import (
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // A follower forwards transactions, bound puts and key lists to the
 // leader: a client that knows only a follower gets the same answers.
 func TestFollowerForwardsTxnAndBoundKeys(t *testing.T) {
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	lead := c.WaitLeader(10 * time.Second)
 	via := newTestClient(t, time.Second, c.URL((lead+1)%3))
 	ctx := ctxFor(t, 30*time.Second)

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // eventLog is an fsm.Observer that keeps every change event.
@@ -69,7 +70,7 @@ func replayEvents(t testing.TB, dataDir string) []fsm.Event {
 // each key's deletion is at the very index that ended its lease.
 func TestBoundKeysEndWithTheirLease(t *testing.T) {
 	dir := t.TempDir()
-	n := StartNode(t, dir)
+	n := testcluster.StartNode(t, dir)
 	cl := newTestClient(t, 2*time.Second, n.URL)
 	ctx := ctxFor(t, 60*time.Second)
 

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // BenchmarkTxn measures transactions through one node, the Go client and
 // the JSON-free Connect protocol, from parallel goroutines: each a CAS of
 // two keys of its own (so every one runs the then branch).
 func BenchmarkTxn(b *testing.B) {
-	n := StartNode(b, "")
+	n := testcluster.StartNode(b, "")
 	cl := newTestClient(b, 5*time.Second, n.URL)
 	var next atomic.Int64
 	var elseRan atomic.Int64

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // Transactions on overlapping keys, checked against a model of a
@@ -267,7 +268,7 @@ func runTxnClient(id int, cl *client.Client, h *txnHistory, stop <-chan struct{}
 // key T's branch wrote shows T's write or a later one.
 func TestTxnLinearizableAcrossLeaderKill(t *testing.T) {
 	const clients = 8
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	h := &txnHistory{base: time.Now(), index: map[uint64]uint64{}, branch: map[uint64]bool{}, ins: map[uint64]txnIn{}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
