@@ -163,6 +163,12 @@ var required = map[string]Role{
 	"/leasehold.v1.KV/Get":                 RoleWorker,
 	"/leasehold.v1.KV/Delete":              RoleWorker,
 	"/leasehold.v1.KV/CheckFence":          RoleWorker,
+	"/leasehold.v1.Elections/Campaign":     RoleWorker,
+	"/leasehold.v1.Elections/Proclaim":     RoleWorker,
+	"/leasehold.v1.Elections/Resign":       RoleWorker,
+	"/leasehold.v1.Elections/Leader":       RoleWorker,
+	"/leasehold.v1.Elections/Observe":      RoleWorker,
+	"/leasehold.v1.Elections/List":         RoleOperator,
 	"/leasehold.v1.Admin/Locks":            RoleOperator,
 	"/leasehold.v1.Admin/Audit":            RoleOperator,
 	"/leasehold.v1.Admin/ForceRelease":     RoleAdmin,
@@ -192,6 +198,12 @@ func names(msg any) []string {
 		return []string{m.Key}
 	case *pb.CheckFenceRequest:
 		return []string{m.Resource}
+	case *pb.CampaignRequest:
+		return []string{m.Election}
+	case *pb.LeaderRequest:
+		return []string{m.Election}
+	case *pb.ObserveRequest:
+		return []string{m.Election}
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ type Metrics struct {
 	ForcedReleases    prometheus.Counter     // forced releases this node carried out
 	CommitLatency     prometheus.Histogram   // seconds from raft.Apply to applied, per log entry
 	Refused           *prometheus.CounterVec // connections and requests refused by the node's own limits, by limit
+	Campaigns         *prometheus.CounterVec // campaigns answered by this node, by outcome
 
 	reg prometheus.Registerer // for WatchNode
 }
@@ -69,9 +70,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_refused_total", Help: "Connections and requests refused to protect the node, by limit: max_conns, max_conns_per_client, max_request_bytes, max_inflight_body_bytes, body_timeout.",
 		}, []string{"limit"}),
+		Campaigns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_campaigns_total", Help: "Campaigns answered by this node, by outcome: leading, invalid, or the error code.",
+		}, []string{"outcome"}),
 	}
 	for _, c := range []prometheus.Collector{m.Acquisitions, m.AcquireWait, m.LeasesGranted, m.LeasesEnded, m.Renewals,
-		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused} {
+		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused, m.Campaigns} {
 		f(c)
 	}
 	return m

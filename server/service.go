@@ -32,6 +32,12 @@ type Service interface {
 	Delete(ctx context.Context, cmd *service.Delete) (uint64, error)
 	Get(ctx context.Context, key string) ([]byte, uint64, error)
 	CheckFence(ctx context.Context, resource string, token uint64) error
+
+	Campaign(ctx context.Context, cmd *service.Campaign) (service.Result, error)
+	Proclaim(ctx context.Context, cmd *service.Proclaim) (service.Result, error)
+	Resign(ctx context.Context, cmd *service.Release) (service.Result, error)
+	Leader(ctx context.Context, name string) (service.Election, time.Duration, bool, error)
+	Elections(ctx context.Context, prefix string) ([]service.Election, error)
 }
 
 var _ Service = (*service.Service)(nil)

@@ -13,6 +13,8 @@ type (
 	ForceRelease = fsm.ForceRelease
 	Put          = fsm.Put
 	Delete       = fsm.Delete
+	Campaign     = fsm.Campaign
+	Proclaim     = fsm.Proclaim
 	// Command is one of the above, for Batch.
 	Command = fsm.Command
 	// Result is what the state machine answered a command.
@@ -21,3 +23,6 @@ type (
 
 // MaxReasonLen bounds a forced release's reason.
 const MaxReasonLen = fsm.MaxReasonLen
+
+// MaxElectionValue bounds a leader's value.
+const MaxElectionValue = fsm.MaxElectionValue
