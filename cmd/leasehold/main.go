@@ -86,6 +86,7 @@ func newRoot() *cobra.Command {
 		newStatus(g),
 		newList(g),
 		newRun(g), newWatchdog(),
+		newElect(g), newElections(g),
 		newBench(g),
 		newCluster(g),
 		newLocks(g), newForceRelease(g), newAudit(g),

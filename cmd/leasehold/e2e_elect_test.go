@@ -1,0 +1,113 @@
+package main_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// term is one leader's child as it recorded itself: who, with which
+// token, from when (Unix ns).
+type term struct {
+	candidate string
+	token     uint64
+	start     int64
+	pgid      int
+}
+
+// terms reads the children's start lines ("candidate token start pgid").
+func terms(path string) []term {
+	b, _ := os.ReadFile(path)
+	var out []term
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			continue
+		}
+		tok, _ := strconv.ParseUint(f[1], 10, 64)
+		start, _ := strconv.ParseInt(f[2], 10, 64)
+		pgid, _ := strconv.Atoi(f[3])
+		out = append(out, term{f[0], tok, start, pgid})
+	}
+	return out
+}
+
+// TestElectStopsChildBeforeNextLeader is the safety test for elect: three
+// candidates run `leasehold elect E -- CMD`; the leading candidate's elect
+// process is stopped (SIGSTOP) past the TTL, twice in turn. Each time the
+// stopped leader's child (which ignores SIGTERM) is dead, by its last
+// heartbeat, before the next leader's child starts, and each term's token
+// is larger than the last.
+func TestElectStopsChildBeforeNextLeader(t *testing.T) {
+	const ttl = 2 * time.Second
+	n := startNode(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "terms")
+	// Each child records its term, then beats into its own file until killed.
+	const script = `echo "$CANDIDATE $LEASEHOLD_TOKEN $(date +%s%N) $$" >> "$TERMS"; trap "" TERM; ` +
+		`while :; do date +%s%N >> "$BEATS.$CANDIDATE"; sleep 0.02; done`
+	procs := map[string]*proc{}
+	for _, name := range []string{"a", "b", "c"} {
+		p := startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log, "BEATS="+filepath.Join(dir, "beats")),
+			"elect", "--endpoints", n.url, "E", "--value", name, "--ttl", ttl.String(), "--grace", "300ms", "--cgroup", "off",
+			"--", "sh", "-c", script)
+		procs[name] = p
+		t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) })
+	}
+	t.Cleanup(func() {
+		for _, tm := range terms(log) {
+			syscall.Kill(-tm.pgid, syscall.SIGKILL)
+		}
+	})
+
+	for round := 1; round <= 2; round++ {
+		var cur term
+		checkFor(t, 20*time.Second, func() error {
+			ts := terms(log)
+			if len(ts) != round {
+				return fmt.Errorf("%d terms started, want %d", len(ts), round)
+			}
+			cur = ts[round-1]
+			if _, nb := lastBeat(filepath.Join(dir, "beats."+cur.candidate)); nb < 3 {
+				return fmt.Errorf("%s: %d heartbeats so far", cur.candidate, nb)
+			}
+			return nil
+		})
+		leader := procs[cur.candidate]
+		tStop := time.Now()
+		leader.cmd.Process.Signal(syscall.SIGSTOP)
+
+		var next term
+		checkFor(t, ttl+20*time.Second, func() error {
+			ts := terms(log)
+			if len(ts) <= round {
+				return fmt.Errorf("no new term %v after stopping %s's elect", time.Since(tStop), cur.candidate)
+			}
+			next = ts[round]
+			return nil
+		})
+		// Judged once the old group is dead: its last heartbeat is final.
+		if groupAlive(cur.pgid) {
+			t.Errorf("round %d: the stopped leader %s's child group %d is still alive while %s leads", round, cur.candidate, cur.pgid, next.candidate)
+		}
+		last, _ := lastBeat(filepath.Join(dir, "beats."+cur.candidate))
+		t.Logf("round %d: %s (token %d) stopped; its last heartbeat %v after the stop; %s (token %d) started %v after the stop, %v after that heartbeat",
+			round, cur.candidate, cur.token, time.Duration(last-tStop.UnixNano()).Round(time.Millisecond), next.candidate, next.token,
+			time.Duration(next.start-tStop.UnixNano()).Round(time.Millisecond), time.Duration(next.start-last).Round(time.Millisecond))
+		if last >= next.start {
+			t.Errorf("round %d: %s's child beat at %d, at or after %s's child started at %d: two leaders' commands ran at once",
+				round, cur.candidate, last, next.candidate, next.start)
+		}
+		if next.token <= cur.token {
+			t.Errorf("round %d: token %d of %s's term is not above %d of %s's", round, next.token, next.candidate, cur.token, cur.candidate)
+		}
+		if next.candidate == cur.candidate {
+			t.Errorf("round %d: the stopped candidate %s leads again", round, cur.candidate)
+		}
+	}
+}
