@@ -76,6 +76,9 @@ func (l *Leadership) Context() context.Context { return l.ctx }
 // Done is closed when leadership ends.
 func (l *Leadership) Done() <-chan struct{} { return l.lease.Done() }
 
+// Err says why leadership ended, or nil while it holds.
+func (l *Leadership) Err() error { return l.lease.Err() }
+
 // Deadline is the local safe deadline of the leadership (see
 // Lease.Deadline).
 func (l *Leadership) Deadline() time.Time { return l.lease.Deadline() }
