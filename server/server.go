@@ -28,7 +28,11 @@ import (
 type Config struct {
 	Node *cluster.Node
 	// Service answers the handlers; nil: the node's own (service.New).
-	Service  Service
+	Service Service
+	// Hub is the node's event history (the cluster.History the node was
+	// opened with), for watches and their metrics; nil: watches hear
+	// nothing.
+	Hub      *service.Hub
 	Logger   *slog.Logger
 	Registry *prometheus.Registry // served at /metrics
 	Metrics  *Metrics             // registered on Registry
@@ -129,7 +133,7 @@ func New(cfg Config) (*Server, error) {
 		svc: cfg.Service}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	if s.svc == nil {
-		s.svc = service.New(cfg.Node, cfg.Logger, s.base)
+		s.svc = service.New(cfg.Node, cfg.Hub, cfg.Logger, s.base)
 	}
 	s.rate = newRateLimiter(cfg.AcquireRate)
 	s.maxConns, s.maxConnsPerClient = cfg.MaxConns, cfg.MaxConnsPerClient
