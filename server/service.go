@@ -32,6 +32,8 @@ type Service interface {
 	Delete(ctx context.Context, cmd *service.Delete) (uint64, error)
 	Get(ctx context.Context, key string) ([]byte, uint64, error)
 	CheckFence(ctx context.Context, resource string, token uint64) error
+
+	Watch(ctx context.Context, req service.WatchRequest) (*service.Watcher, error)
 }
 
 var _ Service = (*service.Service)(nil)
