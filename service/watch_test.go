@@ -78,10 +78,15 @@ type watchNode struct {
 // temp dir) whose history is a hub with cfg, recorded.
 func startWatchNode(t *testing.T, cfg service.HubConfig) *watchNode {
 	t.Helper()
+	return startWatchNodeIn(t, t.TempDir(), cfg)
+}
+
+func startWatchNodeIn(t *testing.T, dir string, cfg service.HubConfig) *watchNode {
+	t.Helper()
 	hub := service.NewHub(cfg)
 	rec := &recorder{hub: hub}
 	ccfg := cluster.DefaultConfig()
-	ccfg.DataDir = t.TempDir()
+	ccfg.DataDir = dir
 	ccfg.RaftListener = testcluster.Listen(t)
 	ccfg.RaftAddr = ccfg.RaftListener.Addr().String()
 	ccfg.Logger = testcluster.Logger()
@@ -385,5 +390,50 @@ func TestHubMemoryStaysBoundedWithWatchersThatNeverRead(t *testing.T) {
 	// The ring: 100,000 events of ~200 bytes with their keys.
 	if limit := int64(64 << 20); grown > limit {
 		t.Fatalf("heap grew %d MiB for a ring of 100,000 events; want under %d MiB", grown>>20, limit>>20)
+	}
+}
+
+// TestWatchHistoryRestartsAtARestoredSnapshot: a node that restarts from a
+// snapshot keeps no events before it; its history says so by its oldest
+// index (a watch from before is out_of_range naming it), and a watch from
+// that index gets every event after it.
+func TestWatchHistoryRestartsAtARestoredSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	n := startWatchNodeIn(t, dir, service.HubConfig{})
+	ctx := context.Background()
+	var snapAt uint64
+	for i := range 10 {
+		v, err := n.svc.Put(ctx, &service.Put{RequestID: reqID(), Key: fmt.Sprintf("k/%d", i), Value: []byte("v")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		snapAt = v
+	}
+	if err := n.node.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	n.node.Close()
+
+	n = startWatchNodeIn(t, dir, service.HubConfig{})
+	if got := n.hub.Stats().Oldest; got != snapAt {
+		t.Fatalf("after restoring the snapshot at %d, the history's oldest index is %d", snapAt, got)
+	}
+	_, err := n.svc.Watch(ctx, service.WatchRequest{From: snapAt - 1})
+	if leasehold.CodeOf(err) != leasehold.CodeOutOfRange || !strings.Contains(err.Error(), fmt.Sprintf("resume from is %d", snapAt)) {
+		t.Fatalf("watch from before the snapshot: %v, want out_of_range naming %d", err, snapAt)
+	}
+	w, err := n.svc.Watch(ctx, service.WatchRequest{From: snapAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	last, err := n.svc.Put(ctx, &service.Put{RequestID: reqID(), Key: "k/after", Value: []byte("v")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, w, last)
+	sameEvents(t, "after the snapshot", got, n.rec.after(snapAt, service.WatchRequest{}))
+	if len(got) != 1 || got[0].Key != "k/after" {
+		t.Fatalf("after the snapshot: %+v, want the one put", got)
 	}
 }
