@@ -138,6 +138,7 @@ func New(cfg Config) (*Client, error) {
 			kv:        leaseholdv1connect.NewKVClient(cfg.HTTPClient, e, opts...),
 			admin:     leaseholdv1connect.NewAdminClient(cfg.HTTPClient, e, opts...),
 			elections: leaseholdv1connect.NewElectionsClient(cfg.HTTPClient, e, opts...),
+			watch:     leaseholdv1connect.NewWatchClient(cfg.HTTPClient, e, opts...),
 		})
 	}
 	return c, nil
@@ -151,6 +152,7 @@ type endpoint struct {
 	kv        leaseholdv1connect.KVClient
 	admin     leaseholdv1connect.AdminClient
 	elections leaseholdv1connect.ElectionsClient
+	watch     leaseholdv1connect.WatchClient
 }
 
 // Service pickers for call.

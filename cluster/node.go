@@ -105,7 +105,7 @@ func open(cfg Config, events Events) (*Node, error) {
 		fault:  newStoreFault(cfg.DataDir, cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)),
 		stop:   make(chan struct{}),
 	}
-	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.Logger)
+	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.History, cfg.Logger)
 	if err := n.start(); err != nil {
 		n.shutdown()
 		return n, err
