@@ -488,6 +488,11 @@ func (n *Node) Stats() Stats {
 // Snapshot forces a snapshot now (tests and operators).
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
 
+// ReadLocal runs f on this replica's applied state, whether or not it
+// leads: what it reads may be behind the leader's (st.LastIndex says how
+// far it got). For reads that pair with the node's own watch history.
+func (n *Node) ReadLocal(f func(*fsm.State)) { n.m.read(f) }
+
 // EncodedState returns this replica's whole state, encoded as in a
 // snapshot, and the log index it reflects. Replicas at the same index must
 // return the same bytes.

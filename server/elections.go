@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/service"
 )
@@ -138,9 +138,61 @@ func (h elections) List(ctx context.Context, req *connect.Request[pb.ElectionsLi
 	return connect.NewResponse(out), nil
 }
 
-func (h elections) Observe(context.Context, *connect.Request[pb.ObserveRequest], *connect.ServerStream[pb.ObserveResponse]) error {
-	return connect.NewError(connect.CodeUnimplemented,
-		errors.New("Observe is served once the node's watch hub is in; poll Leader meanwhile"))
+func (h elections) Observe(ctx context.Context, req *connect.Request[pb.ObserveRequest], stream *connect.ServerStream[pb.ObserveResponse]) error {
+	s, name := h.s, req.Msg.Election
+	if err := leasehold.ValidateName("election", name, leasehold.MaxResourceLen, true); err != nil {
+		return api.ToConnect(err)
+	}
+	// A stream's guard sees no message: a worker's prefixes are checked here.
+	if p, ok := ctx.Value(principalKey{}).(Principal); ok && p.Role == RoleWorker && !p.allows(name) {
+		return api.ToConnect(leasehold.Errorf(leasehold.CodePermission,
+			"token %q may not observe %q: it is outside the token's prefixes %q", p.Name, name, p.Prefixes))
+	}
+	// As a watch, the stream ends as soon as the server starts shutting
+	// down, and tells its caller where to resume.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.watching, cancel)
+	defer stop()
+	o, err := s.svc.Observe(ctx, name, req.Msg.GetFromIndex(), req.Msg.FromIndex != nil)
+	if err != nil {
+		return api.ToConnect(err)
+	}
+	defer o.Close()
+	last := o.Index
+	first := &pb.ObserveResponse{Index: last}
+	if o.Current != nil {
+		first.Election = electionPB(*o.Current, -1)
+	}
+	if err := stream.Send(first); err != nil {
+		return err
+	}
+	for b := range o.Batches() {
+		sent := false
+		for i := range b.Events {
+			if e := &b.Events[i]; service.IsLeaderChange(e, name) {
+				sent = true
+				el := &pb.Election{Name: name, LeaseId: e.LeaseID, Token: e.Token, Value: string(e.Value), Owner: e.Owner}
+				if err := stream.Send(&pb.ObserveResponse{Election: el, Index: e.Index}); err != nil {
+					return err
+				}
+			}
+		}
+		if !sent {
+			if err := stream.Send(&pb.ObserveResponse{Index: b.Index}); err != nil { // progress: resume from here
+				return err
+			}
+		}
+		last = b.Index
+	}
+	if s.watching.Err() != nil {
+		return api.ToConnect(leasehold.Errorf(leasehold.CodeUnavailable,
+			"this node is shutting down: resume observing from index %d on another node", last))
+	}
+	if err := o.Err(); leasehold.CodeOf(err) != leasehold.CodeUnknown {
+		return api.ToConnect(err)
+	}
+	return ctx.Err()
 }
 
 // electionPB converts an election for the wire; expiresIn < 0 means

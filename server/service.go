@@ -38,6 +38,7 @@ type Service interface {
 	Resign(ctx context.Context, cmd *service.Release) (service.Result, error)
 	Leader(ctx context.Context, name string) (service.Election, time.Duration, bool, error)
 	Elections(ctx context.Context, prefix string) ([]service.Election, error)
+	Observe(ctx context.Context, name string, from uint64, resume bool) (service.Observation, error)
 	Watch(ctx context.Context, req service.WatchRequest) (*service.Watcher, error)
 }
 

@@ -58,3 +58,41 @@ func (s *Service) Elections(ctx context.Context, prefix string) (es []Election, 
 	err = s.node.Read(ctx, func(st *fsm.State) { es = st.Elections(prefix) })
 	return es, err
 }
+
+// Observation is an election as this node has applied it up to Index,
+// and a watcher of what changes after it.
+type Observation struct {
+	Current *Election // nil when resuming, or when nothing is known of it
+	Index   uint64
+	*Watcher
+}
+
+// Observe watches the election named name on this node's own history
+// (any node serves it). Without resume it first reads the election as
+// this node applied it and watches from that index; with resume it
+// watches the changes after from. Pick the LeaderChanged events of name
+// out of the batches with IsLeaderChange.
+func (s *Service) Observe(ctx context.Context, name string, from uint64, resume bool) (Observation, error) {
+	var o Observation
+	if resume {
+		o.Index = from
+	} else {
+		s.node.ReadLocal(func(st *fsm.State) {
+			o.Index = st.LastIndex()
+			if e, ok := st.Leader(name); ok {
+				o.Current = &e
+			}
+		})
+		if o.Current == nil {
+			o.Current = &Election{Name: name}
+		}
+	}
+	w, err := s.Watch(ctx, WatchRequest{Prefixes: []string{name}, From: o.Index})
+	o.Watcher = w
+	return o, err
+}
+
+// IsLeaderChange says whether e changes the leader of the election name.
+func IsLeaderChange(e *fsm.Event, name string) bool {
+	return e.Kind == fsm.EventLeaderChanged && len(e.Resources) == 1 && e.Resources[0] == name
+}

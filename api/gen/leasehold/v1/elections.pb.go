@@ -492,8 +492,13 @@ func (x *LeaderResponse) GetElection() *Election {
 }
 
 type ObserveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Election      string                 `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Election string                 `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
+	// Resume after this log index (the last index a stream answered): only
+	// the changes after it are sent, none of them missed. Absent: start
+	// with the current leader. OutOfRange: the node no longer keeps that
+	// far back; the message names the oldest index it can resume from.
+	FromIndex     *uint64 `protobuf:"varint,2,opt,name=from_index,json=fromIndex,proto3,oneof" json:"from_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,11 +540,19 @@ func (x *ObserveRequest) GetElection() string {
 	return ""
 }
 
+func (x *ObserveRequest) GetFromIndex() uint64 {
+	if x != nil && x.FromIndex != nil {
+		return *x.FromIndex
+	}
+	return 0
+}
+
 type ObserveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The leader from index on; lease_id 0 means nobody leads.
+	// The leader from index on; lease_id 0 means nobody leads. Absent in a
+	// progress mark: nothing changed up to index.
 	Election *Election `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
-	// The log index at which this leader took over (or left).
+	// The log index of this answer: resume after it.
 	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -820,9 +833,12 @@ const file_leasehold_v1_elections_proto_rawDesc = "" +
 	"\rLeaderRequest\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\"D\n" +
 	"\x0eLeaderResponse\x122\n" +
-	"\belection\x18\x01 \x01(\v2\x16.leasehold.v1.ElectionR\belection\",\n" +
+	"\belection\x18\x01 \x01(\v2\x16.leasehold.v1.ElectionR\belection\"_\n" +
 	"\x0eObserveRequest\x12\x1a\n" +
-	"\belection\x18\x01 \x01(\tR\belection\"[\n" +
+	"\belection\x18\x01 \x01(\tR\belection\x12\"\n" +
+	"\n" +
+	"from_index\x18\x02 \x01(\x04H\x00R\tfromIndex\x88\x01\x01B\r\n" +
+	"\v_from_index\"[\n" +
 	"\x0fObserveResponse\x122\n" +
 	"\belection\x18\x01 \x01(\v2\x16.leasehold.v1.ElectionR\belection\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\".\n" +
@@ -918,6 +934,7 @@ func file_leasehold_v1_elections_proto_init() {
 		return
 	}
 	file_leasehold_v1_leases_proto_init()
+	file_leasehold_v1_elections_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

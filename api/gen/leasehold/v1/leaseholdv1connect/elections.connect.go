@@ -61,8 +61,10 @@ type ElectionsClient interface {
 	// Leader shows an election's leader: value, token, since when.
 	// NotFound: nobody leads or campaigns for it.
 	Leader(context.Context, *connect.Request[v1.LeaderRequest]) (*connect.Response[v1.LeaderResponse], error)
-	// Observe streams the election's leader as this node knows it, first the
-	// current one, then every change. Any node serves it.
+	// Observe streams the election's leader as this node has applied it,
+	// first the current one, then every change (a new leader, a proclaimed
+	// value, no leader), each with its log index. Any node serves it from
+	// its own watch history; a stream cut off resumes with from_index.
 	Observe(context.Context, *connect.Request[v1.ObserveRequest]) (*connect.ServerStreamForClient[v1.ObserveResponse], error)
 	// List shows every election with a leader or candidates, by name.
 	List(context.Context, *connect.Request[v1.ElectionsListRequest]) (*connect.Response[v1.ElectionsListResponse], error)
@@ -172,8 +174,10 @@ type ElectionsHandler interface {
 	// Leader shows an election's leader: value, token, since when.
 	// NotFound: nobody leads or campaigns for it.
 	Leader(context.Context, *connect.Request[v1.LeaderRequest]) (*connect.Response[v1.LeaderResponse], error)
-	// Observe streams the election's leader as this node knows it, first the
-	// current one, then every change. Any node serves it.
+	// Observe streams the election's leader as this node has applied it,
+	// first the current one, then every change (a new leader, a proclaimed
+	// value, no leader), each with its log index. Any node serves it from
+	// its own watch history; a stream cut off resumes with from_index.
 	Observe(context.Context, *connect.Request[v1.ObserveRequest], *connect.ServerStream[v1.ObserveResponse]) error
 	// List shows every election with a leader or candidates, by name.
 	List(context.Context, *connect.Request[v1.ElectionsListRequest]) (*connect.Response[v1.ElectionsListResponse], error)
