@@ -17,7 +17,11 @@ type observed struct {
 	leaders []client.LeaderChange
 }
 
-func (o *observed) add(l client.LeaderChange) { o.mu.Lock(); o.leaders = append(o.leaders, l); o.mu.Unlock() }
+func (o *observed) add(l client.LeaderChange) {
+	o.mu.Lock()
+	o.leaders = append(o.leaders, l)
+	o.mu.Unlock()
+}
 
 func (o *observed) get() []client.LeaderChange {
 	o.mu.Lock()
