@@ -1,9 +1,11 @@
 package main_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,6 +53,7 @@ func TestElectStopsChildBeforeNextLeader(t *testing.T) {
 	// Each child records its term, then beats into its own file until killed.
 	const script = `echo "$CANDIDATE $LEASEHOLD_TOKEN $(date +%s%N) $$" >> "$TERMS"; trap "" TERM; ` +
 		`while :; do date +%s%N >> "$BEATS.$CANDIDATE"; sleep 0.02; done`
+	watcher := startProc(t, dir, "observe", childEnv(), "elect", "--endpoints", n.url, "E", "--observe", "--json")
 	procs := map[string]*proc{}
 	for _, name := range []string{"a", "b", "c"} {
 		p := startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log, "BEATS="+filepath.Join(dir, "beats")),
@@ -109,5 +112,45 @@ func TestElectStopsChildBeforeNextLeader(t *testing.T) {
 		if next.candidate == cur.candidate {
 			t.Errorf("round %d: the stopped candidate %s leads again", round, cur.candidate)
 		}
+	}
+
+	// The observer printed each term's leader, in order.
+	ts := terms(log)
+	checkFor(t, 10*time.Second, func() error {
+		var seen []string
+		for _, line := range strings.Split(watcher.stdout(), "\n") {
+			var l struct {
+				Leading bool   `json:"leading"`
+				Value   string `json:"value"`
+				Token   uint64 `json:"token"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Leading {
+				seen = append(seen, fmt.Sprintf("%s/%d", l.Value, l.Token))
+			}
+		}
+		var want []string
+		for _, tm := range ts {
+			want = append(want, fmt.Sprintf("%s/%d", tm.candidate, tm.token))
+		}
+		if !slices.Equal(seen, want) {
+			return fmt.Errorf("the observer printed leaders %v; want %v\n%s", seen, want, watcher.stdout())
+		}
+		return nil
+	})
+
+	// elections lists the election and its leader; the others, stopped,
+	// are no longer in line.
+	out := n.lhOK("elections", "--json").stdout
+	var e struct {
+		Name       string `json:"name"`
+		Value      string `json:"value"`
+		Token      uint64 `json:"token"`
+		Candidates int    `json:"candidates"`
+	}
+	if err := json.Unmarshal([]byte(out), &e); err != nil {
+		t.Fatalf("elections --json: %v\n%s", err, out)
+	}
+	if last := ts[len(ts)-1]; e.Name != "E" || e.Value != last.candidate || e.Token != last.token || e.Candidates != 0 {
+		t.Errorf("elections --json: %s; want E led by %s with token %d and no candidate (the others are stopped)", out, last.candidate, last.token)
 	}
 }

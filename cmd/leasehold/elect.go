@@ -16,15 +16,16 @@ import (
 )
 
 type electFlags struct {
-	value, owner string
-	ttl, grace   time.Duration
-	cgroup       string
+	value, owner    string
+	ttl, grace      time.Duration
+	cgroup          string
+	observe, asJSON bool
 }
 
 func newElect(g *globals) *cobra.Command {
 	f := &electFlags{}
 	cmd := &cobra.Command{
-		Use:   "elect NAME [flags] -- CMD [ARGS...]",
+		Use:   "elect NAME [flags] -- CMD [ARGS...] | elect NAME --observe [--json]",
 		Short: "Run a command only while leading the election NAME",
 		Long: `Campaigns in the election NAME (candidates lead in arrival order) and, once
 leading, runs CMD with LEASEHOLD_TOKEN (the term's fencing token),
@@ -33,10 +34,20 @@ lease and CMD is kept exactly as by "leasehold run": if leadership cannot be
 kept, CMD's whole tree is stopped before its local safe deadline, by a watchdog
 process that holds that deadline even if elect itself is stopped or killed. On
 CMD's exit elect resigns and exits with CMD's status (75 if CMD had to be
-stopped).`,
-		Args: cobra.MinimumNArgs(2),
+stopped).
+
+With --observe it campaigns for nothing: it prints the election's leader, then
+each change (a new leader, a proclaimed value, nobody leading), one line each
+with its log index, until interrupted.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 1 {
+			if f.observe {
+				if len(args) != 1 {
+					return errors.New("usage: leasehold elect NAME --observe [--json] (no command)")
+				}
+				return observe(cmd, g, args[0], f.asJSON)
+			}
+			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return errors.New("usage: leasehold elect NAME [flags] -- CMD [ARGS...]")
 			}
 			if f.cgroup != "auto" && f.cgroup != "off" {
@@ -54,7 +65,38 @@ stopped).`,
 	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when leadership cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who campaigns (shown to operators)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")
+	fl.BoolVar(&f.observe, "observe", false, "print the leader and each change of leader instead of campaigning")
+	fl.BoolVar(&f.asJSON, "json", false, "with --observe: print one JSON object per line")
 	return cmd
+}
+
+// observe prints the leaders of the election name until interrupted.
+func observe(cmd *cobra.Command, g *globals, name string, asJSON bool) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	o := c.Observe(cmd.Context(), name)
+	w := cmd.OutOrStdout()
+	enc := json.NewEncoder(w)
+	for l := range o.Leaders() {
+		if asJSON {
+			out := struct {
+				Index uint64 `json:"index"`
+				electionJSON
+			}{l.Index, electionWire(l.ElectionInfo)}
+			if err := enc.Encode(out); err != nil {
+				return err
+			}
+			continue
+		}
+		if l.LeaseID == 0 {
+			fmt.Fprintf(w, "%d\t%s\tno leader\n", l.Index, name)
+			continue
+		}
+		fmt.Fprintf(w, "%d\t%s\tleader %q\ttoken %d\towner %s\n", l.Index, name, l.Value, l.Token, orDash(l.Owner))
+	}
+	return o.Err()
 }
 
 func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []string) error {
