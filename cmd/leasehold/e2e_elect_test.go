@@ -154,3 +154,63 @@ func TestElectStopsChildBeforeNextLeader(t *testing.T) {
 		t.Errorf("elections --json: %s; want E led by %s with token %d and no candidate (the others are stopped)", out, last.candidate, last.token)
 	}
 }
+
+// TestElectFailoverTime measures election failover with real processes:
+// from SIGKILL of the leading candidate's elect process to the next
+// candidate's command starting, over 5 runs (TTL 2s, so about 2s is the
+// expectation: the killed leader's lease must expire first).
+//
+//	go test -run TestElectFailoverTime -v -count=1 ./cmd/leasehold
+func TestElectFailoverTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement; skipped with -short")
+	}
+	const ttl, runs = 2 * time.Second, 5
+	n := startNode(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "terms")
+	const script = `echo "$CANDIDATE $LEASEHOLD_TOKEN $(date +%s%N) $$" >> "$TERMS"; exec sleep 1000`
+	procs := map[string]*proc{}
+	for i := range runs + 1 {
+		name := fmt.Sprintf("c%d", i)
+		procs[name] = startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log),
+			"elect", "--endpoints", n.url, "F", "--value", name, "--ttl", ttl.String(), "--grace", "300ms", "--cgroup", "off",
+			"--", "sh", "-c", script)
+	}
+	t.Cleanup(func() {
+		for _, tm := range terms(log) {
+			syscall.Kill(-tm.pgid, syscall.SIGKILL)
+		}
+	})
+	var took []time.Duration
+	for run := 1; run <= runs; run++ {
+		var cur term
+		checkFor(t, 20*time.Second, func() error {
+			if ts := terms(log); len(ts) != run {
+				return fmt.Errorf("%d terms, want %d", len(ts), run)
+			}
+			cur = terms(log)[run-1]
+			return nil
+		})
+		killed := time.Now()
+		procs[cur.candidate].cmd.Process.Kill()
+		var next term
+		checkFor(t, ttl+20*time.Second, func() error {
+			ts := terms(log)
+			if len(ts) <= run {
+				return fmt.Errorf("no new leader %v after killing %s", time.Since(killed), cur.candidate)
+			}
+			next = ts[run]
+			return nil
+		})
+		d := time.Duration(next.start - killed.UnixNano())
+		took = append(took, d)
+		t.Logf("run %d: killed %s (token %d); %s (token %d) led %v later", run, cur.candidate, cur.token, next.candidate, next.token, d.Round(time.Millisecond))
+		if next.token <= cur.token {
+			t.Errorf("run %d: token %d is not above %d", run, next.token, cur.token)
+		}
+	}
+	slices.Sort(took)
+	t.Logf("election failover (leading elect process SIGKILLed -> next candidate's command started), TTL %v, %d runs: median %v, max %v",
+		ttl, runs, took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+}
