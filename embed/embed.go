@@ -73,7 +73,7 @@ func Start(cfg Config) (*Node, error) {
 	ccfg := cfg.Cluster
 	ccfg.CommitLatency = metrics.ObserveCommit
 	hub := service.NewHub(cfg.History)
-	ccfg.History = hub
+	ccfg.History = metrics.CountLeaderChanges(hub)
 	if own := cfg.Cluster.CommitLatency; own != nil {
 		ccfg.CommitLatency = func(d time.Duration) { own(d); metrics.ObserveCommit(d) }
 	}

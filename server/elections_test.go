@@ -132,6 +132,19 @@ func TestElections(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("leader of an unknown election: %v; want not_found", err)
 	}
+
+	// The metrics count it: two campaigns led, three changes of leader
+	// (first, proclaim, second), one election.
+	for series, want := range map[string]int64{
+		`leasehold_campaigns_total{outcome="leading"}`: 2,
+		`leasehold_election_leader_changes_total`:      3,
+		`leasehold_elections`:                          1,
+		`leasehold_election_candidates`:                0,
+	} {
+		if got := metricValue(t, n, series); got != want {
+			t.Errorf("%s = %d, want %d", series, got, want)
+		}
+	}
 }
 
 // TestElectionsInvalid: bad input is refused at the edge with
