@@ -85,6 +85,7 @@ func newRoot() *cobra.Command {
 		newRelease(g),
 		newStatus(g),
 		newList(g),
+		newWatch(g),
 		newRun(g), newWatchdog(),
 		newElect(g), newElections(g),
 		newBench(g),

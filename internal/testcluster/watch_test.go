@@ -2,11 +2,14 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -119,4 +122,47 @@ func TestWatchMovesNodesWithoutGapOrRepeat(t *testing.T) {
 		}
 	}
 	t.Logf("%d events over two kills, %d acknowledged puts, all seen once", len(got), len(acked))
+}
+
+// TestWatchOutOfRangeWhenNoNodeKeepsTheHistory: a node restarted from a
+// snapshot keeps no events before it; the Go client's watch from an older
+// index ends with out_of_range naming the oldest index it can resume
+// from, and a watch from that index gets what follows.
+func TestWatchOutOfRangeWhenNoNodeKeepsTheHistory(t *testing.T) {
+	dir := t.TempDir()
+	n := StartNode(t, dir)
+	cl := newTestClient(t, 2*time.Second, n.URL)
+	ctx := ctxFor(t, time.Minute)
+	var snapAt uint64
+	for i := range 5 {
+		v, err := cl.Put(ctx, fmt.Sprintf("jobs/%d", i), []byte("v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snapAt = v
+	}
+	if err := n.Cluster.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	n.Stop()
+	n = StartNode(t, dir)
+	cl = newTestClient(t, 2*time.Second, n.URL)
+
+	w := cl.Watch(ctx, []string{"jobs/"}, client.FromIndex(1))
+	for e := range w.Events() {
+		t.Fatalf("a watch from before the snapshot delivered %+v", e)
+	}
+	err := w.Err()
+	if !errors.Is(err, leasehold.ErrOutOfRange) || !strings.Contains(err.Error(), fmt.Sprintf("resume from is %d", snapAt)) {
+		t.Fatalf("watch from 1 after a restart from the snapshot at %d: %v, want out_of_range naming %d", snapAt, err, snapAt)
+	}
+	w = cl.Watch(ctx, []string{"jobs/"}, client.FromIndex(snapAt))
+	v, err := cl.Put(ctx, "jobs/after", []byte("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readUntil(t, w, v, 10*time.Second)
+	if len(got) != 1 || got[0].Key != "jobs/after" {
+		t.Fatalf("watch from the snapshot's index: %+v, want the one put after it", got)
+	}
 }
