@@ -214,3 +214,24 @@ func TestElectFailoverTime(t *testing.T) {
 	t.Logf("election failover (leading elect process SIGKILLed -> next candidate's command started), TTL %v, %d runs: median %v, max %v",
 		ttl, runs, took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
 }
+
+// TestElectUsage: elect refuses what it cannot run with a message that
+// says what is wrong, before contacting the cluster.
+func TestElectUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"elect", "E"}, "usage: leasehold elect NAME"},
+		{[]string{"elect", "E", "sh"}, "usage: leasehold elect NAME"},
+		{[]string{"elect", "E", "--observe", "--", "sh"}, "no command"},
+		{[]string{"elect", "E", "--ttl", "1s", "--grace", "1s", "--", "true"}, "--grace 1s is too long for --ttl 1s"},
+		{[]string{"elect", "E", "--cgroup", "maybe", "--", "true"}, "--cgroup \"maybe\""},
+	} {
+		args := append([]string{tc.args[0], "--endpoints", "http://127.0.0.1:1"}, tc.args[1:]...)
+		r := lhEnv(t, childEnv(), args...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("leasehold %s: want a failure saying %q; got %s", strings.Join(tc.args, " "), tc.want, r)
+		}
+	}
+}
