@@ -63,11 +63,12 @@ type Watch struct {
 // ends.
 func (w *Watch) Events() <-chan Event { return w.events }
 
-// Err is nil while the watch runs and after its context ended; otherwise
-// why it stopped: an error matching leasehold.ErrOutOfRange if no node
-// keeps the events after the index it had reached (its message names the
-// oldest index a node can resume from), or one the server refused it with
-// (leasehold.ErrPermission, leasehold.ErrInvalid).
+// Err waits for the watch to end and says why: nil if its context ended;
+// ErrClosed after the client's Close; an error matching
+// leasehold.ErrOutOfRange if no node keeps the events after the index it
+// had reached (its message names the oldest index a node can resume
+// from); or one the server refused it with (leasehold.ErrPermission,
+// leasehold.ErrInvalid).
 func (w *Watch) Err() error {
 	<-w.done
 	return w.err
@@ -92,10 +93,18 @@ func (c *Client) Watch(ctx context.Context, prefixes []string, opts ...WatchOpti
 		opt(&o)
 	}
 	w := &Watch{events: make(chan Event, 64), done: make(chan struct{})}
+	// Close ends the watch too (with ErrClosed).
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.bg, cancel)
 	go func() {
 		defer close(w.done)
 		defer close(w.events)
+		defer stop()
+		defer cancel()
 		w.err = c.watch(ctx, prefixes, o, w)
+		if c.closed.Load() && w.err == nil {
+			w.err = ErrClosed
+		}
 	}()
 	return w
 }
