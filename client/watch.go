@@ -118,6 +118,7 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 	}
 	backoff := 20 * time.Millisecond
 	outOfRange := 0 // nodes in a row that lack the history
+	warned := false // since the last progress: one warning per outage
 	for {
 		if c.closed.Load() {
 			return ErrClosed
@@ -135,7 +136,7 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 			return nil
 		}
 		if progressed {
-			backoff, outOfRange = 20*time.Millisecond, 0
+			backoff, outOfRange, warned = 20*time.Millisecond, 0, false
 		}
 		e := api.FromConnect(err)
 		switch {
@@ -151,6 +152,11 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 			// reading too slowly: resume on the next.
 		default:
 			return e
+		}
+		if !warned {
+			warned = true
+			c.log.Warn("watch interrupted; resuming on the next endpoint from the last index seen",
+				"endpoint", c.nodes[i].url, "index", w.index, "err", e)
 		}
 		if len(c.nodes) > 1 {
 			c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.nodes)))
