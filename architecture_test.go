@@ -29,7 +29,7 @@ var mayImport = map[string][]string{
 	"client":                 {".", "api"},
 	"fence":                  {".", "fence"},
 	"embed":                  {".", "cluster", "server", "service"},
-	"cmd/leasehold":          {".", "api", "client", "cluster", "embed", "server", "cmd/leasehold/internal", "internal/watchdog"},
+	"cmd/leasehold":          {".", "api", "client", "cluster", "embed", "server", "service", "cmd/leasehold/internal", "internal/watchdog"},
 	"cmd/leasehold/internal": {".", "api", "client", "cluster", "embed", "server"},
 	"examples":               {".", "api", "client", "fence"},
 	"internal/watchdog":      {},
