@@ -14,6 +14,8 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/testcluster"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // callTimeout bounds every call a test makes that is not meant to block.
@@ -66,12 +68,11 @@ func nodeClient(t testing.TB, n *testcluster.Node) *testClient {
 	return newClient(t, client.Config{}, n.URL)
 }
 
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxFor and eventually keep their old names for this package's tests.
+var (
+	ctxFor     = testutil.Context
+	eventually = testutil.Eventually[func() bool]
+)
 
 // hold registers a Release of l for the end of the test (before the node
 // stops), so no renewal loop outlives the test. A lease that already ended
@@ -123,18 +124,6 @@ func holderOf(t testing.TB, c *testClient, resource string) client.LeaseInfo {
 		return *h
 	}
 	return client.LeaseInfo{}
-}
-
-// eventually polls cond every 10ms until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // waitDone waits up to d for the lease to end and returns when it noticed.

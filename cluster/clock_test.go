@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/fsm"
-	"github.com/leasehold/leasehold/internal/clock"
 )
 
 // Leader timers run on the node's clock: with a fake clock a one-hour TTL

@@ -13,8 +13,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/fsm"
-	"github.com/leasehold/leasehold/internal/clock"
 )
 
 // Peer is one voter of the initial cluster.

@@ -14,6 +14,8 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/internal/smalldisk"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // A node whose disk fills up stops at its first failed log write instead
@@ -154,21 +156,11 @@ func testDiskFull(t *testing.T, leave int64) {
 	}
 }
 
-// checkFor polls f until it returns nil, failing the test with f's last
-// error after timeout.
+// checkFor polls f until it returns nil, and fails the test with f's last
+// error if that takes longer than timeout.
 func checkFor(t testing.TB, timeout time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, timeout, "still failing", f)
 }
 
 // TestDiskFullEveryProposerReturns: proposals racing the fault all get an

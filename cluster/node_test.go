@@ -14,17 +14,12 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fsm"
-	"github.com/leasehold/leasehold/internal/freeport"
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
+// freeAddr: a restarted node must come back on the address its raft
+// configuration records, so these tests pick addresses, not listeners.
+var freeAddr = testutil.FreeAddr
 
 func testConfig(t testing.TB, dir string) Config {
 	cfg := DefaultConfig()

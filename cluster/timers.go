@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/fsm"
-	"github.com/leasehold/leasehold/internal/clock"
 )
 
 // timers are the leader's countdowns: one per lease (to Expire), per waiter

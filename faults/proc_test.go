@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/freeport"
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 const (
@@ -39,14 +39,8 @@ func checkFor(timeout time.Duration, f func() error) error {
 	}
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
+// freeAddr is for child processes, which are given addresses, not listeners.
+var freeAddr = testutil.FreeAddr
 
 // childEnv is the test's environment without LEASEHOLD_ variables from the
 // caller's shell and without the race runtime's 1s sleep at exit.

@@ -2,8 +2,7 @@ package server
 
 import (
 	"context"
-	"sync"
-	"time"
+	"fmt"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -11,17 +10,14 @@ import (
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
-	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/service"
 )
 
 // clusterAPI implements leaseholdv1connect.ClusterHandler.
 type clusterAPI struct{ s *Server }
 
-// statusTimeout bounds asking one member for its status.
-const statusTimeout = 2 * time.Second
-
 func (h clusterAPI) Members(ctx context.Context, req *connect.Request[pb.MembersRequest]) (*connect.Response[pb.MembersResponse], error) {
-	ms, err := h.s.node.Members()
+	ms, err := h.s.svc.Members(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -33,32 +29,64 @@ func (h clusterAPI) Members(ctx context.Context, req *connect.Request[pb.Members
 }
 
 func (h clusterAPI) AddVoter(ctx context.Context, req *connect.Request[pb.AddVoterRequest]) (*connect.Response[pb.AddVoterResponse], error) {
-	err := h.s.node.AddVoter(req.Msg.Id, req.Msg.RaftAddr)
-	if err != nil {
+	if err := h.s.svc.AddVoter(ctx, req.Msg.Id, req.Msg.RaftAddr); err != nil {
 		return nil, err
 	}
-	h.s.log.Info("added voter", "id", req.Msg.Id, "raft_addr", req.Msg.RaftAddr)
 	return connect.NewResponse(&pb.AddVoterResponse{}), nil
 }
 
 func (h clusterAPI) RemoveServer(ctx context.Context, req *connect.Request[pb.RemoveServerRequest]) (*connect.Response[pb.RemoveServerResponse], error) {
-	err := h.s.node.RemoveServer(req.Msg.Id)
-	if err != nil {
+	if err := h.s.svc.RemoveServer(ctx, req.Msg.Id); err != nil {
 		return nil, err
 	}
-	h.s.log.Info("removed server", "id", req.Msg.Id)
 	return connect.NewResponse(&pb.RemoveServerResponse{}), nil
 }
 
 func (h clusterAPI) TransferLeader(ctx context.Context, req *connect.Request[pb.TransferLeaderRequest]) (*connect.Response[pb.TransferLeaderResponse], error) {
-	err := h.s.node.TransferLeadership(req.Msg.Id)
-	if err != nil {
+	if err := h.s.svc.TransferLeader(ctx, req.Msg.Id); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&pb.TransferLeaderResponse{}), nil
 }
 
-func statusPB(st cluster.LocalStatus, addr string) *pb.NodeStatus {
+// Status answers for this node, or, unless asked for local only, for every
+// member: the service asks the others, through askStatus.
+func (h clusterAPI) Status(ctx context.Context, req *connect.Request[pb.StatusRequest]) (*connect.Response[pb.StatusResponse], error) {
+	if req.Msg.Local {
+		return connect.NewResponse(&pb.StatusResponse{Nodes: []*pb.NodeStatus{statusPB(h.s.svc.LocalStatus(), "")}}), nil
+	}
+	sts, err := h.s.svc.Status(ctx, h.askStatus(req))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*pb.NodeStatus, len(sts))
+	for i, st := range sts {
+		if st.Err != nil {
+			out[i] = &pb.NodeStatus{Id: st.Status.ID, RaftAddr: st.Addr, State: "unreachable", Error: st.Err.Error()}
+			continue
+		}
+		out[i] = statusPB(st.Status, st.Addr)
+	}
+	return connect.NewResponse(&pb.StatusResponse{Nodes: out}), nil
+}
+
+// askStatus asks one member for its local status over its raft port, with
+// the caller's credentials.
+func (h clusterAPI) askStatus(in connect.AnyRequest) service.AskStatus {
+	return func(ctx context.Context, addr string) (service.NodeStatus, error) {
+		resp, err := client[pb.StatusRequest, pb.StatusResponse](h.s.fwd, addr, leaseholdv1connect.ClusterStatusProcedure).
+			CallUnary(ctx, forwarded(h.s.fwd, in, &pb.StatusRequest{Local: true}))
+		if err != nil {
+			return service.NodeStatus{}, api.FromConnect(err)
+		}
+		if n := len(resp.Msg.Nodes); n != 1 {
+			return service.NodeStatus{}, fmt.Errorf("answered %d statuses for one node", n)
+		}
+		return statusOf(resp.Msg.Nodes[0]), nil
+	}
+}
+
+func statusPB(st service.NodeStatus, addr string) *pb.NodeStatus {
 	return &pb.NodeStatus{
 		Id: st.ID, RaftAddr: addr, State: st.State, Term: st.Term, CommitIndex: st.CommitIndex,
 		AppliedIndex: st.AppliedIndex, LastIndex: st.LastIndex, LeaderId: st.LeaderID,
@@ -66,40 +94,11 @@ func statusPB(st cluster.LocalStatus, addr string) *pb.NodeStatus {
 	}
 }
 
-// Status answers for this node, and unless asked for local only, asks every
-// member in parallel over its raft port.
-func (h clusterAPI) Status(ctx context.Context, req *connect.Request[pb.StatusRequest]) (*connect.Response[pb.StatusResponse], error) {
-	s := h.s
-	self := s.node.LocalStatus()
-	if req.Msg.Local {
-		return connect.NewResponse(&pb.StatusResponse{Nodes: []*pb.NodeStatus{statusPB(self, "")}}), nil
+// statusOf is statusPB's inverse, for a member's answer.
+func statusOf(n *pb.NodeStatus) service.NodeStatus {
+	return service.NodeStatus{
+		ID: n.Id, State: n.State, Term: n.Term, CommitIndex: n.CommitIndex,
+		AppliedIndex: n.AppliedIndex, LastIndex: n.LastIndex, LeaderID: n.LeaderId,
+		LastContact: n.LastContact.AsDuration(),
 	}
-	ms, err := s.node.Members()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*pb.NodeStatus, len(ms))
-	var wg sync.WaitGroup
-	for i, m := range ms {
-		if m.ID == self.ID {
-			out[i] = statusPB(self, m.Addr)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, statusTimeout)
-			defer cancel()
-			resp, err := client[pb.StatusRequest, pb.StatusResponse](s.fwd, m.Addr, leaseholdv1connect.ClusterStatusProcedure).
-				CallUnary(cctx, forwarded(s.fwd, req, &pb.StatusRequest{Local: true}))
-			if err != nil || len(resp.Msg.Nodes) != 1 {
-				out[i] = &pb.NodeStatus{Id: m.ID, RaftAddr: m.Addr, State: "unreachable", Error: api.FromConnect(err).Error()}
-				return
-			}
-			out[i] = resp.Msg.Nodes[0]
-			out[i].RaftAddr = m.Addr
-		}()
-	}
-	wg.Wait()
-	return connect.NewResponse(&pb.StatusResponse{Nodes: out}), nil
 }

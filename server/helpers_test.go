@@ -19,6 +19,8 @@ import (
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/internal/testcluster"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // callTimeout bounds every single call a test makes that is not meant to
@@ -58,12 +60,11 @@ func newClient(t testing.TB, n *testcluster.Node, opts ...connect.ClientOption) 
 	return leaseholdv1connect.NewLeasesClient(httpClient(t), n.URL, opts...)
 }
 
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxFor and eventually keep their old names for this package's tests.
+var (
+	ctxFor     = testutil.Context
+	eventually = testutil.Eventually[func() bool]
+)
 
 func dur(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
 
@@ -141,20 +142,6 @@ func get(t testing.TB, c leaseholdv1connect.LeasesClient, resource string) *pb.G
 		t.Fatalf("get %q: %v", resource, err)
 	}
 	return res.Msg
-}
-
-// eventually polls cond every 10ms until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		<-tick.C
-	}
 }
 
 // waitForWaiters polls Get until resource has exactly n waiters.

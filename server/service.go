@@ -32,6 +32,14 @@ type Service interface {
 	Delete(ctx context.Context, cmd *service.Delete) (uint64, error)
 	Get(ctx context.Context, key string) ([]byte, uint64, error)
 	CheckFence(ctx context.Context, resource string, token uint64) error
+
+	Members(ctx context.Context) ([]service.Member, error)
+	AddVoter(ctx context.Context, id, raftAddr string) error
+	RemoveServer(ctx context.Context, id string) error
+	TransferLeader(ctx context.Context, id string) error
+	LocalStatus() service.NodeStatus
+	// Status asks the other members through ask.
+	Status(ctx context.Context, ask service.AskStatus) ([]service.MemberStatus, error)
 }
 
 var _ Service = (*service.Service)(nil)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
-	"github.com/leasehold/leasehold/internal/bench"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/bench"
 )
 
 type benchFlags struct {

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
-	"github.com/leasehold/leasehold/internal/freeport"
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // lhBin is the leasehold binary built by TestMain.
@@ -72,32 +72,15 @@ func goTool() string {
 	return "/usr/local/go/bin/go"
 }
 
-// checkFor polls f every 20ms until it returns nil, and fails the test with
-// f's last error if that takes longer than timeout.
+// checkFor polls f until it returns nil, and fails the test with f's last
+// error if that takes longer than timeout.
 func checkFor(t testing.TB, timeout time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, timeout, "still failing", f)
 }
 
-// freeAddr picks a free loopback port.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
+// freeAddr is for child processes, which are given addresses, not listeners.
+var freeAddr = testutil.FreeAddr
 
 // childEnv is the environment of every child: the test's own, without any
 // LEASEHOLD_ variable that could leak in from the caller's shell, and

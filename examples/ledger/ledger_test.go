@@ -21,6 +21,8 @@ import (
 	"github.com/leasehold/leasehold/fence/pgfence"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/testcluster"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 var (
@@ -159,24 +161,8 @@ func (p *proc) wait(t *testing.T, d time.Duration) summary {
 	return s
 }
 
-// waitFor polls cond every 20ms for up to d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		ok, err := cond()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s after %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor keeps its old name for this package's tests.
+var waitFor = testutil.Eventually[func() (bool, error)]
 
 // makePlan makes n transfers back and forth between accounts 1 and 2, with
 // ids prefix-01, prefix-02, ... and varied amounts.

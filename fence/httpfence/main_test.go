@@ -1,16 +1,16 @@
 package httpfence_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // One Postgres for the package's tests of the Postgres-backed store, started
@@ -35,11 +35,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+var testCtx = testutil.Context
 
 // tb is what the helpers need of a *testing.T or a *rapid.T.
 type tb interface {

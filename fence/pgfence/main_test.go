@@ -12,6 +12,8 @@ import (
 
 	"github.com/leasehold/leasehold/fence/pgfence"
 	"github.com/leasehold/leasehold/internal/pgtest"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // srv is one Postgres for the whole package; each test takes a fresh
@@ -48,11 +50,7 @@ var exampleSeq atomic.Int64
 
 // testCtx bounds a test's database work, so a lock wait that never ends fails
 // the test instead of hanging it.
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+var testCtx = testutil.Context
 
 func connect(t testing.TB, dsn string) *pgx.Conn {
 	t.Helper()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // Cluster is N real in-process nodes (raft over TCP on loopback, fsync'd
@@ -58,7 +60,7 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 // caller holds c.mu or owns c.
 func (c *Cluster) bind() {
 	c.t.Helper()
-	raft, api := Listen(c.t), Listen(c.t)
+	raft, api := testutil.Listen(c.t), testutil.Listen(c.t)
 	c.raft = append(c.raft, raft.Addr().String())
 	c.api = append(c.api, api.Addr().String())
 	c.bound = append(c.bound, [2]net.Listener{raft, api})
@@ -262,6 +264,13 @@ func (c *Cluster) AddNode() int {
 
 // MarkRemoved records that node i left the configuration.
 func (c *Cluster) MarkRemoved(i int) { c.removed[i] = true }
+
+// Removed reports whether node i was marked removed.
+func (c *Cluster) Removed(i int) bool { return c.removed[i] }
+
+// StartWith starts node i (made by AddNode) with extra options over the
+// cluster's own, for a node that must differ from its peers.
+func (c *Cluster) StartWith(i int, extra ...Option) { c.start(i, extra...) }
 
 // Isolate cuts node i from every other node.
 func (c *Cluster) Isolate(i int) {

@@ -1,5 +1,7 @@
-// Package testcluster starts real leasehold nodes for tests: raft with its
-// fsync'd log in a temp dir, TCP on loopback, the API on a free port.
+// Package testcluster is the harness that starts real leasehold nodes for
+// tests: raft with its fsync'd log in a temp dir, TCP on loopback, the API
+// on a port of its own. Tests that use it live with the package they test,
+// and the cross-cutting ones in integration/.
 package testcluster
 
 import (
@@ -15,7 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/embed"
-	"github.com/leasehold/leasehold/internal/freeport"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/server"
 )
 
@@ -47,17 +49,6 @@ func Logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// FreeAddr returns a loopback address with a port that was free a moment
-// ago (see freeport).
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // StartNode starts a single-voter node in dir (a new temp dir if empty),
 // waits until it leads, and stops it when the test ends.
 func StartNode(t testing.TB, dir string, opts ...Option) *Node {
@@ -72,7 +63,7 @@ func startNode(t testing.TB, dir string, srv func(*server.Config), opts ...Optio
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.DataDir = dir
-	cfg.RaftListener = Listen(t)
+	cfg.RaftListener = testutil.Listen(t)
 	cfg.RaftAddr = cfg.RaftListener.Addr().String()
 	cfg.Logger = Logger()
 	for _, o := range opts {
@@ -82,7 +73,7 @@ func startNode(t testing.TB, dir string, srv func(*server.Config), opts ...Optio
 	if srv != nil {
 		srvOpts = append(srvOpts, srv)
 	}
-	n, err := OpenOn(cfg, Listen(t), srvOpts...)
+	n, err := OpenOn(cfg, testutil.Listen(t), srvOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,16 +84,6 @@ func startNode(t testing.TB, dir string, srv func(*server.Config), opts ...Optio
 		t.Fatal(err)
 	}
 	return n
-}
-
-// Listen binds a loopback port for a node (the node closes it).
-func Listen(t testing.TB) net.Listener {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
 
 // Open starts a node with cfg and serves its API on apiAddr. It does not
@@ -145,3 +126,9 @@ func (n *Node) Stop() {
 
 // HTTPClient is a client for the node's API with a sane timeout.
 func HTTPClient() *http.Client { return &http.Client{Timeout: 30 * time.Second} }
+
+// Listen and FreeAddr are testutil's, under the names tests used here.
+var (
+	Listen   = testutil.Listen
+	FreeAddr = testutil.FreeAddr
+)

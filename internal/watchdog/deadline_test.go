@@ -56,7 +56,10 @@ func TestWatchdogAlone(t *testing.T) {
 		{"supervisor's pipe closed", ignoresTerm, func(g *Guard, d time.Time) (time.Time, time.Time) {
 			closed := time.Now()
 			g.deadlines.Close()
-			return minTime(closed.Add(grace), d), closed.Add(grace)
+			// SIGKILL goes at closed+grace; like every other case the
+			// kill gets margin to take effect, and the lease's own
+			// deadline bounds it in any case.
+			return minTime(closed.Add(grace+margin), d), closed.Add(grace)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"errors"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestDamagedFollowerIsReplacedWithoutLoss: a follower's disk loses the
@@ -21,7 +23,7 @@ import (
 // after the leader is killed, the next token, from a new leader that
 // raised its counter to its floor, is above every token answered.
 func TestDamagedFollowerIsReplacedWithoutLoss(t *testing.T) {
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	lead := c.WaitLeader(10 * time.Second)
 	victim := (lead + 1) % 3
 	id := c.ID(victim)

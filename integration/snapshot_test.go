@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/fsm"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestWipedNodeCatchesUpBySnapshot: a follower is killed and its disk
@@ -30,7 +32,7 @@ func TestWipedNodeCatchesUpBySnapshot(t *testing.T) {
 		trailing  = 32
 	)
 	var rejoining string // set before the wiped node starts again
-	c := Start(t, 3, func(cfg *cluster.Config) {
+	c := testcluster.Start(t, 3, func(cfg *cluster.Config) {
 		cfg.SnapshotThreshold = threshold
 		cfg.TrailingLogs = trailing
 		cfg.SnapshotInterval = 200 * time.Millisecond
@@ -172,7 +174,7 @@ func TestWipedNodeCatchesUpBySnapshot(t *testing.T) {
 // through the log, until about size bytes went in. The state barely grows.
 // (The API edge refuses such requests; only a test can propose them.)
 // Proposals go to whichever node leads; one that fails is retried.
-func fillLog(t *testing.T, c *Cluster, size int) (int, time.Duration) {
+func fillLog(t *testing.T, c *testcluster.Cluster, size int) (int, time.Duration) {
 	t.Helper()
 	const per = 256 << 10
 	start := time.Now()
@@ -198,7 +200,7 @@ func fillLog(t *testing.T, c *Cluster, size int) (int, time.Duration) {
 						errs <- fmt.Errorf("filling the log took over 60s")
 						return
 					}
-					var n *Node
+					var n *testcluster.Node
 					if l := c.Leader(); l >= 0 {
 						n = c.Node(l)
 					}

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/internal/smalldisk"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestDiskFullHealthAndReadiness: once a node's disk is full and a log
@@ -22,7 +24,7 @@ import (
 // node stopped and needs a restart), instead of "no leader" and 200.
 func TestDiskFullHealthAndReadiness(t *testing.T) {
 	dir := smalldisk.Mount(t, 16<<20)
-	n := StartNode(t, dir, func(c *cluster.Config) { c.WALSegmentSize = 1 << 20 })
+	n := testcluster.StartNode(t, dir, func(c *cluster.Config) { c.WALSegmentSize = 1 << 20 })
 	hc := &http.Client{Timeout: 10 * time.Second}
 	pad := strings.Repeat("x", 3<<10) // fills the log fast
 	seq := 0
@@ -92,7 +94,7 @@ func TestDiskFullOnOneNodeOfThree(t *testing.T) {
 
 func testDiskFullOnOneOfThree(t *testing.T, leads bool) {
 	mnt := smalldisk.Mount(t, 16<<20)
-	c := Start(t, 3, func(cfg *cluster.Config) {
+	c := testcluster.Start(t, 3, func(cfg *cluster.Config) {
 		cfg.WALSegmentSize = 1 << 20
 		if cfg.NodeID == "n1" {
 			cfg.DataDir = mnt

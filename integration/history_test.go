@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // A history of what clients saw, checked after the run against the
@@ -459,7 +461,7 @@ func TestFailoverHistory(t *testing.T) {
 		kills   = 3
 	)
 	cfg := historyConfig{resources: 32, ttl: 1500 * time.Millisecond, opTimeout: 8 * time.Second}
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	rec := newRecorder()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -619,7 +621,7 @@ func TestHistoryCheckerCatchesViolations(t *testing.T) {
 }
 
 // endedByReason reads leasehold_leases_ended_total from a node's registry.
-func endedByReason(t testing.TB, n *Node) string {
+func endedByReason(t testing.TB, n *testcluster.Node) string {
 	t.Helper()
 	mfs, err := n.Registry.Gather()
 	if err != nil {

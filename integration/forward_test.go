@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestFollowerForwardsWaitingAcquire: a waiting Acquire sent to a follower
@@ -18,7 +20,7 @@ import (
 // request retried through another node (same request ID) returns the same
 // lease, both while it waits and after the grant (invariant 7).
 func TestFollowerForwardsWaitingAcquire(t *testing.T) {
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	lead := c.WaitLeader(10 * time.Second)
 	f1, f2 := (lead+1)%3, (lead+2)%3
 
@@ -155,7 +157,7 @@ func waitWaiters(t *testing.T, cl *client.Client, resource string, n int) {
 // place in the queue on the new leader, and be granted when the holder's
 // lease expires there.
 func TestForwardedWaitSurvivesLeaderKill(t *testing.T) {
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	lead := c.WaitLeader(10 * time.Second)
 	f := (lead + 1) % 3
 	holderVia := newTestClient(t, time.Second, c.URL(f))
@@ -199,7 +201,7 @@ func TestForwardedWaitSurvivesLeaderKill(t *testing.T) {
 // client must see a retryable failure, retry with the same request ID, and
 // be granted when the holder releases.
 func TestForwardedWaitSurvivesLinkCut(t *testing.T) {
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	lead := c.WaitLeader(10 * time.Second)
 	f := (lead + 1) % 3
 	holderVia := newTestClient(t, time.Second, c.URL(lead))

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -7,16 +7,18 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // Raft and forwarded traffic run over mutual TLS: the cluster works, and a
 // node whose certificate comes from another CA cannot join.
 func TestRaftMutualTLS(t *testing.T) {
-	certs := NewCerts(t)
-	c := Start(t, 3, func(cfg *cluster.Config) { cfg.TLS = certs.PeerTLS() })
+	certs := testcluster.NewCerts(t)
+	c := testcluster.Start(t, 3, func(cfg *cluster.Config) { cfg.TLS = certs.PeerTLS() })
 	leader := c.WaitLeader(10 * time.Second)
 	follower := (leader + 1) % 3
-	cl, err := client.New(client.Config{Endpoints: []string{c.URL(follower)}, Logger: Logger()})
+	cl, err := client.New(client.Config{Endpoints: []string{c.URL(follower)}, Logger: testcluster.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,9 +29,9 @@ func TestRaftMutualTLS(t *testing.T) {
 	}
 
 	// An intruder with a certificate from another CA.
-	other := NewCerts(t)
+	other := testcluster.NewCerts(t)
 	i := c.AddNode()
-	c.start(i, func(cfg *cluster.Config) { cfg.Join = true; cfg.Peers = nil; cfg.TLS = other.PeerTLS() })
+	c.StartWith(i, func(cfg *cluster.Config) { cfg.Join = true; cfg.Peers = nil; cfg.TLS = other.PeerTLS() })
 	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 	defer acancel()
 	err = cl.AddVoter(actx, c.ID(i), c.RaftAddr(i))

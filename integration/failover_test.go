@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestFailoverTime measures failover time: from the moment the leader is
@@ -16,13 +18,13 @@ import (
 // The client tries every 50ms with a fresh call (its own backoff would
 // blur the figure), each attempt bounded by 250ms.
 //
-//	go test -run TestFailoverTime -v -count=1 ./internal/testcluster
+//	go test -run TestFailoverTime -v -count=1 ./integration
 func TestFailoverTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement; skipped with -short")
 	}
 	const runs = 7
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	var total, kills, elections []time.Duration
 	for run := range runs {
 		old := c.WaitLeader(10 * time.Second)

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -10,15 +10,17 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // The harness itself: a follower forwards, a killed leader is replaced, and
 // a cut link isolates a node.
 func TestClusterHarness(t *testing.T) {
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
 	follower := (leader + 1) % 3
-	cl, err := client.New(client.Config{Endpoints: []string{c.URL(follower)}, Logger: Logger()})
+	cl, err := client.New(client.Config{Endpoints: []string{c.URL(follower)}, Logger: testcluster.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ func TestClusterHarness(t *testing.T) {
 	}
 	c.Kill(leader)
 	next := c.WaitNewLeader(leader, 10*time.Second)
-	cl2, _ := client.New(client.Config{Endpoints: []string{c.URL(next)}, Logger: Logger()})
+	cl2, _ := client.New(client.Config{Endpoints: []string{c.URL(next)}, Logger: testcluster.Logger()})
 	l2, err := cl2.Acquire(ctx, "y", client.TTL(10*time.Second), client.ManualRenew())
 	if err != nil {
 		t.Fatalf("acquire after failover: %v", err)
@@ -65,12 +67,12 @@ func (h *hostRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 // after its first request through a follower it talks to the leader
 // directly.
 func TestClientFollowsTheLeader(t *testing.T) {
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
 	follower := (leader + 1) % 3
 	rec := &hostRecorder{}
 	cl, err := client.New(client.Config{Endpoints: []string{c.URL(follower), c.URL(leader)},
-		HTTPClient: &http.Client{Transport: rec}, Logger: Logger()})
+		HTTPClient: &http.Client{Transport: rec}, Logger: testcluster.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

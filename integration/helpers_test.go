@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"bytes"
@@ -17,6 +17,10 @@ import (
 
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testutil"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // Helpers shared by the cluster tests in this package.
@@ -42,7 +46,7 @@ func newCountingClient(t testing.TB, perTry time.Duration, ct *countingTransport
 	c, err := client.New(client.Config{
 		Endpoints:      urls,
 		HTTPClient:     &http.Client{Transport: rt},
-		Logger:         Logger(),
+		Logger:         testcluster.Logger(),
 		RequestTimeout: perTry,
 	})
 	if err != nil {
@@ -81,33 +85,16 @@ func rawLeases(t testing.TB, url string) leaseholdv1connect.LeasesClient {
 	return leaseholdv1connect.NewLeasesClient(&http.Client{Transport: tr}, url)
 }
 
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// waitFor polls cond every 20ms until it holds or timeout passes; then it
-// fails the test with cond's last explanation.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %s", what, timeout, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// ctxFor and waitFor keep their old names for this package's tests.
+var (
+	ctxFor  = testutil.Context
+	waitFor = testutil.Eventually[func() (bool, string)]
+)
 
 // waitSameState waits until every running member reports the same state
 // machine index, then requires identical state bytes there. Different bytes
 // at one index are a divergence and fail at once.
-func waitSameState(t testing.TB, c *Cluster, timeout time.Duration) (index uint64, size int) {
+func waitSameState(t testing.TB, c *testcluster.Cluster, timeout time.Duration) (index uint64, size int) {
 	t.Helper()
 	waitFor(t, timeout, "replicas converge on one state", func() (bool, string) {
 		var idx []uint64
@@ -115,7 +102,7 @@ func waitSameState(t testing.TB, c *Cluster, timeout time.Duration) (index uint6
 		var ids []string
 		for i := range c.Size() {
 			n := c.Node(i)
-			if n == nil || c.removed[i] {
+			if n == nil || c.Removed(i) {
 				continue
 			}
 			ix, st := n.Cluster.EncodedState()
@@ -139,7 +126,7 @@ func waitSameState(t testing.TB, c *Cluster, timeout time.Duration) (index uint6
 }
 
 // leaderIndex is the applied raft index of the current leader.
-func leaderIndex(t testing.TB, c *Cluster) uint64 {
+func leaderIndex(t testing.TB, c *testcluster.Cluster) uint64 {
 	t.Helper()
 	l := c.WaitLeader(10 * time.Second)
 	return c.Node(l).Cluster.LocalStatus().AppliedIndex
@@ -169,7 +156,7 @@ func memberIDs(ctx context.Context, cl *client.Client) ([]string, error) {
 
 // waitMembers waits until both the leader's own configuration and the
 // configuration answered through cl list exactly want.
-func waitMembers(t testing.TB, c *Cluster, cl *client.Client, timeout time.Duration, want ...string) {
+func waitMembers(t testing.TB, c *testcluster.Cluster, cl *client.Client, timeout time.Duration, want ...string) {
 	t.Helper()
 	want = slices.Sorted(slices.Values(want))
 	waitFor(t, timeout, "members "+strings.Join(want, ","), func() (bool, string) {

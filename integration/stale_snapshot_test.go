@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"bytes"
@@ -14,6 +14,10 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
+
+	"github.com/leasehold/leasehold/internal/testutil"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestStaleSnapshotInstallIsHarmless sends a follower, as the leader, a
@@ -23,7 +27,7 @@ import (
 // leave a hole in its log (raft used to empty the log and keep its last
 // index, and the follower panicked with "log not found" on the next apply).
 func TestStaleSnapshotInstallIsHarmless(t *testing.T) {
-	c := Start(t, 3, func(cfg *cluster.Config) {
+	c := testcluster.Start(t, 3, func(cfg *cluster.Config) {
 		cfg.SnapshotThreshold = 1 << 40 // snapshots only when the test asks
 		cfg.SnapshotInterval = time.Hour
 	})
@@ -74,7 +78,7 @@ func TestStaleSnapshotInstallIsHarmless(t *testing.T) {
 	// Only configuration entries after the snapshot: the state in it is the
 	// follower's own, so it is taken, and the entries after it must stay.
 	meta, data = snapshotNow()
-	ghost := FreeAddr(t)
+	ghost := testutil.FreeAddr(t)
 	if err := c.Node(lead).Cluster.AddVoter("ghost", ghost); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +126,7 @@ func latestSnapshot(t *testing.T, dataDir string) (*raft.SnapshotMeta, []byte) {
 
 // installSnapshot sends node to the snapshot as node lead would, in lead's
 // current term, and returns what the follower answered.
-func installSnapshot(c *Cluster, lead, to int, meta *raft.SnapshotMeta, data []byte) error {
+func installSnapshot(c *testcluster.Cluster, lead, to int, meta *raft.SnapshotMeta, data []byte) error {
 	trans := raft.NewNetworkTransport(newRaftDialer(), 1, 10*time.Second, io.Discard)
 	defer trans.Close()
 	leaderAddr := []byte(c.RaftAddr(lead))

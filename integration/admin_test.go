@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"fmt"
@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // gathered reads one series (summed over label sets matching labels) from
 // a node's registry.
-func gathered(t testing.TB, n *Node, name string, labels map[string]string) float64 {
+func gathered(t testing.TB, n *testcluster.Node, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := n.Registry.Gather()
 	if err != nil {
@@ -38,7 +40,7 @@ func gathered(t testing.TB, n *Node, name string, labels map[string]string) floa
 // follower are answered by the leader (the countdown is the leader's); the
 // leader counts the forced release, and every node applies it.
 func TestAdminThroughFollower(t *testing.T) {
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	lead := c.WaitLeader(10 * time.Second)
 	f := (lead + 1) % 3
 	cl := newTestClient(t, 2*time.Second, c.URL(f))

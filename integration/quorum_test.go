@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestNoQuorumFailsFast: with two of three nodes down, a request to the
@@ -22,7 +24,7 @@ import (
 func TestNoQuorumFailsFast(t *testing.T) {
 	const bound = 3 * time.Second
 	const slack = 700 * time.Millisecond
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	s := c.WaitLeader(10 * time.Second)
 	cl := newTestClient(t, time.Second, c.URL(s))
 	held, err := cl.Acquire(ctxFor(t, 10*time.Second), "quorum/held", client.TTL(20*time.Second), client.ManualRenew())

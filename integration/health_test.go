@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestReadyzAndClusterStatus: /readyz is 200 on every node of a healthy
@@ -16,7 +18,7 @@ import (
 // leader, and an unreachable node as such.
 func TestReadyzAndClusterStatus(t *testing.T) {
 	const bound = 5 * time.Second
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	lead := c.WaitLeader(10 * time.Second)
 	for i := range 3 {
 		waitFor(t, bound, c.ID(i)+" /readyz 200", func() (bool, string) {

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestPartitionedLeaderCannotRenew: a client keeps renewing through the
@@ -23,7 +25,7 @@ import (
 // follower and every replica holds the same state at the same index.
 func TestPartitionedLeaderCannotRenew(t *testing.T) {
 	const ttl = 2 * time.Second
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	old := c.WaitLeader(10 * time.Second)
 	var majority []string
 	for i := range 3 {

@@ -1,4 +1,4 @@
-package testcluster
+package integration
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
 // TestMembershipGrowAndShrinkUnderLoad: 3 voters grow to 5 and shrink back
@@ -22,7 +24,7 @@ import (
 // other than ones their library retried away; Members shows the expected
 // set after every step.
 func TestMembershipGrowAndShrinkUnderLoad(t *testing.T) {
-	c := Start(t, 3)
+	c := testcluster.Start(t, 3)
 	n4, n5 := c.AddNode(), c.AddNode() // addresses now, started later
 	all := []string{c.URL(0), c.URL(1), c.URL(2), c.URL(n4), c.URL(n5)}
 	admin := newTestClient(t, 2*time.Second, c.URLs()...)
