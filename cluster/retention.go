@@ -4,8 +4,8 @@ import (
 	"container/heap"
 	"time"
 
+	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/fsm"
-	"github.com/leasehold/leasehold/internal/clock"
 )
 
 // retention is the leader's countdown for completed idempotency records:

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/fsm"
-	"github.com/leasehold/leasehold/internal/clock"
 )
 
 // A completed idempotency record is forgotten by a committed entry once
