@@ -39,6 +39,9 @@ const idemPrefix = "\x00idem/"
 
 func idemResource(key string) string { return idemPrefix + key }
 
+// MaxIdemKeyLen bounds a key: its resource must fit a resource name.
+const MaxIdemKeyLen = leasehold.MaxResourceLen - len(idemPrefix)
+
 // IdemKeyOf is the idempotency key an attempt lease's resource stands for.
 func IdemKeyOf(resource string) (string, bool) {
 	return strings.CutPrefix(resource, idemPrefix)
@@ -197,7 +200,7 @@ func (s *State) idemView(key string, r *idemRecord, st IdemState) *Idem {
 }
 
 func validateIdemKey(key string) error {
-	return leasehold.ValidateName("key", key, leasehold.MaxResourceLen-len(idemPrefix), true)
+	return leasehold.ValidateName("key", key, MaxIdemKeyLen, true)
 }
 
 func (s *State) idemBegin(ix uint64, now int64, c *IdemBegin) Result {

@@ -170,6 +170,7 @@ func New(cfg Config) (*Server, error) {
 	mount(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
 	mount(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
 	mount(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, small, codec))
+	mount(leaseholdv1connect.NewIdempotencyHandler(newIdemAPI(s, cfg.Registry), guard, large, codec))
 	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MetricsAuth {
 		if cfg.Auth == nil {
