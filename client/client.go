@@ -137,6 +137,7 @@ func New(cfg Config) (*Client, error) {
 			cluster: leaseholdv1connect.NewClusterClient(cfg.HTTPClient, e, opts...),
 			kv:      leaseholdv1connect.NewKVClient(cfg.HTTPClient, e, opts...),
 			admin:   leaseholdv1connect.NewAdminClient(cfg.HTTPClient, e, opts...),
+			idem:    leaseholdv1connect.NewIdempotencyClient(cfg.HTTPClient, e, opts...),
 		})
 	}
 	return c, nil
@@ -149,6 +150,7 @@ type endpoint struct {
 	cluster leaseholdv1connect.ClusterClient
 	kv      leaseholdv1connect.KVClient
 	admin   leaseholdv1connect.AdminClient
+	idem    leaseholdv1connect.IdempotencyClient
 }
 
 // Service pickers for call.
