@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -136,12 +137,9 @@ func Idempotent(ctx context.Context, c *Client, key string, fingerprint []byte,
 	if err != nil || a == nil {
 		return stored, err
 	}
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	done := make(chan struct{})
-	go a.keepAlive(runCtx, cancel, done)
+	runCtx, stop := a.Keep(ctx)
 	result, err := fn(runCtx, a.token)
-	close(done)
+	stop()
 	if err != nil {
 		if aerr := a.Abandon(context.WithoutCancel(ctx)); aerr != nil {
 			c.log.Warn("could not abandon an idempotency attempt; it lapses after its TTL", "key", key, "err", aerr)
@@ -155,6 +153,17 @@ func Idempotent(ctx context.Context, c *Client, key string, fingerprint []byte,
 		return nil, err
 	}
 	return result, nil
+}
+
+// Keep renews the attempt in the background until stop is called, and
+// returns a context that ends, with the reason as its cause, if the
+// attempt is lost meanwhile (stop ends it too, with cause Canceled).
+func (a *Attempt) Keep(ctx context.Context) (context.Context, func()) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go a.keepAlive(runCtx, cancel, done)
+	var once sync.Once
+	return runCtx, func() { once.Do(func() { close(done); cancel(nil) }) }
 }
 
 // keepAlive renews the attempt every third of its TTL until done; if a
