@@ -168,3 +168,44 @@ func ExampleClient_Close() {
 		log.Print(err)
 	}
 }
+
+func ExampleClient_Txn() {
+	c, err := client.New(client.Config{Endpoints: []string{"http://127.0.0.1:7420"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	// Claim job 7 and set its state in one log entry, only if nobody has
+	// claimed it; otherwise note the contention instead.
+	res, err := c.Txn(ctx).
+		If(client.Absent("jobs/7/owner")).
+		Then(client.OpPut("jobs/7/owner", []byte("worker-3")), client.OpPut("jobs/7/state", []byte("running"))).
+		Else(client.OpPut("jobs/7/contended", []byte("worker-3"))).
+		Commit()
+	if err != nil {
+		log.Fatal(err) // refused: nothing was written
+	}
+	fmt.Println("claimed:", res.Succeeded, "at index", res.Index)
+}
+
+func ExampleBindLease() {
+	c, err := client.New(client.Config{Endpoints: []string{"http://127.0.0.1:7420"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	// Service registration: the key lives exactly as long as the lease.
+	lease, err := c.Acquire(ctx, "svc/api/node-1", client.TTL(10*time.Second), client.ProgressTimeout(0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "alive/api/node-1", []byte("10.0.0.7:8080"), client.BindLease(lease)); err != nil {
+		log.Fatal(err)
+	}
+	for k, err := range c.Keys(ctx, "alive/api/") {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(k.Key, string(k.Value), "lives by lease", k.LeaseID)
+	}
+}

@@ -163,6 +163,8 @@ var required = map[string]Role{
 	"/leasehold.v1.KV/Get":                 RoleWorker,
 	"/leasehold.v1.KV/Delete":              RoleWorker,
 	"/leasehold.v1.KV/CheckFence":          RoleWorker,
+	"/leasehold.v1.KV/Txn":                 RoleWorker,
+	"/leasehold.v1.KV/List":                RoleWorker,
 	"/leasehold.v1.Admin/Locks":            RoleOperator,
 	"/leasehold.v1.Idempotency/Begin":      RoleWorker,
 	"/leasehold.v1.Idempotency/Complete":   RoleWorker,
@@ -207,8 +209,25 @@ func names(msg any) []string {
 		return []string{m.Key}
 	case *pb.IdempotencyListRequest:
 		return []string{m.Prefix}
+	case *pb.TxnRequest:
+		return txnNames(m)
+	case *pb.KVListRequest:
+		return []string{m.Prefix} // a worker lists only inside its prefixes
 	}
 	return nil
+}
+
+// txnNames is every key a transaction reads or writes, and its fence's
+// resource: a worker may compare only keys it may write.
+func txnNames(m *pb.TxnRequest) []string {
+	out := fenceName(m.Fence)
+	for _, c := range m.Compares {
+		out = append(out, c.GetKey())
+	}
+	for _, op := range append(m.ThenOps[:len(m.ThenOps):len(m.ThenOps)], m.ElseOps...) {
+		out = append(out, op.GetPut().GetKey()+op.GetDelete().GetKey())
+	}
+	return out
 }
 
 func fenceName(f *pb.Fence) []string {

@@ -83,6 +83,8 @@ var routes = map[string]route{
 	leaseholdv1connect.KVGetProcedure:                 via[pb.KVGetRequest, pb.KVGetResponse],
 	leaseholdv1connect.KVDeleteProcedure:              via[pb.DeleteRequest, pb.DeleteResponse],
 	leaseholdv1connect.KVCheckFenceProcedure:          via[pb.CheckFenceRequest, pb.CheckFenceResponse],
+	leaseholdv1connect.KVTxnProcedure:                 via[pb.TxnRequest, pb.TxnResponse],
+	leaseholdv1connect.KVListProcedure:                via[pb.KVListRequest, pb.KVListResponse],
 	leaseholdv1connect.ClusterAddVoterProcedure:       via[pb.AddVoterRequest, pb.AddVoterResponse],
 	leaseholdv1connect.ClusterRemoveServerProcedure:   via[pb.RemoveServerRequest, pb.RemoveServerResponse],
 	leaseholdv1connect.ClusterTransferLeaderProcedure: via[pb.TransferLeaderRequest, pb.TransferLeaderResponse],

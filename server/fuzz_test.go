@@ -28,6 +28,9 @@ var fuzzMethods = []struct {
 	{leaseholdv1connect.LeasesGetProcedure, func() proto.Message { return &pb.GetResponse{} }},
 	{leaseholdv1connect.LeasesListProcedure, func() proto.Message { return &pb.ListResponse{} }},
 	{leaseholdv1connect.LeasesBatchProcedure, func() proto.Message { return &pb.BatchResponse{} }},
+	{leaseholdv1connect.KVTxnProcedure, func() proto.Message { return &pb.TxnResponse{} }},
+	{leaseholdv1connect.KVPutProcedure, func() proto.Message { return &pb.PutResponse{} }},
+	{leaseholdv1connect.KVListProcedure, func() proto.Message { return &pb.KVListResponse{} }},
 }
 
 // fuzzServerTimeout bounds each request on the server (Connect-Timeout-Ms),
@@ -52,6 +55,7 @@ func FuzzAPI(f *testing.F) {
 	secret := strings.Repeat("ab", 16)
 	const (
 		acquireM, renewM, releaseM, getM, listM, batchM = 0, 1, 2, 3, 4, 5
+		txnM, putM, kvListM                             = 6, 7, 8
 	)
 	seeds := []struct {
 		method uint8
@@ -105,6 +109,17 @@ func FuzzAPI(f *testing.F) {
 			{},
 		}})},
 		{batchM, true, nil},
+		{txnM, false, []byte(`{"compares":[{"key":"fz/k","op":"COMPARE_OP_ABSENT"}],"thenOps":[{"put":{"key":"fz/k","value":"dg=="}}],"elseOps":[{"delete":{"key":"fz/k"}}]}`)},
+		{txnM, false, []byte(`{"compares":[{"key":"fz/k","op":"COMPARE_OP_VALUE_EQUAL","value":"dg==","version":"3"}],"thenOps":[{"put":{"key":"fz/k","leaseId":"1","leaseSecret":"` + secret + `"}}],"fence":{"resource":"fz/r","token":"1"}}`)},
+		{txnM, false, []byte(`{"compares":[{"key":"fz/k","op":99}],"thenOps":[{}]}`)},
+		{txnM, false, []byte(`{"thenOps":[{"put":{"key":"fz/k"},"delete":{"key":"fz/k"}}]}`)},
+		{txnM, true, mustProto(&pb.TxnRequest{Compares: []*pb.Compare{{Key: "fz/k", Op: pb.CompareOp_COMPARE_OP_VERSION_LESS, Version: 9}},
+			ThenOps: []*pb.TxnOp{{Op: &pb.TxnOp_Put{Put: &pb.TxnPut{Key: "fz/k", Value: []byte("v")}}}},
+			ElseOps: []*pb.TxnOp{{Op: &pb.TxnOp_Delete{Delete: &pb.TxnDelete{Key: "fz/k"}}}}, RequestId: "r6"})},
+		{putM, false, []byte(`{"key":"fz/b","value":"dg==","leaseId":"1","leaseSecret":"` + secret + `"}`)},
+		{putM, false, []byte(`{"key":"fz/b","leaseSecret":"zz"}`)},
+		{kvListM, false, []byte(`{"prefix":"fz/","pageSize":1,"pageToken":"fz/a"}`)},
+		{kvListM, true, mustProto(&pb.KVListRequest{Prefix: "fz/", PageSize: -1})},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.binary, s.body)

@@ -55,8 +55,17 @@ func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*c
 	if err != nil {
 		return nil, err
 	}
+	proof, err := leaseProof("put", m.LeaseId, m.LeaseSecret)
+	if err != nil {
+		return nil, err
+	}
 	m.RequestId = cmd.RequestID
-	version, err := s.svc.Put(ctx, cmd)
+	var version uint64
+	if proof != nil {
+		version, err = s.svc.PutBound(ctx, cmd, *proof)
+	} else {
+		version, err = s.svc.Put(ctx, cmd)
+	}
 	if err = s.fenceResult(err, "put"); err != nil {
 		return nil, err
 	}
@@ -91,11 +100,11 @@ func (h kvAPI) Get(ctx context.Context, req *connect.Request[pb.KVGetRequest]) (
 	if err := keyOf(req.Msg.Key); err != nil {
 		return nil, err
 	}
-	value, version, err := s.svc.Get(ctx, req.Msg.Key)
+	it, err := s.svc.Get(ctx, req.Msg.Key)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&pb.KVGetResponse{Value: value, Version: version}), nil
+	return connect.NewResponse(&pb.KVGetResponse{Value: it.Value, Version: it.Version, LeaseId: it.Lease}), nil
 }
 
 func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenceRequest]) (*connect.Response[pb.CheckFenceResponse], error) {
@@ -109,4 +118,30 @@ func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenc
 		return nil, err
 	}
 	return connect.NewResponse(&pb.CheckFenceResponse{}), nil
+}
+
+func (h kvAPI) List(ctx context.Context, req *connect.Request[pb.KVListRequest]) (*connect.Response[pb.KVListResponse], error) {
+	m := req.Msg
+	if err := leasehold.ValidateName("prefix", m.Prefix, leasehold.MaxKeyLen, false); err != nil {
+		return nil, err
+	}
+	limit, err := pageSize(m.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	if m.PageToken != "" && keyOf(m.PageToken) != nil {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "page_token is not one this server issued")
+	}
+	items, more, err := h.s.svc.ListKeys(ctx, m.Prefix, m.PageToken, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.KVListResponse{Items: make([]*pb.KVItem, len(items))}
+	for i, it := range items {
+		out.Items[i] = &pb.KVItem{Key: it.Key, Value: it.Value, Version: it.Version, LeaseId: it.Lease}
+	}
+	if more && len(items) > 0 {
+		out.NextPageToken = items[len(items)-1].Key
+	}
+	return connect.NewResponse(out), nil
 }

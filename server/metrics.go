@@ -25,6 +25,7 @@ type Metrics struct {
 	ForcedReleases    prometheus.Counter     // forced releases this node carried out
 	CommitLatency     prometheus.Histogram   // seconds from raft.Apply to applied, per log entry
 	Refused           *prometheus.CounterVec // connections and requests refused by the node's own limits, by limit
+	Txns              *prometheus.CounterVec // KV transactions answered by this node, by branch: then, else
 
 	reg prometheus.Registerer // for WatchNode
 }
@@ -54,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "leasehold_renewal_failures_total", Help: "Renew requests refused by this node, by code.",
 		}, []string{"code"}),
 		FenceRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leasehold_fence_rejections_total", Help: "Fenced writes and fence checks refused for a stale token, by op (put, delete, check).",
+			Name: "leasehold_fence_rejections_total", Help: "Fenced writes and fence checks refused for a stale token, by op (put, delete, txn, check).",
 		}, []string{"op"}),
 		ReleasedAfterLoss: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_released_after_loss_total", Help: "Releases that found the lease already gone: work finished after lease loss.",
@@ -69,9 +70,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_refused_total", Help: "Connections and requests refused to protect the node, by limit: max_conns, max_conns_per_client, max_request_bytes, max_inflight_body_bytes, body_timeout.",
 		}, []string{"limit"}),
+		Txns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_kv_txns_total", Help: "KV transactions answered by this node, by the branch that ran: then (every compare held) or else.",
+		}, []string{"branch"}),
 	}
 	for _, c := range []prometheus.Collector{m.Acquisitions, m.AcquireWait, m.LeasesGranted, m.LeasesEnded, m.Renewals,
-		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused} {
+		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused, m.Txns} {
 		f(c)
 	}
 	return m

@@ -29,8 +29,11 @@ type Service interface {
 	Audit(ctx context.Context, since time.Duration, limit int) ([]service.AuditRecord, bool, error)
 
 	Put(ctx context.Context, cmd *service.Put) (uint64, error)
+	PutBound(ctx context.Context, cmd *service.Put, lease service.LeaseProof) (uint64, error)
 	Delete(ctx context.Context, cmd *service.Delete) (uint64, error)
-	Get(ctx context.Context, key string) ([]byte, uint64, error)
+	Txn(ctx context.Context, cmd *service.Txn) (*service.TxnResult, uint64, error)
+	Get(ctx context.Context, key string) (service.Item, error)
+	ListKeys(ctx context.Context, prefix, after string, limit int) ([]service.KeyItem, bool, error)
 	CheckFence(ctx context.Context, resource string, token uint64) error
 
 	Members(ctx context.Context) ([]service.Member, error)

@@ -160,13 +160,8 @@ func listParams(m *pb.ListRequest) (after uint64, limit int, err error) {
 	if err := leasehold.ValidateName("prefix", m.Prefix, leasehold.MaxResourceLen, false); err != nil {
 		return 0, 0, err
 	}
-	switch {
-	case m.PageSize < 0 || m.PageSize > leasehold.MaxListLimit:
-		return 0, 0, leasehold.Errorf(leasehold.CodeInvalid, "page_size is %d; it must be between 1 and %d", m.PageSize, leasehold.MaxListLimit)
-	case m.PageSize == 0:
-		limit = leasehold.DefaultListLimit
-	default:
-		limit = int(m.PageSize)
+	if limit, err = pageSize(m.PageSize); err != nil {
+		return 0, 0, err
 	}
 	if m.PageToken != "" {
 		if after, err = strconv.ParseUint(m.PageToken, 10, 64); err != nil {
@@ -174,4 +169,15 @@ func listParams(m *pb.ListRequest) (after uint64, limit int, err error) {
 		}
 	}
 	return after, limit, nil
+}
+
+// pageSize checks a list's page_size (0: the default).
+func pageSize(n int32) (int, error) {
+	switch {
+	case n < 0 || n > leasehold.MaxListLimit:
+		return 0, leasehold.Errorf(leasehold.CodeInvalid, "page_size is %d; it must be between 1 and %d", n, leasehold.MaxListLimit)
+	case n == 0:
+		return leasehold.DefaultListLimit, nil
+	}
+	return int(n), nil
 }

@@ -21,6 +21,72 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CompareOp is what a Compare checks about its key.
+type CompareOp int32
+
+const (
+	CompareOp_COMPARE_OP_UNSPECIFIED CompareOp = 0
+	// The key's version equals version (0: the key is absent).
+	CompareOp_COMPARE_OP_VERSION_EQUAL CompareOp = 1
+	// The key's version is greater than version.
+	CompareOp_COMPARE_OP_VERSION_GREATER CompareOp = 2
+	// The key's version is less than version (an absent key counts as 0).
+	CompareOp_COMPARE_OP_VERSION_LESS CompareOp = 3
+	// The key exists and holds value.
+	CompareOp_COMPARE_OP_VALUE_EQUAL CompareOp = 4
+	CompareOp_COMPARE_OP_EXISTS      CompareOp = 5
+	CompareOp_COMPARE_OP_ABSENT      CompareOp = 6
+)
+
+// Enum value maps for CompareOp.
+var (
+	CompareOp_name = map[int32]string{
+		0: "COMPARE_OP_UNSPECIFIED",
+		1: "COMPARE_OP_VERSION_EQUAL",
+		2: "COMPARE_OP_VERSION_GREATER",
+		3: "COMPARE_OP_VERSION_LESS",
+		4: "COMPARE_OP_VALUE_EQUAL",
+		5: "COMPARE_OP_EXISTS",
+		6: "COMPARE_OP_ABSENT",
+	}
+	CompareOp_value = map[string]int32{
+		"COMPARE_OP_UNSPECIFIED":     0,
+		"COMPARE_OP_VERSION_EQUAL":   1,
+		"COMPARE_OP_VERSION_GREATER": 2,
+		"COMPARE_OP_VERSION_LESS":    3,
+		"COMPARE_OP_VALUE_EQUAL":     4,
+		"COMPARE_OP_EXISTS":          5,
+		"COMPARE_OP_ABSENT":          6,
+	}
+)
+
+func (x CompareOp) Enum() *CompareOp {
+	p := new(CompareOp)
+	*p = x
+	return p
+}
+
+func (x CompareOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CompareOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_leasehold_v1_kv_proto_enumTypes[0].Descriptor()
+}
+
+func (CompareOp) Type() protoreflect.EnumType {
+	return &file_leasehold_v1_kv_proto_enumTypes[0]
+}
+
+func (x CompareOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CompareOp.Descriptor instead.
+func (CompareOp) EnumDescriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{0}
+}
+
 type Fence struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Resource      string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
@@ -83,8 +149,15 @@ type PutRequest struct {
 	// Aborted.
 	IfVersion *uint64 `protobuf:"varint,3,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
 	// If set, the write applies only while this lease holds the resource.
-	Fence         *Fence `protobuf:"bytes,4,opt,name=fence,proto3" json:"fence,omitempty"`
-	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Fence     *Fence `protobuf:"bytes,4,opt,name=fence,proto3" json:"fence,omitempty"`
+	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// If set (with lease_secret), the key is bound to this lease, which the
+	// writer must hold: it is deleted in the same log entry that ends the
+	// lease (release, expiry, forced release). A later write without a
+	// lease unbinds it.
+	LeaseId uint64 `protobuf:"varint,6,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// The secret of lease_id (32 hex characters), proving the writer holds it.
+	LeaseSecret   string `protobuf:"bytes,7,opt,name=lease_secret,json=leaseSecret,proto3" json:"lease_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -150,6 +223,20 @@ func (x *PutRequest) GetFence() *Fence {
 func (x *PutRequest) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *PutRequest) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+func (x *PutRequest) GetLeaseSecret() string {
+	if x != nil {
+		return x.LeaseSecret
 	}
 	return ""
 }
@@ -243,9 +330,11 @@ func (x *KVGetRequest) GetKey() string {
 }
 
 type KVGetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Value         []byte                 `protobuf:"bytes,1,opt,name=value,proto3" json:"value,omitempty"`
-	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Value   []byte                 `protobuf:"bytes,1,opt,name=value,proto3" json:"value,omitempty"`
+	Version uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The lease the key is bound to (0: none); the key ends with it.
+	LeaseId       uint64 `protobuf:"varint,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +379,13 @@ func (x *KVGetResponse) GetValue() []byte {
 func (x *KVGetResponse) GetVersion() uint64 {
 	if x != nil {
 		return x.Version
+	}
+	return 0
+}
+
+func (x *KVGetResponse) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
 	}
 	return 0
 }
@@ -495,6 +591,665 @@ func (*CheckFenceResponse) Descriptor() ([]byte, []int) {
 	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{8}
 }
 
+type Compare struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Op    CompareOp              `protobuf:"varint,2,opt,name=op,proto3,enum=leasehold.v1.CompareOp" json:"op,omitempty"`
+	// For the version compares.
+	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// For COMPARE_OP_VALUE_EQUAL only.
+	Value         []byte `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Compare) Reset() {
+	*x = Compare{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Compare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Compare) ProtoMessage() {}
+
+func (x *Compare) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Compare.ProtoReflect.Descriptor instead.
+func (*Compare) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Compare) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Compare) GetOp() CompareOp {
+	if x != nil {
+		return x.Op
+	}
+	return CompareOp_COMPARE_OP_UNSPECIFIED
+}
+
+func (x *Compare) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Compare) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// TxnOp is one write of a branch: a put or a delete. Deleting an absent
+// key does nothing.
+type TxnOp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*TxnOp_Put
+	//	*TxnOp_Delete
+	Op            isTxnOp_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOp) Reset() {
+	*x = TxnOp{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOp) ProtoMessage() {}
+
+func (x *TxnOp) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOp.ProtoReflect.Descriptor instead.
+func (*TxnOp) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TxnOp) GetOp() isTxnOp_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *TxnOp) GetPut() *TxnPut {
+	if x != nil {
+		if x, ok := x.Op.(*TxnOp_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *TxnOp) GetDelete() *TxnDelete {
+	if x != nil {
+		if x, ok := x.Op.(*TxnOp_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+type isTxnOp_Op interface {
+	isTxnOp_Op()
+}
+
+type TxnOp_Put struct {
+	Put *TxnPut `protobuf:"bytes,1,opt,name=put,proto3,oneof"`
+}
+
+type TxnOp_Delete struct {
+	Delete *TxnDelete `protobuf:"bytes,2,opt,name=delete,proto3,oneof"`
+}
+
+func (*TxnOp_Put) isTxnOp_Op() {}
+
+func (*TxnOp_Delete) isTxnOp_Op() {}
+
+type TxnPut struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// Bind the key to this lease, as PutRequest.lease_id does.
+	LeaseId       uint64 `protobuf:"varint,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	LeaseSecret   string `protobuf:"bytes,4,opt,name=lease_secret,json=leaseSecret,proto3" json:"lease_secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnPut) Reset() {
+	*x = TxnPut{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnPut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnPut) ProtoMessage() {}
+
+func (x *TxnPut) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnPut.ProtoReflect.Descriptor instead.
+func (*TxnPut) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TxnPut) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TxnPut) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *TxnPut) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+func (x *TxnPut) GetLeaseSecret() string {
+	if x != nil {
+		return x.LeaseSecret
+	}
+	return ""
+}
+
+type TxnDelete struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnDelete) Reset() {
+	*x = TxnDelete{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnDelete) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnDelete) ProtoMessage() {}
+
+func (x *TxnDelete) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnDelete.ProtoReflect.Descriptor instead.
+func (*TxnDelete) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TxnDelete) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type TxnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Up to 64 compares, all of which must hold for then_ops to run.
+	Compares []*Compare `protobuf:"bytes,1,rep,name=compares,proto3" json:"compares,omitempty"`
+	// If set, the transaction applies only while this lease holds the
+	// resource (else Aborted, and neither branch runs).
+	Fence *Fence `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	// Up to 64 writes each, each key at most once per branch; values are up
+	// to 64 KiB each and 256 KiB in all.
+	ThenOps       []*TxnOp `protobuf:"bytes,3,rep,name=then_ops,json=thenOps,proto3" json:"then_ops,omitempty"`
+	ElseOps       []*TxnOp `protobuf:"bytes,4,rep,name=else_ops,json=elseOps,proto3" json:"else_ops,omitempty"`
+	RequestId     string   `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnRequest) Reset() {
+	*x = TxnRequest{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRequest) ProtoMessage() {}
+
+func (x *TxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRequest.ProtoReflect.Descriptor instead.
+func (*TxnRequest) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TxnRequest) GetCompares() []*Compare {
+	if x != nil {
+		return x.Compares
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetFence() *Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetThenOps() []*TxnOp {
+	if x != nil {
+		return x.ThenOps
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetElseOps() []*TxnOp {
+	if x != nil {
+		return x.ElseOps
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type TxnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True if every compare held and then_ops ran; false if else_ops ran.
+	Succeeded bool `protobuf:"varint,1,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	// Each compare's outcome, in request order.
+	Compares []bool `protobuf:"varint,2,rep,packed,name=compares,proto3" json:"compares,omitempty"`
+	// The written keys of the branch that ran, in its order.
+	Results []*TxnOpResult `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	// The log index the transaction was applied at (the version of every
+	// key it put).
+	Index         uint64 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnResponse) Reset() {
+	*x = TxnResponse{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnResponse) ProtoMessage() {}
+
+func (x *TxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnResponse.ProtoReflect.Descriptor instead.
+func (*TxnResponse) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TxnResponse) GetSucceeded() bool {
+	if x != nil {
+		return x.Succeeded
+	}
+	return false
+}
+
+func (x *TxnResponse) GetCompares() []bool {
+	if x != nil {
+		return x.Compares
+	}
+	return nil
+}
+
+func (x *TxnResponse) GetResults() []*TxnOpResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *TxnResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type TxnOpResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The key's version after the transaction (0: deleted).
+	Version       uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOpResult) Reset() {
+	*x = TxnOpResult{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOpResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOpResult) ProtoMessage() {}
+
+func (x *TxnOpResult) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOpResult.ProtoReflect.Descriptor instead.
+func (*TxnOpResult) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TxnOpResult) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TxnOpResult) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type KVListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "" lists every key.
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// 1 to 1000 (default 100).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; "" for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVListRequest) Reset() {
+	*x = KVListRequest{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVListRequest) ProtoMessage() {}
+
+func (x *KVListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVListRequest.ProtoReflect.Descriptor instead.
+func (*KVListRequest) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *KVListRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *KVListRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *KVListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type KVListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Items []*KVItem              `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// Asks for the next page; empty on the last one.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVListResponse) Reset() {
+	*x = KVListResponse{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVListResponse) ProtoMessage() {}
+
+func (x *KVListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVListResponse.ProtoReflect.Descriptor instead.
+func (*KVListResponse) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *KVListResponse) GetItems() []*KVItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *KVListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type KVItem struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Key     string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value   []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Version uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// The lease the key is bound to (0: none).
+	LeaseId       uint64 `protobuf:"varint,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVItem) Reset() {
+	*x = KVItem{}
+	mi := &file_leasehold_v1_kv_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVItem) ProtoMessage() {}
+
+func (x *KVItem) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_kv_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVItem.ProtoReflect.Descriptor instead.
+func (*KVItem) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *KVItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KVItem) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *KVItem) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *KVItem) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
 var File_leasehold_v1_kv_proto protoreflect.FileDescriptor
 
 const file_leasehold_v1_kv_proto_rawDesc = "" +
@@ -502,7 +1257,7 @@ const file_leasehold_v1_kv_proto_rawDesc = "" +
 	"\x15leasehold/v1/kv.proto\x12\fleasehold.v1\"9\n" +
 	"\x05Fence\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"\xb1\x01\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"\xef\x01\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -511,15 +1266,18 @@ const file_leasehold_v1_kv_proto_rawDesc = "" +
 	"if_version\x18\x03 \x01(\x04H\x00R\tifVersion\x88\x01\x01\x12)\n" +
 	"\x05fence\x18\x04 \x01(\v2\x13.leasehold.v1.FenceR\x05fence\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\tR\trequestIdB\r\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12\x19\n" +
+	"\blease_id\x18\x06 \x01(\x04R\aleaseId\x12!\n" +
+	"\flease_secret\x18\a \x01(\tR\vleaseSecretB\r\n" +
 	"\v_if_version\"'\n" +
 	"\vPutResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\" \n" +
 	"\fKVGetRequest\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\"?\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"Z\n" +
 	"\rKVGetResponse\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\fR\x05value\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"\x9e\x01\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x19\n" +
+	"\blease_id\x18\x03 \x01(\x04R\aleaseId\"\x9e\x01\n" +
 	"\rDeleteRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\"\n" +
 	"\n" +
@@ -533,13 +1291,68 @@ const file_leasehold_v1_kv_proto_rawDesc = "" +
 	"\x11CheckFenceRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\"\x14\n" +
-	"\x12CheckFenceResponse2\x96\x02\n" +
+	"\x12CheckFenceResponse\"t\n" +
+	"\aCompare\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12'\n" +
+	"\x02op\x18\x02 \x01(\x0e2\x17.leasehold.v1.CompareOpR\x02op\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\"j\n" +
+	"\x05TxnOp\x12(\n" +
+	"\x03put\x18\x01 \x01(\v2\x14.leasehold.v1.TxnPutH\x00R\x03put\x121\n" +
+	"\x06delete\x18\x02 \x01(\v2\x17.leasehold.v1.TxnDeleteH\x00R\x06deleteB\x04\n" +
+	"\x02op\"n\n" +
+	"\x06TxnPut\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x19\n" +
+	"\blease_id\x18\x03 \x01(\x04R\aleaseId\x12!\n" +
+	"\flease_secret\x18\x04 \x01(\tR\vleaseSecret\"\x1d\n" +
+	"\tTxnDelete\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"\xe9\x01\n" +
+	"\n" +
+	"TxnRequest\x121\n" +
+	"\bcompares\x18\x01 \x03(\v2\x15.leasehold.v1.CompareR\bcompares\x12)\n" +
+	"\x05fence\x18\x02 \x01(\v2\x13.leasehold.v1.FenceR\x05fence\x12.\n" +
+	"\bthen_ops\x18\x03 \x03(\v2\x13.leasehold.v1.TxnOpR\athenOps\x12.\n" +
+	"\belse_ops\x18\x04 \x03(\v2\x13.leasehold.v1.TxnOpR\aelseOps\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\x92\x01\n" +
+	"\vTxnResponse\x12\x1c\n" +
+	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12\x1a\n" +
+	"\bcompares\x18\x02 \x03(\bR\bcompares\x123\n" +
+	"\aresults\x18\x03 \x03(\v2\x19.leasehold.v1.TxnOpResultR\aresults\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\"9\n" +
+	"\vTxnOpResult\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"c\n" +
+	"\rKVListRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"d\n" +
+	"\x0eKVListResponse\x12*\n" +
+	"\x05items\x18\x01 \x03(\v2\x14.leasehold.v1.KVItemR\x05items\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"e\n" +
+	"\x06KVItem\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x19\n" +
+	"\blease_id\x18\x04 \x01(\x04R\aleaseId*\xcc\x01\n" +
+	"\tCompareOp\x12\x1a\n" +
+	"\x16COMPARE_OP_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18COMPARE_OP_VERSION_EQUAL\x10\x01\x12\x1e\n" +
+	"\x1aCOMPARE_OP_VERSION_GREATER\x10\x02\x12\x1b\n" +
+	"\x17COMPARE_OP_VERSION_LESS\x10\x03\x12\x1a\n" +
+	"\x16COMPARE_OP_VALUE_EQUAL\x10\x04\x12\x15\n" +
+	"\x11COMPARE_OP_EXISTS\x10\x05\x12\x15\n" +
+	"\x11COMPARE_OP_ABSENT\x10\x062\x95\x03\n" +
 	"\x02KV\x12:\n" +
 	"\x03Put\x12\x18.leasehold.v1.PutRequest\x1a\x19.leasehold.v1.PutResponse\x12>\n" +
 	"\x03Get\x12\x1a.leasehold.v1.KVGetRequest\x1a\x1b.leasehold.v1.KVGetResponse\x12C\n" +
 	"\x06Delete\x12\x1b.leasehold.v1.DeleteRequest\x1a\x1c.leasehold.v1.DeleteResponse\x12O\n" +
 	"\n" +
-	"CheckFence\x12\x1f.leasehold.v1.CheckFenceRequest\x1a .leasehold.v1.CheckFenceResponseBAZ?github.com/leasehold/leasehold/api/gen/leasehold/v1;leaseholdv1b\x06proto3"
+	"CheckFence\x12\x1f.leasehold.v1.CheckFenceRequest\x1a .leasehold.v1.CheckFenceResponse\x12:\n" +
+	"\x03Txn\x12\x18.leasehold.v1.TxnRequest\x1a\x19.leasehold.v1.TxnResponse\x12A\n" +
+	"\x04List\x12\x1b.leasehold.v1.KVListRequest\x1a\x1c.leasehold.v1.KVListResponseBAZ?github.com/leasehold/leasehold/api/gen/leasehold/v1;leaseholdv1b\x06proto3"
 
 var (
 	file_leasehold_v1_kv_proto_rawDescOnce sync.Once
@@ -553,34 +1366,59 @@ func file_leasehold_v1_kv_proto_rawDescGZIP() []byte {
 	return file_leasehold_v1_kv_proto_rawDescData
 }
 
-var file_leasehold_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_leasehold_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_leasehold_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_leasehold_v1_kv_proto_goTypes = []any{
-	(*Fence)(nil),              // 0: leasehold.v1.Fence
-	(*PutRequest)(nil),         // 1: leasehold.v1.PutRequest
-	(*PutResponse)(nil),        // 2: leasehold.v1.PutResponse
-	(*KVGetRequest)(nil),       // 3: leasehold.v1.KVGetRequest
-	(*KVGetResponse)(nil),      // 4: leasehold.v1.KVGetResponse
-	(*DeleteRequest)(nil),      // 5: leasehold.v1.DeleteRequest
-	(*DeleteResponse)(nil),     // 6: leasehold.v1.DeleteResponse
-	(*CheckFenceRequest)(nil),  // 7: leasehold.v1.CheckFenceRequest
-	(*CheckFenceResponse)(nil), // 8: leasehold.v1.CheckFenceResponse
+	(CompareOp)(0),             // 0: leasehold.v1.CompareOp
+	(*Fence)(nil),              // 1: leasehold.v1.Fence
+	(*PutRequest)(nil),         // 2: leasehold.v1.PutRequest
+	(*PutResponse)(nil),        // 3: leasehold.v1.PutResponse
+	(*KVGetRequest)(nil),       // 4: leasehold.v1.KVGetRequest
+	(*KVGetResponse)(nil),      // 5: leasehold.v1.KVGetResponse
+	(*DeleteRequest)(nil),      // 6: leasehold.v1.DeleteRequest
+	(*DeleteResponse)(nil),     // 7: leasehold.v1.DeleteResponse
+	(*CheckFenceRequest)(nil),  // 8: leasehold.v1.CheckFenceRequest
+	(*CheckFenceResponse)(nil), // 9: leasehold.v1.CheckFenceResponse
+	(*Compare)(nil),            // 10: leasehold.v1.Compare
+	(*TxnOp)(nil),              // 11: leasehold.v1.TxnOp
+	(*TxnPut)(nil),             // 12: leasehold.v1.TxnPut
+	(*TxnDelete)(nil),          // 13: leasehold.v1.TxnDelete
+	(*TxnRequest)(nil),         // 14: leasehold.v1.TxnRequest
+	(*TxnResponse)(nil),        // 15: leasehold.v1.TxnResponse
+	(*TxnOpResult)(nil),        // 16: leasehold.v1.TxnOpResult
+	(*KVListRequest)(nil),      // 17: leasehold.v1.KVListRequest
+	(*KVListResponse)(nil),     // 18: leasehold.v1.KVListResponse
+	(*KVItem)(nil),             // 19: leasehold.v1.KVItem
 }
 var file_leasehold_v1_kv_proto_depIdxs = []int32{
-	0, // 0: leasehold.v1.PutRequest.fence:type_name -> leasehold.v1.Fence
-	0, // 1: leasehold.v1.DeleteRequest.fence:type_name -> leasehold.v1.Fence
-	1, // 2: leasehold.v1.KV.Put:input_type -> leasehold.v1.PutRequest
-	3, // 3: leasehold.v1.KV.Get:input_type -> leasehold.v1.KVGetRequest
-	5, // 4: leasehold.v1.KV.Delete:input_type -> leasehold.v1.DeleteRequest
-	7, // 5: leasehold.v1.KV.CheckFence:input_type -> leasehold.v1.CheckFenceRequest
-	2, // 6: leasehold.v1.KV.Put:output_type -> leasehold.v1.PutResponse
-	4, // 7: leasehold.v1.KV.Get:output_type -> leasehold.v1.KVGetResponse
-	6, // 8: leasehold.v1.KV.Delete:output_type -> leasehold.v1.DeleteResponse
-	8, // 9: leasehold.v1.KV.CheckFence:output_type -> leasehold.v1.CheckFenceResponse
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	1,  // 0: leasehold.v1.PutRequest.fence:type_name -> leasehold.v1.Fence
+	1,  // 1: leasehold.v1.DeleteRequest.fence:type_name -> leasehold.v1.Fence
+	0,  // 2: leasehold.v1.Compare.op:type_name -> leasehold.v1.CompareOp
+	12, // 3: leasehold.v1.TxnOp.put:type_name -> leasehold.v1.TxnPut
+	13, // 4: leasehold.v1.TxnOp.delete:type_name -> leasehold.v1.TxnDelete
+	10, // 5: leasehold.v1.TxnRequest.compares:type_name -> leasehold.v1.Compare
+	1,  // 6: leasehold.v1.TxnRequest.fence:type_name -> leasehold.v1.Fence
+	11, // 7: leasehold.v1.TxnRequest.then_ops:type_name -> leasehold.v1.TxnOp
+	11, // 8: leasehold.v1.TxnRequest.else_ops:type_name -> leasehold.v1.TxnOp
+	16, // 9: leasehold.v1.TxnResponse.results:type_name -> leasehold.v1.TxnOpResult
+	19, // 10: leasehold.v1.KVListResponse.items:type_name -> leasehold.v1.KVItem
+	2,  // 11: leasehold.v1.KV.Put:input_type -> leasehold.v1.PutRequest
+	4,  // 12: leasehold.v1.KV.Get:input_type -> leasehold.v1.KVGetRequest
+	6,  // 13: leasehold.v1.KV.Delete:input_type -> leasehold.v1.DeleteRequest
+	8,  // 14: leasehold.v1.KV.CheckFence:input_type -> leasehold.v1.CheckFenceRequest
+	14, // 15: leasehold.v1.KV.Txn:input_type -> leasehold.v1.TxnRequest
+	17, // 16: leasehold.v1.KV.List:input_type -> leasehold.v1.KVListRequest
+	3,  // 17: leasehold.v1.KV.Put:output_type -> leasehold.v1.PutResponse
+	5,  // 18: leasehold.v1.KV.Get:output_type -> leasehold.v1.KVGetResponse
+	7,  // 19: leasehold.v1.KV.Delete:output_type -> leasehold.v1.DeleteResponse
+	9,  // 20: leasehold.v1.KV.CheckFence:output_type -> leasehold.v1.CheckFenceResponse
+	15, // 21: leasehold.v1.KV.Txn:output_type -> leasehold.v1.TxnResponse
+	18, // 22: leasehold.v1.KV.List:output_type -> leasehold.v1.KVListResponse
+	17, // [17:23] is the sub-list for method output_type
+	11, // [11:17] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_leasehold_v1_kv_proto_init() }
@@ -590,18 +1428,23 @@ func file_leasehold_v1_kv_proto_init() {
 	}
 	file_leasehold_v1_kv_proto_msgTypes[1].OneofWrappers = []any{}
 	file_leasehold_v1_kv_proto_msgTypes[5].OneofWrappers = []any{}
+	file_leasehold_v1_kv_proto_msgTypes[10].OneofWrappers = []any{
+		(*TxnOp_Put)(nil),
+		(*TxnOp_Delete)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_leasehold_v1_kv_proto_rawDesc), len(file_leasehold_v1_kv_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   9,
+			NumEnums:      1,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_leasehold_v1_kv_proto_goTypes,
 		DependencyIndexes: file_leasehold_v1_kv_proto_depIdxs,
+		EnumInfos:         file_leasehold_v1_kv_proto_enumTypes,
 		MessageInfos:      file_leasehold_v1_kv_proto_msgTypes,
 	}.Build()
 	File_leasehold_v1_kv_proto = out.File

@@ -41,6 +41,10 @@ const (
 	KVDeleteProcedure = "/leasehold.v1.KV/Delete"
 	// KVCheckFenceProcedure is the fully-qualified name of the KV's CheckFence RPC.
 	KVCheckFenceProcedure = "/leasehold.v1.KV/CheckFence"
+	// KVTxnProcedure is the fully-qualified name of the KV's Txn RPC.
+	KVTxnProcedure = "/leasehold.v1.KV/Txn"
+	// KVListProcedure is the fully-qualified name of the KV's List RPC.
+	KVListProcedure = "/leasehold.v1.KV/List"
 )
 
 // KVClient is a client for the leasehold.v1.KV service.
@@ -52,6 +56,15 @@ type KVClient interface {
 	// resource right now (like Chubby's CheckSequencer); Aborted otherwise.
 	// It is a linearizable read: one round trip per protected write.
 	CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error)
+	// Txn checks compares on several keys, then applies then_ops if every
+	// compare holds, else else_ops: all in one log entry, or nothing. A fence
+	// is a precondition of the whole request (a stale token is Aborted and
+	// runs neither branch).
+	Txn(context.Context, *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error)
+	// List reads the keys under a prefix in key order, a page at a time,
+	// each with its version and bound lease: with lease-bound keys, a list
+	// of who is alive. Linearizable, like Get.
+	List(context.Context, *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error)
 }
 
 // NewKVClient constructs a client for the leasehold.v1.KV service. By default, it uses the Connect
@@ -89,6 +102,18 @@ func NewKVClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.
 			connect.WithSchema(kVMethods.ByName("CheckFence")),
 			connect.WithClientOptions(opts...),
 		),
+		txn: connect.NewClient[v1.TxnRequest, v1.TxnResponse](
+			httpClient,
+			baseURL+KVTxnProcedure,
+			connect.WithSchema(kVMethods.ByName("Txn")),
+			connect.WithClientOptions(opts...),
+		),
+		list: connect.NewClient[v1.KVListRequest, v1.KVListResponse](
+			httpClient,
+			baseURL+KVListProcedure,
+			connect.WithSchema(kVMethods.ByName("List")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -98,6 +123,8 @@ type kVClient struct {
 	get        *connect.Client[v1.KVGetRequest, v1.KVGetResponse]
 	delete     *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
 	checkFence *connect.Client[v1.CheckFenceRequest, v1.CheckFenceResponse]
+	txn        *connect.Client[v1.TxnRequest, v1.TxnResponse]
+	list       *connect.Client[v1.KVListRequest, v1.KVListResponse]
 }
 
 // Put calls leasehold.v1.KV.Put.
@@ -120,6 +147,16 @@ func (c *kVClient) CheckFence(ctx context.Context, req *connect.Request[v1.Check
 	return c.checkFence.CallUnary(ctx, req)
 }
 
+// Txn calls leasehold.v1.KV.Txn.
+func (c *kVClient) Txn(ctx context.Context, req *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error) {
+	return c.txn.CallUnary(ctx, req)
+}
+
+// List calls leasehold.v1.KV.List.
+func (c *kVClient) List(ctx context.Context, req *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error) {
+	return c.list.CallUnary(ctx, req)
+}
+
 // KVHandler is an implementation of the leasehold.v1.KV service.
 type KVHandler interface {
 	Put(context.Context, *connect.Request[v1.PutRequest]) (*connect.Response[v1.PutResponse], error)
@@ -129,6 +166,15 @@ type KVHandler interface {
 	// resource right now (like Chubby's CheckSequencer); Aborted otherwise.
 	// It is a linearizable read: one round trip per protected write.
 	CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error)
+	// Txn checks compares on several keys, then applies then_ops if every
+	// compare holds, else else_ops: all in one log entry, or nothing. A fence
+	// is a precondition of the whole request (a stale token is Aborted and
+	// runs neither branch).
+	Txn(context.Context, *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error)
+	// List reads the keys under a prefix in key order, a page at a time,
+	// each with its version and bound lease: with lease-bound keys, a list
+	// of who is alive. Linearizable, like Get.
+	List(context.Context, *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error)
 }
 
 // NewKVHandler builds an HTTP handler from the service implementation. It returns the path on which
@@ -162,6 +208,18 @@ func NewKVHandler(svc KVHandler, opts ...connect.HandlerOption) (string, http.Ha
 		connect.WithSchema(kVMethods.ByName("CheckFence")),
 		connect.WithHandlerOptions(opts...),
 	)
+	kVTxnHandler := connect.NewUnaryHandler(
+		KVTxnProcedure,
+		svc.Txn,
+		connect.WithSchema(kVMethods.ByName("Txn")),
+		connect.WithHandlerOptions(opts...),
+	)
+	kVListHandler := connect.NewUnaryHandler(
+		KVListProcedure,
+		svc.List,
+		connect.WithSchema(kVMethods.ByName("List")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/leasehold.v1.KV/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case KVPutProcedure:
@@ -172,6 +230,10 @@ func NewKVHandler(svc KVHandler, opts ...connect.HandlerOption) (string, http.Ha
 			kVDeleteHandler.ServeHTTP(w, r)
 		case KVCheckFenceProcedure:
 			kVCheckFenceHandler.ServeHTTP(w, r)
+		case KVTxnProcedure:
+			kVTxnHandler.ServeHTTP(w, r)
+		case KVListProcedure:
+			kVListHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -195,4 +257,12 @@ func (UnimplementedKVHandler) Delete(context.Context, *connect.Request[v1.Delete
 
 func (UnimplementedKVHandler) CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.KV.CheckFence is not implemented"))
+}
+
+func (UnimplementedKVHandler) Txn(context.Context, *connect.Request[v1.TxnRequest]) (*connect.Response[v1.TxnResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.KV.Txn is not implemented"))
+}
+
+func (UnimplementedKVHandler) List(context.Context, *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.KV.List is not implemented"))
 }
