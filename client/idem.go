@@ -198,3 +198,52 @@ func FingerprintOf(parts ...[]byte) []byte {
 	}
 	return h.Sum(nil)
 }
+
+// IdemInfo is what a read shows of an idempotency key. Result is set only
+// for callers allowed to see it (a worker token for the key's prefix).
+type IdemInfo struct {
+	Key         string
+	State       string // "in_progress" or "completed"
+	Token       uint64 // the attempt's fencing token
+	Owner       string
+	StartedAt   time.Time // leader's wall clock, display only
+	CompletedAt time.Time
+	Retention   time.Duration
+	ResultSize  int
+	Result      []byte
+}
+
+// IdemGet reads one key; an unused key is an error matching
+// leasehold.ErrNotFound.
+func (c *Client) IdemGet(ctx context.Context, key string) (IdemInfo, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, idemOf, leaseholdv1connect.IdempotencyClient.Get, &pb.IdempotencyGetRequest{Key: key})
+	if err != nil {
+		return IdemInfo{}, err
+	}
+	return idemInfo(r.Record), nil
+}
+
+// IdemList lists up to limit keys (0: the server's default) with prefix,
+// after the key after, in key order; results are never included.
+func (c *Client) IdemList(ctx context.Context, prefix, after string, limit int) ([]IdemInfo, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, idemOf, leaseholdv1connect.IdempotencyClient.List,
+		&pb.IdempotencyListRequest{Prefix: prefix, After: after, Limit: uint32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]IdemInfo, len(r.Records))
+	for i, rec := range r.Records {
+		out[i] = idemInfo(rec)
+	}
+	return out, nil
+}
+
+func idemInfo(r *pb.IdemRecord) IdemInfo {
+	state := "in_progress"
+	if r.State == pb.IdemState_IDEM_STATE_COMPLETED {
+		state = "completed"
+	}
+	return IdemInfo{Key: r.Key, State: state, Token: r.Token, Owner: r.Owner,
+		StartedAt: stamp(r.StartedAt), CompletedAt: stamp(r.CompletedAt), Retention: r.Retention.AsDuration(),
+		ResultSize: int(r.ResultSize), Result: r.Result}
+}
