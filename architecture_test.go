@@ -28,6 +28,7 @@ var mayImport = map[string][]string{
 	"api":                    {".", "api"},
 	"client":                 {".", "api"},
 	"fence":                  {".", "fence"},
+	"idempotency":            {".", "client"},
 	"embed":                  {".", "cluster", "server", "service"},
 	"cmd/leasehold":          {".", "api", "client", "cluster", "embed", "server", "cmd/leasehold/internal", "internal/watchdog"},
 	"cmd/leasehold/internal": {".", "api", "client", "cluster", "embed", "server"},
