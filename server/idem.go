@@ -54,7 +54,11 @@ func newIdemAPI(s *Server, reg prometheus.Registerer) idemAPI {
 		abandoned: prometheus.NewCounter(prometheus.CounterOpts{Name: "leasehold_idem_abandoned_total",
 			Help: "Idempotency attempts abandoned through this node."}),
 	}
-	reg.MustRegister(m.begins, m.replays, m.abandoned)
+	reg.MustRegister(m.begins, m.replays, m.abandoned,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_idem_keys", Help: "Idempotency keys in use (in progress or completed)."},
+			func() float64 { return float64(s.node.Stats().Counts.IdemKeys) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_idem_stored_bytes", Help: "Bytes of stored idempotency results (limit max_idem_bytes)."},
+			func() float64 { return float64(s.node.Stats().Counts.IdemBytes) }))
 	svc, _ := s.svc.(IdemService)
 	return idemAPI{s: s, svc: svc, m: m}
 }
@@ -279,4 +283,20 @@ func idemStatePB(s fsm.IdemState) pb.IdemState {
 		return pb.IdemState_IDEM_STATE_COMPLETED
 	}
 	return pb.IdemState_IDEM_STATE_UNSPECIFIED
+}
+
+func (m *Metrics) newIdemLapsed() prometheus.Counter {
+	m.idemLapsed = prometheus.NewCounter(prometheus.CounterOpts{Name: "leasehold_idem_lapsed_total",
+		Help: "Idempotency attempts whose lease expired before Complete or Abandon (applied on this node)."})
+	return m.idemLapsed
+}
+
+// idemEnded counts an idempotency attempt that lapsed.
+func (m *Metrics) idemEnded(l *leasehold.Lease, why fsm.EndReason) {
+	if why != fsm.EndExpired || len(l.Resources) != 1 {
+		return
+	}
+	if _, ok := fsm.IdemKeyOf(l.Resources[0]); ok {
+		m.idemLapsed.Inc()
+	}
 }

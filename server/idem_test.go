@@ -61,6 +61,23 @@ func TestIdempotencyBeginCompleteReplay(t *testing.T) {
 	if err != nil || replay.State != pb.IdemState_IDEM_STATE_COMPLETED || string(replay.Result) != `{"status":"paid"}` {
 		t.Fatalf("replay: %+v %v", replay, err)
 	}
+	// Each outcome is counted: the lapse on apply, the rest as answered.
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"leasehold_idem_lapsed_total", nil, 1},
+		{"leasehold_idem_begins_total", map[string]string{"outcome": "mismatch"}, 1},
+		{"leasehold_idem_begins_total", map[string]string{"outcome": "started"}, 2},
+		{"leasehold_idem_replays_total", nil, 1},
+		{"leasehold_idem_keys", nil, 1},
+		{"leasehold_idem_stored_bytes", nil, float64(len(`{"status":"paid"}`))},
+	} {
+		if got := counterValue(t, n, m.name, m.labels); got != m.want {
+			t.Errorf("%s%v = %v, want %v", m.name, m.labels, got, m.want)
+		}
+	}
 	got, err := c.Get(ctx, connect.NewRequest(&pb.IdempotencyGetRequest{Key: "pay/1"}))
 	if err != nil || got.Msg.Record.ResultSize != uint64(len(`{"status":"paid"}`)) || got.Msg.Record.Token != retry.Token {
 		t.Fatalf("get: %+v %v", got, err)

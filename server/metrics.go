@@ -27,6 +27,8 @@ type Metrics struct {
 	Refused           *prometheus.CounterVec // connections and requests refused by the node's own limits, by limit
 	Txns              *prometheus.CounterVec // KV transactions answered by this node, by branch: then, else
 
+	idemLapsed prometheus.Counter // idempotency attempts whose lease expired (idem.go)
+
 	reg prometheus.Registerer // for WatchNode
 }
 
@@ -75,7 +77,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"branch"}),
 	}
 	for _, c := range []prometheus.Collector{m.Acquisitions, m.AcquireWait, m.LeasesGranted, m.LeasesEnded, m.Renewals,
-		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused, m.Txns} {
+		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused, m.Txns,
+		m.newIdemLapsed()} {
 		f(c)
 	}
 	return m
@@ -86,8 +89,9 @@ func (m *Metrics) Granted(*leasehold.Lease) { m.LeasesGranted.Inc() }
 
 func (m *Metrics) Renewed(*leasehold.Lease) { m.Renewals.Inc() }
 
-func (m *Metrics) Ended(_ *leasehold.Lease, why fsm.EndReason) {
+func (m *Metrics) Ended(l *leasehold.Lease, why fsm.EndReason) {
 	m.LeasesEnded.WithLabelValues(why.String()).Inc()
+	m.idemEnded(l, why)
 }
 
 // ObserveCommit records one log entry's commit latency; it is meant for
