@@ -32,7 +32,7 @@ var mayImport = map[string][]string{
 	"embed":                  {".", "cluster", "server", "service"},
 	"cmd/leasehold":          {".", "api", "client", "cluster", "embed", "server", "cmd/leasehold/internal", "internal/watchdog"},
 	"cmd/leasehold/internal": {".", "api", "client", "cluster", "embed", "server"},
-	"examples":               {".", "api", "client", "fence"},
+	"examples":               {".", "api", "client", "fence", "idempotency"},
 	"internal/watchdog":      {},
 	"internal/freeport":      {},
 	"internal/smalldisk":     {},

@@ -55,6 +55,15 @@ type Config struct {
 
 type tokenKey struct{}
 
+type keyKey struct{}
+
+// Key is the request's idempotency key as parsed from the header (without
+// Config.Prefix), or "" outside the middleware.
+func Key(ctx context.Context) string {
+	k, _ := ctx.Value(keyKey{}).(string)
+	return k
+}
+
 // Token is the fencing token of the attempt the request runs under (0
 // outside the middleware): write it with the effect.
 func Token(ctx context.Context) uint64 {
@@ -165,7 +174,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // run serves the request under attempt a and stores its response.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, key string, a *client.Attempt) {
-	ctx, stop := a.Keep(context.WithValue(r.Context(), tokenKey{}, a.Token()))
+	ctx, stop := a.Keep(context.WithValue(context.WithValue(r.Context(), tokenKey{}, a.Token()), keyKey{}, key))
 	rec := &recorder{header: http.Header{}}
 	m.next.ServeHTTP(rec, r.WithContext(ctx))
 	stop()

@@ -53,7 +53,7 @@ func newFixture(t *testing.T, cfg httpidem.Config, status int) *fixture {
 		w.Header().Set("Location", "/payments/1")
 		w.Header().Set("X-Not-Stored", "x")
 		w.WriteHeader(status)
-		json.NewEncoder(w).Encode(map[string]any{"run": run, "body": string(body), "token": httpidem.Token(r.Context())})
+		json.NewEncoder(w).Encode(map[string]any{"run": run, "body": string(body), "token": httpidem.Token(r.Context()), "key": httpidem.Key(r.Context())})
 	}))
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -112,6 +112,9 @@ func TestReplayReturnsTheStoredResponse(t *testing.T) {
 	}
 	if n := f.runs.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times", n)
+	}
+	if !strings.Contains(body1, `"key":"k-1"`) {
+		t.Fatalf("the handler did not see the parsed key: %s", body1)
 	}
 }
 
