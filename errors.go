@@ -23,11 +23,12 @@ const (
 	CodePermission           // authenticated but not allowed: PermissionDenied
 	CodeUnauthenticated      // no or bad credentials: Unauthenticated
 	CodeVersionMismatch      // a compare-and-swap found another version: Aborted
+	CodeOutOfRange           // a watch from an index older than the node keeps: OutOfRange
 )
 
 var codeNames = [...]string{"unknown", "invalid", "not_found", "not_holder", "held",
 	"wait_timeout", "stale_token", "limit", "unavailable", "canceled", "permission", "unauthenticated",
-	"version_mismatch"}
+	"version_mismatch", "out_of_range"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {
@@ -51,6 +52,7 @@ var (
 	ErrPermission      = &Error{Code: CodePermission, Message: "permission denied"}
 	ErrUnauthenticated = &Error{Code: CodeUnauthenticated, Message: "unauthenticated"}
 	ErrVersionMismatch = &Error{Code: CodeVersionMismatch, Message: "version mismatch"}
+	ErrOutOfRange      = &Error{Code: CodeOutOfRange, Message: "index out of range"}
 )
 
 // Error is the one error type that crosses package boundaries. Message is

@@ -26,6 +26,7 @@ var toConnect = map[leasehold.Code]connect.Code{
 	leasehold.CodePermission:      connect.CodePermissionDenied,
 	leasehold.CodeUnauthenticated: connect.CodeUnauthenticated,
 	leasehold.CodeVersionMismatch: connect.CodeAborted,
+	leasehold.CodeOutOfRange:      connect.CodeOutOfRange,
 }
 
 // codeHeader carries leasehold's own code beside the Connect code, since two
@@ -34,7 +35,7 @@ const codeHeader = "Leasehold-Error-Code"
 
 var codeByName = func() map[string]leasehold.Code {
 	m := map[string]leasehold.Code{}
-	for c := leasehold.CodeUnknown; c <= leasehold.CodeVersionMismatch; c++ {
+	for c := leasehold.CodeUnknown; c <= leasehold.CodeOutOfRange; c++ {
 		m[c.String()] = c
 	}
 	return m

@@ -171,6 +171,14 @@ func (co *coalescer) post(ctx context.Context, batch []*batchCall) ([]*pb.BatchR
 // that went away a short grace, then gives the place up. (If the first
 // request never arrived, this one takes the lease and gives it back.)
 func (c *Client) giveBack(acq *pb.AcquireRequest) {
+	c.giveBackWith(acq.Secret, func(ctx context.Context) (*pb.Lease, error) {
+		resp, err := call(ctx, c, 0, leasesOf, leaseholdv1connect.LeasesClient.Acquire, acq)
+		return resp.GetLease(), err
+	})
+}
+
+// giveBackWith is giveBack for a request that resend sends again.
+func (c *Client) giveBackWith(secret string, resend func(context.Context) (*pb.Lease, error)) {
 	if !c.startGiveBack() {
 		return // closed: the grant, if any, expires
 	}
@@ -179,10 +187,10 @@ func (c *Client) giveBack(acq *pb.AcquireRequest) {
 		ctx, cancel := context.WithTimeout(c.bg, c.cfg.RequestTimeout)
 		defer cancel()
 		wctx, wcancel := context.WithTimeout(ctx, time.Second)
-		resp, err := call(wctx, c, 0, leasesOf, leaseholdv1connect.LeasesClient.Acquire, acq)
+		l, err := resend(wctx)
 		wcancel()
 		if err == nil {
-			c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: resp.GetLease().GetId(), Secret: acq.Secret, RequestId: randomHex(16)})
+			c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: l.GetId(), Secret: secret, RequestId: randomHex(16)})
 		}
 	}()
 }

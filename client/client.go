@@ -132,12 +132,14 @@ func New(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("client: endpoint %q must start with http:// or https://", e)
 		}
 		c.nodes = append(c.nodes, endpoint{
-			url:     e,
-			leases:  leaseholdv1connect.NewLeasesClient(cfg.HTTPClient, e, opts...),
-			cluster: leaseholdv1connect.NewClusterClient(cfg.HTTPClient, e, opts...),
-			kv:      leaseholdv1connect.NewKVClient(cfg.HTTPClient, e, opts...),
-			admin:   leaseholdv1connect.NewAdminClient(cfg.HTTPClient, e, opts...),
-			idem:    leaseholdv1connect.NewIdempotencyClient(cfg.HTTPClient, e, opts...),
+			url:       e,
+			leases:    leaseholdv1connect.NewLeasesClient(cfg.HTTPClient, e, opts...),
+			cluster:   leaseholdv1connect.NewClusterClient(cfg.HTTPClient, e, opts...),
+			kv:        leaseholdv1connect.NewKVClient(cfg.HTTPClient, e, opts...),
+			admin:     leaseholdv1connect.NewAdminClient(cfg.HTTPClient, e, opts...),
+			elections: leaseholdv1connect.NewElectionsClient(cfg.HTTPClient, e, opts...),
+			watch:     leaseholdv1connect.NewWatchClient(cfg.HTTPClient, e, opts...),
+			idem:      leaseholdv1connect.NewIdempotencyClient(cfg.HTTPClient, e, opts...),
 		})
 	}
 	return c, nil
@@ -145,19 +147,22 @@ func New(cfg Config) (*Client, error) {
 
 // endpoint holds the service clients for one node.
 type endpoint struct {
-	url     string
-	leases  leaseholdv1connect.LeasesClient
-	cluster leaseholdv1connect.ClusterClient
-	kv      leaseholdv1connect.KVClient
-	admin   leaseholdv1connect.AdminClient
-	idem    leaseholdv1connect.IdempotencyClient
+	url       string
+	leases    leaseholdv1connect.LeasesClient
+	cluster   leaseholdv1connect.ClusterClient
+	kv        leaseholdv1connect.KVClient
+	admin     leaseholdv1connect.AdminClient
+	elections leaseholdv1connect.ElectionsClient
+	watch     leaseholdv1connect.WatchClient
+	idem      leaseholdv1connect.IdempotencyClient
 }
 
 // Service pickers for call.
-func leasesOf(e *endpoint) leaseholdv1connect.LeasesClient   { return e.leases }
-func clusterOf(e *endpoint) leaseholdv1connect.ClusterClient { return e.cluster }
-func kvOf(e *endpoint) leaseholdv1connect.KVClient           { return e.kv }
-func adminOf(e *endpoint) leaseholdv1connect.AdminClient     { return e.admin }
+func leasesOf(e *endpoint) leaseholdv1connect.LeasesClient       { return e.leases }
+func clusterOf(e *endpoint) leaseholdv1connect.ClusterClient     { return e.cluster }
+func kvOf(e *endpoint) leaseholdv1connect.KVClient               { return e.kv }
+func adminOf(e *endpoint) leaseholdv1connect.AdminClient         { return e.admin }
+func electionsOf(e *endpoint) leaseholdv1connect.ElectionsClient { return e.elections }
 
 // bearer adds the token to every request.
 func bearer(token string) connect.UnaryInterceptorFunc {

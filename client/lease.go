@@ -64,13 +64,7 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (
 // the lease renews itself in the background while the holder reports
 // progress, until Release.
 func (c *Client) AcquireMany(ctx context.Context, resources []string, opts ...Option) (*Lease, error) {
-	o := defaultOptions()
-	for _, f := range opts {
-		f(&o)
-	}
-	if !o.progressSet {
-		o.progressTimeout = o.ttl
-	}
+	o := options(opts)
 	secret := randomHex(leasehold.SecretBytes)
 	req := &pb.AcquireRequest{
 		Resources: resources, Ttl: durationpb.New(o.ttl), Owner: o.owner, Operation: o.operation,
@@ -85,6 +79,29 @@ func (c *Client) AcquireMany(ctx context.Context, resources []string, opts ...Op
 	if o.maxHold > 0 {
 		req.MaxHold = durationpb.New(o.maxHold)
 	}
+	return c.hold(ctx, resources, o, secret, func(ctx context.Context) (*pb.AcquireResponse, error) {
+		return c.acquireCall(ctx, o.wait+c.cfg.RequestTimeout, req)
+	})
+}
+
+// options applies opts to the defaults.
+func options(opts []Option) acquireOptions {
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	if !o.progressSet {
+		o.progressTimeout = o.ttl
+	}
+	return o
+}
+
+// hold sends a request for a lease with send (an acquire, or anything
+// answered as one, like a campaign) and keeps what it grants as a Lease
+// renewed in the background: the clock starts before the send, a long wait
+// is followed by a renewal, and the lease is tracked until it ends.
+func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions, secret string,
+	send func(context.Context) (*pb.AcquireResponse, error)) (*Lease, error) {
 	if o.failOpen {
 		// FailOpen must answer even when the caller's ctx has no deadline.
 		var cancel context.CancelFunc
@@ -93,7 +110,7 @@ func (c *Client) AcquireMany(ctx context.Context, resources []string, opts ...Op
 	}
 	// The clock starts before the first send: the grant cannot be earlier.
 	sent := time.Now()
-	resp, err := c.acquireCall(ctx, o.wait+c.cfg.RequestTimeout, req)
+	resp, err := send(ctx)
 	if err != nil {
 		if o.failOpen && errors.Is(err, leasehold.ErrUnavailable) && !errors.Is(err, context.Canceled) {
 			return c.degradedLease(resources, o, err), nil

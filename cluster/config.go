@@ -17,6 +17,18 @@ import (
 	"github.com/leasehold/leasehold/fsm"
 )
 
+// History hears what the state machine applies, for a node's watch
+// history. Calls are made while the state is locked: keep them quick and
+// do not call into the node.
+type History interface {
+	fsm.EventSink // each change, in apply order
+	// Applied follows the events of the entry at index (if any).
+	Applied(index uint64)
+	// Restored says a snapshot at index replaced the state: the events
+	// before it will not be reported.
+	Restored(index uint64)
+}
+
 // Peer is one voter of the initial cluster.
 type Peer struct {
 	ID   string
@@ -62,6 +74,10 @@ type Config struct {
 	// handed to raft until it was applied (or failed), for metrics. It is
 	// called from the goroutine awaiting the commit: keep it quick.
 	CommitLatency func(time.Duration)
+	// History, if set, hears every change event this node applies, in log
+	// order, and each snapshot that replaces the state: the node's watch
+	// history (service.Hub).
+	History History
 
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration

@@ -23,7 +23,9 @@ type machine struct {
 	timers *timers
 	waits  *waits
 	events eventSink
-	log    *slog.Logger
+	// history hears the state's change events (nil: nobody watches).
+	history History
+	log     *slog.Logger
 	// floor is saved above every token before any is answered; outcomes
 	// for waiting requests are held in pending until it is.
 	floor   *tokenFloor
@@ -47,8 +49,8 @@ type eventSink interface {
 	Renewed(l *leasehold.Lease)
 }
 
-func newMachine(cfg fsm.Config, t *timers, w *waits, ev eventSink, log *slog.Logger) *machine {
-	m := &machine{cfg: cfg, timers: t, waits: w, events: ev, log: log}
+func newMachine(cfg fsm.Config, t *timers, w *waits, ev eventSink, h History, log *slog.Logger) *machine {
+	m := &machine{cfg: cfg, timers: t, waits: w, events: ev, history: h, log: log}
 	m.state = fsm.New(cfg, m)
 	return m
 }
@@ -56,6 +58,11 @@ func newMachine(cfg fsm.Config, t *timers, w *waits, ev eventSink, log *slog.Log
 // Apply is called by raft, one committed entry at a time.
 func (m *machine) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
+		if m.history != nil {
+			m.mu.Lock()
+			m.history.Applied(l.Index)
+			m.mu.Unlock()
+		}
 		return nil
 	}
 	b, err := fsm.DecodeBatch(l.Data)
@@ -72,6 +79,9 @@ func (m *machine) Apply(l *raft.Log) any {
 		return m.broken
 	}
 	res := m.state.Apply(l.Index, b)
+	if m.history != nil {
+		m.history.Applied(l.Index)
+	}
 	err = m.floor.cover(m.state.LastToken())
 	if err != nil {
 		m.log.Error("cannot save the token floor: answers that carry tokens fail until it can be saved", "err", err)
@@ -123,6 +133,9 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	m.state, m.broken = s, nil
+	if m.history != nil {
+		m.history.Restored(s.LastIndex())
+	}
 	m.mu.Unlock()
 	m.timers.restart(m) // no-op unless leader
 	return nil
@@ -181,6 +194,13 @@ func (m *machine) Queued(requestID string, wait time.Duration) {
 func (m *machine) WaitEnded(requestID string, r fsm.Result) {
 	m.timers.waitEnded(requestID)
 	m.pending = append(m.pending, delivery{requestID, r})
+}
+
+// Event passes the state's change events on to the history.
+func (m *machine) Event(e fsm.Event) {
+	if m.history != nil {
+		m.history.Event(e)
+	}
 }
 
 func (m *machine) Blocked(resource string, token uint64, delay time.Duration) {

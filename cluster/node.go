@@ -105,7 +105,7 @@ func open(cfg Config, events Events) (*Node, error) {
 		fault:  newStoreFault(cfg.DataDir, cmp.Or(cfg.WALSegmentSize, raftwal.DefaultSegmentSize)),
 		stop:   make(chan struct{}),
 	}
-	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.Logger)
+	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.History, cfg.Logger)
 	if err := n.start(); err != nil {
 		n.shutdown()
 		return n, err
@@ -487,6 +487,11 @@ func (n *Node) Stats() Stats {
 
 // Snapshot forces a snapshot now (tests and operators).
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// ReadLocal runs f on this replica's applied state, whether or not it
+// leads: what it reads may be behind the leader's (st.LastIndex says how
+// far it got). For reads that pair with the node's own watch history.
+func (n *Node) ReadLocal(f func(*fsm.State)) { n.m.read(f) }
 
 // EncodedState returns this replica's whole state, encoded as in a
 // snapshot, and the log index it reflects. Replicas at the same index must

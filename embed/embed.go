@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/server"
+	"github.com/leasehold/leasehold/service"
 )
 
 // Config is what Start wires.
@@ -34,6 +35,9 @@ type Config struct {
 	// Metrics, if set, serves /metrics apart from the API (see
 	// server.Config.MetricsApart, which Start sets).
 	Metrics net.Listener
+	// History bounds the node's event history for watches (zero: the
+	// defaults of service.DefaultHubConfig).
+	History service.HubConfig
 }
 
 // Node is a running node and its API server.
@@ -42,6 +46,8 @@ type Node struct {
 	Server   *server.Server
 	Registry *prometheus.Registry
 	Metrics  *server.Metrics
+	// Hub is the node's event history, which watches read.
+	Hub *service.Hub
 	// URL is the API's URL as the listener bound it (http:// or https://).
 	URL string
 
@@ -66,6 +72,8 @@ func Start(cfg Config) (*Node, error) {
 	metrics := server.NewMetrics(reg)
 	ccfg := cfg.Cluster
 	ccfg.CommitLatency = metrics.ObserveCommit
+	hub := service.NewHub(cfg.History)
+	ccfg.History = metrics.CountLeaderChanges(hub)
 	if own := cfg.Cluster.CommitLatency; own != nil {
 		ccfg.CommitLatency = func(d time.Duration) { own(d); metrics.ObserveCommit(d) }
 	}
@@ -77,7 +85,7 @@ func Start(cfg Config) (*Node, error) {
 	metrics.WatchNode(cn)
 
 	scfg := cfg.Server
-	scfg.Node, scfg.Registry, scfg.Metrics = cn, reg, metrics
+	scfg.Node, scfg.Registry, scfg.Metrics, scfg.Hub = cn, reg, metrics, hub
 	if scfg.NodeID == "" {
 		scfg.NodeID = ccfg.NodeID
 	}
@@ -95,7 +103,7 @@ func Start(cfg Config) (*Node, error) {
 	if scfg.TLS != nil {
 		scheme = "https://"
 	}
-	n := &Node{Cluster: cn, Server: srv, Registry: reg, Metrics: metrics, URL: scheme + cfg.API.Addr().String(),
+	n := &Node{Cluster: cn, Server: srv, Registry: reg, Metrics: metrics, Hub: hub, URL: scheme + cfg.API.Addr().String(),
 		served: make(chan error, 2), api: cfg.API, log: scfg.Logger}
 	go func() { n.served <- srv.Serve(cfg.API) }()
 	if cfg.Metrics != nil {

@@ -607,6 +607,9 @@ func TestMetricsScenario(t *testing.T) {
 		`leasehold_raft_commit_seconds_count`:               -1, // moved; checked below
 		`leasehold_raft_commit_index`:                       -1,
 		`leasehold_raft_applied_index`:                      -1,
+		// The watch history keeps every event: 2 grants, the renewal,
+		// the expiry, the put and the forced release.
+		`leasehold_watch_history_events`: 6,
 	}
 	for key, d := range want {
 		got := after[key] - before[key]

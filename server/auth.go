@@ -165,6 +165,13 @@ var required = map[string]Role{
 	"/leasehold.v1.KV/CheckFence":          RoleWorker,
 	"/leasehold.v1.KV/Txn":                 RoleWorker,
 	"/leasehold.v1.KV/List":                RoleWorker,
+	"/leasehold.v1.Elections/Campaign":     RoleWorker,
+	"/leasehold.v1.Elections/Proclaim":     RoleWorker,
+	"/leasehold.v1.Elections/Resign":       RoleWorker,
+	"/leasehold.v1.Elections/Leader":       RoleWorker,
+	"/leasehold.v1.Elections/Observe":      RoleWorker,
+	"/leasehold.v1.Elections/List":         RoleOperator,
+	"/leasehold.v1.Watch/Watch":            RoleWorker, // within its prefixes: the handler checks them
 	"/leasehold.v1.Admin/Locks":            RoleOperator,
 	"/leasehold.v1.Idempotency/Begin":      RoleWorker,
 	"/leasehold.v1.Idempotency/Complete":   RoleWorker,
@@ -213,6 +220,12 @@ func names(msg any) []string {
 		return txnNames(m)
 	case *pb.KVListRequest:
 		return []string{m.Prefix} // a worker lists only inside its prefixes
+	case *pb.CampaignRequest:
+		return []string{m.Election}
+	case *pb.LeaderRequest:
+		return []string{m.Election}
+	case *pb.ObserveRequest:
+		return []string{m.Election}
 	}
 	return nil
 }
@@ -310,9 +323,28 @@ func (g *guard) WrapStreamingClient(next connect.StreamingClientFunc) connect.St
 	return next
 }
 
+// WrapStreamingHandler authenticates and authorizes the streaming calls
+// (watches): the request message comes later, so the handler checks the
+// prefixes of a worker, found in ctx.
 func (g *guard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		return api.ToConnect(leasehold.Errorf(leasehold.CodeInvalid, "streaming calls are not served"))
+		p := anonymous
+		if g.auth != nil {
+			var err error
+			if p, err = g.auth.authenticate(conn.RequestHeader().Get("Authorization")); err != nil {
+				return api.ToConnect(err)
+			}
+		}
+		proc := conn.Spec().Procedure
+		need, ok := required[proc]
+		if !ok || conn.Spec().StreamType != connect.StreamTypeServer {
+			return api.ToConnect(leasehold.Errorf(leasehold.CodeInvalid, "%s is not a streaming call served here", proc))
+		}
+		if p.Role < need {
+			return api.ToConnect(leasehold.Errorf(leasehold.CodePermission,
+				"token %q has role %s; %s needs %s", p.Name, p.Role, proc, need))
+		}
+		return next(context.WithValue(ctx, principalKey{}, p), conn)
 	}
 }
 

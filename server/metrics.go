@@ -26,6 +26,8 @@ type Metrics struct {
 	CommitLatency     prometheus.Histogram   // seconds from raft.Apply to applied, per log entry
 	Refused           *prometheus.CounterVec // connections and requests refused by the node's own limits, by limit
 	Txns              *prometheus.CounterVec // KV transactions answered by this node, by branch: then, else
+	Campaigns         *prometheus.CounterVec // campaigns answered by this node, by outcome
+	LeaderChanges     prometheus.Counter     // election leader changes (applied on this node)
 
 	idemLapsed prometheus.Counter // idempotency attempts whose lease expired (idem.go)
 
@@ -75,10 +77,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Txns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_kv_txns_total", Help: "KV transactions answered by this node, by the branch that ran: then (every compare held) or else.",
 		}, []string{"branch"}),
+		Campaigns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_campaigns_total", Help: "Campaigns answered by this node, by outcome: leading, invalid, or the error code.",
+		}, []string{"outcome"}),
+		LeaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leasehold_election_leader_changes_total", Help: "Election leader changes: a new leader, a proclaimed value, or nobody leading (applied on this node).",
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.Acquisitions, m.AcquireWait, m.LeasesGranted, m.LeasesEnded, m.Renewals,
 		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused, m.Txns,
-		m.newIdemLapsed()} {
+		m.Campaigns, m.LeaderChanges, m.newIdemLapsed()} {
 		f(c)
 	}
 	return m
@@ -101,7 +109,9 @@ func (m *Metrics) ObserveCommit(d time.Duration) { m.CommitLatency.Observe(d.Sec
 // WatchNode registers the raft health series of n (term, commit and
 // applied index, applied lag, leader changes) on the registry NewMetrics
 // was given. Call it once, after cluster.Open.
-func (m *Metrics) WatchNode(n *cluster.Node) { m.reg.MustRegister(raftCollector{n}) }
+func (m *Metrics) WatchNode(n *cluster.Node) {
+	m.reg.MustRegister(raftCollector{n}, electionsCollector{n})
+}
 
 // raftCollector reads raft's progress once per scrape.
 type raftCollector struct{ n *cluster.Node }

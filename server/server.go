@@ -28,7 +28,11 @@ import (
 type Config struct {
 	Node *cluster.Node
 	// Service answers the handlers; nil: the node's own (service.New).
-	Service  Service
+	Service Service
+	// Hub is the node's event history (the cluster.History the node was
+	// opened with), for watches and their metrics; nil: watches hear
+	// nothing.
+	Hub      *service.Hub
 	Logger   *slog.Logger
 	Registry *prometheus.Registry // served at /metrics
 	Metrics  *Metrics             // registered on Registry
@@ -109,6 +113,9 @@ type Server struct {
 	// their place in line) instead of holding the shutdown up.
 	base       context.Context
 	cancelBase context.CancelFunc
+	// watching ends when Shutdown starts: watch streams end at once.
+	watching    context.Context
+	endWatching context.CancelFunc
 	// tls is kept apart from http.TLSConfig, which net/http fills in on
 	// first use even for plain listeners.
 	tls bool
@@ -128,8 +135,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Node, cfg.NodeID),
 		svc: cfg.Service}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
+	s.watching, s.endWatching = context.WithCancel(context.Background())
 	if s.svc == nil {
-		s.svc = service.New(cfg.Node, cfg.Logger, s.base)
+		s.svc = service.New(cfg.Node, cfg.Hub, cfg.Logger, s.base)
 	}
 	s.rate = newRateLimiter(cfg.AcquireRate)
 	s.maxConns, s.maxConnsPerClient = cfg.MaxConns, cfg.MaxConnsPerClient
@@ -170,6 +178,11 @@ func New(cfg Config) (*Server, error) {
 	mount(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
 	mount(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
 	mount(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, small, codec))
+	mount(leaseholdv1connect.NewElectionsHandler(elections{s}, guard, small, codec))
+	mount(leaseholdv1connect.NewWatchHandler(watchAPI{s}, guard, small, codec))
+	if cfg.Hub != nil {
+		registerWatchMetrics(cfg.Registry, cfg.Hub)
+	}
 	mount(leaseholdv1connect.NewIdempotencyHandler(newIdemAPI(s, cfg.Registry), guard, large, codec))
 	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MetricsAuth {
@@ -302,6 +315,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// Background work tied to base (withdrawals waiting out their grace)
 	// ends with the server, however quick the shutdown.
 	defer s.cancelBase()
+	s.endWatching()
 	t := time.AfterFunc(time.Second, s.cancelBase)
 	defer t.Stop()
 	s.mu.Lock()

@@ -43,6 +43,13 @@ type Service interface {
 	LocalStatus() service.NodeStatus
 	// Status asks the other members through ask.
 	Status(ctx context.Context, ask service.AskStatus) ([]service.MemberStatus, error)
+	Campaign(ctx context.Context, cmd *service.Campaign) (service.Result, error)
+	Proclaim(ctx context.Context, cmd *service.Proclaim) (service.Result, error)
+	Resign(ctx context.Context, cmd *service.Release) (service.Result, error)
+	Leader(ctx context.Context, name string) (service.Election, time.Duration, bool, error)
+	Elections(ctx context.Context, prefix string) ([]service.Election, error)
+	Observe(ctx context.Context, name string, from uint64, resume bool) (service.Observation, error)
+	Watch(ctx context.Context, req service.WatchRequest) (*service.Watcher, error)
 }
 
 var _ Service = (*service.Service)(nil)

@@ -23,14 +23,20 @@ const WithdrawGrace = 2 * time.Second
 // for the caller to count and return; a retried request's remaining time
 // is capped by the leader's countdown now.
 func (s *Service) Acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, error) {
-	res, err := s.acquire(ctx, cmd)
+	return s.take(ctx, cmd, cmd)
+}
+
+// take proposes proposal (cmd itself, or a command that is cmd in every
+// way but its kind, such as a Campaign) and waits for it as Acquire does.
+func (s *Service) take(ctx context.Context, cmd *fsm.Acquire, proposal fsm.Command) (fsm.Result, error) {
+	res, err := s.acquire(ctx, cmd, proposal)
 	if err == nil && res.Err == nil && res.Dup && res.Lease != nil {
 		res.Remaining = s.remainingNow(res.Lease.ID, res.Remaining)
 	}
 	return res, err
 }
 
-func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, error) {
+func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire, proposal fsm.Command) (fsm.Result, error) {
 	var outcome <-chan fsm.Result
 	var res fsm.Result
 	var err error
@@ -52,7 +58,7 @@ func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, er
 		}
 	}
 	if !queued {
-		res, err = s.node.Propose(ctx, cmd)
+		res, err = s.node.Propose(ctx, proposal)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

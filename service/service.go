@@ -24,12 +24,19 @@ type Service struct {
 	// places are the places in line Batch answered "queued", held for
 	// their caller's follow-up.
 	places *places
+	// hub is the node's event history, which watches read.
+	hub *Hub
 }
 
 // New returns the service of node. stopping ends when the API shuts down.
-func New(node *cluster.Node, log *slog.Logger, stopping context.Context) *Service {
+// hub is the node's event history (the cluster.History node was opened
+// with); nil gives a hub that hears nothing, whose watchers wait forever.
+func New(node *cluster.Node, hub *Hub, log *slog.Logger, stopping context.Context) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{node: node, log: log, stopping: stopping, places: newPlaces()}
+	if hub == nil {
+		hub = NewHub(HubConfig{})
+	}
+	return &Service{node: node, log: log, stopping: stopping, places: newPlaces(), hub: hub}
 }

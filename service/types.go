@@ -22,7 +22,9 @@ type (
 	// Item is a key's value, version and bound lease.
 	Item = fsm.Item
 	// KeyItem is an Item with its key, as ListKeys gives it.
-	KeyItem = fsm.KeyItem
+	KeyItem  = fsm.KeyItem
+	Campaign = fsm.Campaign
+	Proclaim = fsm.Proclaim
 	// Command is one of the above, for Batch.
 	Command = fsm.Command
 	// Result is what the state machine answered a command.
@@ -49,3 +51,6 @@ const (
 	CompareExists         = fsm.CompareExists
 	CompareAbsent         = fsm.CompareAbsent
 )
+
+// MaxElectionValue bounds a leader's value.
+const MaxElectionValue = fsm.MaxElectionValue

@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -110,69 +106,13 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 	if err != nil {
 		return err
 	}
-	keep := false // true: the child could not be confirmed dead
-	defer func() {
-		if keep {
-			return
-		}
-		// A lease already lost here had its command stopped in time: the
-		// release's "work ran without it" would be false.
-		lost := l.Err() != nil
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := l.Release(rctx); err != nil && !lost {
-			fmt.Fprintln(os.Stderr, "leasehold run: release:", err)
-		}
-	}()
-
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return fmt.Errorf("start %s: %w", argv[0], err)
-	}
-	// Pass SIGINT and SIGTERM on to the child; run keeps the lease until it
-	// exits. Registered before the start so that no signal is missed.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-
-	// The child runs under a watchdog process that holds the lease's
-	// deadline even while run is stopped or dead (internal/watchdog).
-	wd, err := watchdog.Start(watchdog.Config{
-		Path: path, Args: argv,
-		Env: append(os.Environ(),
-			"LEASEHOLD_TOKEN="+strconv.FormatUint(l.Token(), 10),
-			"LEASEHOLD_RESOURCE="+resource,
-			"LEASEHOLD_LEASE_ID="+strconv.FormatUint(l.ID(), 10),
-		),
-		Deadline: l.Deadline(), TTL: f.ttl, Grace: f.grace, KillMargin: killMargin,
-		NoCgroup: f.cgroup == "off",
+	return guarded(l, guardedChild{
+		name: "run", what: fmt.Sprintf("the lease on %q", resource), argv: argv,
+		env: []string{
+			"LEASEHOLD_TOKEN=" + strconv.FormatUint(l.Token(), 10),
+			"LEASEHOLD_RESOURCE=" + resource,
+			"LEASEHOLD_LEASE_ID=" + strconv.FormatUint(l.ID(), 10),
+		},
+		ttl: f.ttl, grace: f.grace, noCgroup: f.cgroup == "off",
 	})
-	if err != nil {
-		return fmt.Errorf("start %s: %w", argv[0], err)
-	}
-	fmt.Fprintf(os.Stderr, "leasehold run: watchdog pid %d guards pid %d (%s)\n", wd.WatchdogPid(), wd.ChildPid(), wd.Mechanism())
-
-	o := watchdog.Supervise(l, wd, sigs)
-	// Nothing the child left running may outlive the lease, which the
-	// deferred Release gives up.
-	if !wd.Close(10 * time.Second) {
-		keep = true
-		fmt.Fprintf(os.Stderr, "leasehold run: processes of the command still run 10s after SIGKILL; the lease on %q is left to expire instead of being released\n", resource)
-	}
-	switch {
-	case o.Stopped != "" && o.LeaseLost:
-		why := o.Stopped
-		if err := l.Err(); err != nil {
-			why = err.Error()
-		}
-		fmt.Fprintf(os.Stderr, "leasehold run: the lease on %q could not be kept (%s); the command was stopped before the lease's local deadline\n",
-			resource, why)
-		return exitError{exitLeaseLost}
-	case o.Stopped != "":
-		fmt.Fprintf(os.Stderr, "leasehold run: the command was stopped: %s\n", o.Stopped)
-		return exitError{exitLeaseLost}
-	case o.ExitCode() != 0:
-		return exitError{o.ExitCode()}
-	}
-	return nil
 }

@@ -1,0 +1,237 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// term is one leader's child as it recorded itself: who, with which
+// token, from when (Unix ns).
+type term struct {
+	candidate string
+	token     uint64
+	start     int64
+	pgid      int
+}
+
+// terms reads the children's start lines ("candidate token start pgid").
+func terms(path string) []term {
+	b, _ := os.ReadFile(path)
+	var out []term
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			continue
+		}
+		tok, _ := strconv.ParseUint(f[1], 10, 64)
+		start, _ := strconv.ParseInt(f[2], 10, 64)
+		pgid, _ := strconv.Atoi(f[3])
+		out = append(out, term{f[0], tok, start, pgid})
+	}
+	return out
+}
+
+// TestElectStopsChildBeforeNextLeader is the safety test for elect: three
+// candidates run `leasehold elect E -- CMD`; the leading candidate's elect
+// process is stopped (SIGSTOP) past the TTL, twice in turn. Each time the
+// stopped leader's child (which ignores SIGTERM) is dead, by its last
+// heartbeat, before the next leader's child starts, and each term's token
+// is larger than the last.
+func TestElectStopsChildBeforeNextLeader(t *testing.T) {
+	const ttl = 2 * time.Second
+	n := startNode(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "terms")
+	// Each child records its term, then beats into its own file until killed.
+	const script = `echo "$CANDIDATE $LEASEHOLD_TOKEN $(date +%s%N) $$" >> "$TERMS"; trap "" TERM; ` +
+		`while :; do date +%s%N >> "$BEATS.$CANDIDATE"; sleep 0.02; done`
+	watcher := startProc(t, dir, "observe", childEnv(), "elect", "--endpoints", n.url, "E", "--observe", "--json")
+	procs := map[string]*proc{}
+	for _, name := range []string{"a", "b", "c"} {
+		p := startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log, "BEATS="+filepath.Join(dir, "beats")),
+			"elect", "--endpoints", n.url, "E", "--value", name, "--ttl", ttl.String(), "--grace", "300ms", "--cgroup", "off",
+			"--", "sh", "-c", script)
+		procs[name] = p
+		t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) })
+	}
+	t.Cleanup(func() {
+		for _, tm := range terms(log) {
+			syscall.Kill(-tm.pgid, syscall.SIGKILL)
+		}
+	})
+
+	for round := 1; round <= 2; round++ {
+		var cur term
+		checkFor(t, 20*time.Second, func() error {
+			ts := terms(log)
+			if len(ts) != round {
+				return fmt.Errorf("%d terms started, want %d", len(ts), round)
+			}
+			cur = ts[round-1]
+			if _, nb := lastBeat(filepath.Join(dir, "beats."+cur.candidate)); nb < 3 {
+				return fmt.Errorf("%s: %d heartbeats so far", cur.candidate, nb)
+			}
+			return nil
+		})
+		leader := procs[cur.candidate]
+		tStop := time.Now()
+		leader.cmd.Process.Signal(syscall.SIGSTOP)
+
+		var next term
+		checkFor(t, ttl+20*time.Second, func() error {
+			ts := terms(log)
+			if len(ts) <= round {
+				return fmt.Errorf("no new term %v after stopping %s's elect", time.Since(tStop), cur.candidate)
+			}
+			next = ts[round]
+			return nil
+		})
+		// Judged once the old group is dead: its last heartbeat is final.
+		if groupAlive(cur.pgid) {
+			t.Errorf("round %d: the stopped leader %s's child group %d is still alive while %s leads", round, cur.candidate, cur.pgid, next.candidate)
+		}
+		last, _ := lastBeat(filepath.Join(dir, "beats."+cur.candidate))
+		t.Logf("round %d: %s (token %d) stopped; its last heartbeat %v after the stop; %s (token %d) started %v after the stop, %v after that heartbeat",
+			round, cur.candidate, cur.token, time.Duration(last-tStop.UnixNano()).Round(time.Millisecond), next.candidate, next.token,
+			time.Duration(next.start-tStop.UnixNano()).Round(time.Millisecond), time.Duration(next.start-last).Round(time.Millisecond))
+		if last >= next.start {
+			t.Errorf("round %d: %s's child beat at %d, at or after %s's child started at %d: two leaders' commands ran at once",
+				round, cur.candidate, last, next.candidate, next.start)
+		}
+		if next.token <= cur.token {
+			t.Errorf("round %d: token %d of %s's term is not above %d of %s's", round, next.token, next.candidate, cur.token, cur.candidate)
+		}
+		if next.candidate == cur.candidate {
+			t.Errorf("round %d: the stopped candidate %s leads again", round, cur.candidate)
+		}
+	}
+
+	// The observer printed each term's leader, in order.
+	ts := terms(log)
+	checkFor(t, 10*time.Second, func() error {
+		var seen []string
+		for _, line := range strings.Split(watcher.stdout(), "\n") {
+			var l struct {
+				Leading bool   `json:"leading"`
+				Value   string `json:"value"`
+				Token   uint64 `json:"token"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Leading {
+				seen = append(seen, fmt.Sprintf("%s/%d", l.Value, l.Token))
+			}
+		}
+		var want []string
+		for _, tm := range ts {
+			want = append(want, fmt.Sprintf("%s/%d", tm.candidate, tm.token))
+		}
+		if !slices.Equal(seen, want) {
+			return fmt.Errorf("the observer printed leaders %v; want %v\n%s", seen, want, watcher.stdout())
+		}
+		return nil
+	})
+
+	// elections lists the election and its leader; the others, stopped,
+	// are no longer in line.
+	out := n.lhOK("elections", "--json").stdout
+	var e struct {
+		Name       string `json:"name"`
+		Value      string `json:"value"`
+		Token      uint64 `json:"token"`
+		Candidates int    `json:"candidates"`
+	}
+	if err := json.Unmarshal([]byte(out), &e); err != nil {
+		t.Fatalf("elections --json: %v\n%s", err, out)
+	}
+	if last := ts[len(ts)-1]; e.Name != "E" || e.Value != last.candidate || e.Token != last.token || e.Candidates != 0 {
+		t.Errorf("elections --json: %s; want E led by %s with token %d and no candidate (the others are stopped)", out, last.candidate, last.token)
+	}
+}
+
+// TestElectFailoverTime measures election failover with real processes:
+// from SIGKILL of the leading candidate's elect process to the next
+// candidate's command starting, over 5 runs (TTL 2s, so about 2s is the
+// expectation: the killed leader's lease must expire first).
+//
+//	go test -run TestElectFailoverTime -v -count=1 ./cmd/leasehold
+func TestElectFailoverTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement; skipped with -short")
+	}
+	const ttl, runs = 2 * time.Second, 5
+	n := startNode(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "terms")
+	const script = `echo "$CANDIDATE $LEASEHOLD_TOKEN $(date +%s%N) $$" >> "$TERMS"; exec sleep 1000`
+	procs := map[string]*proc{}
+	for i := range runs + 1 {
+		name := fmt.Sprintf("c%d", i)
+		procs[name] = startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log),
+			"elect", "--endpoints", n.url, "F", "--value", name, "--ttl", ttl.String(), "--grace", "300ms", "--cgroup", "off",
+			"--", "sh", "-c", script)
+	}
+	t.Cleanup(func() {
+		for _, tm := range terms(log) {
+			syscall.Kill(-tm.pgid, syscall.SIGKILL)
+		}
+	})
+	var took []time.Duration
+	for run := 1; run <= runs; run++ {
+		var cur term
+		checkFor(t, 20*time.Second, func() error {
+			if ts := terms(log); len(ts) != run {
+				return fmt.Errorf("%d terms, want %d", len(ts), run)
+			}
+			cur = terms(log)[run-1]
+			return nil
+		})
+		killed := time.Now()
+		procs[cur.candidate].cmd.Process.Kill()
+		var next term
+		checkFor(t, ttl+20*time.Second, func() error {
+			ts := terms(log)
+			if len(ts) <= run {
+				return fmt.Errorf("no new leader %v after killing %s", time.Since(killed), cur.candidate)
+			}
+			next = ts[run]
+			return nil
+		})
+		d := time.Duration(next.start - killed.UnixNano())
+		took = append(took, d)
+		t.Logf("run %d: killed %s (token %d); %s (token %d) led %v later", run, cur.candidate, cur.token, next.candidate, next.token, d.Round(time.Millisecond))
+		if next.token <= cur.token {
+			t.Errorf("run %d: token %d is not above %d", run, next.token, cur.token)
+		}
+	}
+	slices.Sort(took)
+	t.Logf("election failover (leading elect process SIGKILLed -> next candidate's command started), TTL %v, %d runs: median %v, max %v",
+		ttl, runs, took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+}
+
+// TestElectUsage: elect refuses what it cannot run with a message that
+// says what is wrong, before contacting the cluster.
+func TestElectUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"elect", "E"}, "usage: leasehold elect NAME"},
+		{[]string{"elect", "E", "sh"}, "usage: leasehold elect NAME"},
+		{[]string{"elect", "E", "--observe", "--", "sh"}, "no command"},
+		{[]string{"elect", "E", "--ttl", "1s", "--grace", "1s", "--", "true"}, "--grace 1s is too long for --ttl 1s"},
+		{[]string{"elect", "E", "--cgroup", "maybe", "--", "true"}, "--cgroup \"maybe\""},
+	} {
+		args := append([]string{tc.args[0], "--endpoints", "http://127.0.0.1:1"}, tc.args[1:]...)
+		r := lhEnv(t, childEnv(), args...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("leasehold %s: want a failure saying %q; got %s", strings.Join(tc.args, " "), tc.want, r)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/service"
+)
+
+// maxWatchPrefixes bounds the prefixes of one watch.
+const maxWatchPrefixes = 64
+
+// watchAPI implements leaseholdv1connect.WatchHandler. A node serves
+// watches from its own applied log: no forwarding to the leader.
+type watchAPI struct{ s *Server }
+
+func (h watchAPI) Watch(ctx context.Context, req *connect.Request[pb.WatchRequest], stream *connect.ServerStream[pb.WatchResponse]) error {
+	s, m := h.s, req.Msg
+	wr, err := watchRequest(ctx, m)
+	if err != nil {
+		return api.ToConnect(err)
+	}
+	// The watch ends as soon as the server starts shutting down: a stream
+	// would otherwise hold the shutdown up until its caller leaves.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.watching, cancel)
+	defer stop()
+	w, err := s.svc.Watch(ctx, wr)
+	if err != nil {
+		return api.ToConnect(err)
+	}
+	defer w.Close()
+	last := w.Start()
+	// The first message marks where the watch starts, so a caller that
+	// sees no event before the node fails still knows where to resume.
+	if err := stream.Send(&pb.WatchResponse{Index: last}); err != nil {
+		return err
+	}
+	for b := range w.Batches() {
+		if err := stream.Send(batchPB(b)); err != nil {
+			return err
+		}
+		last = b.Index
+	}
+	if s.watching.Err() != nil {
+		return api.ToConnect(leasehold.Errorf(leasehold.CodeUnavailable,
+			"this node is shutting down: resume the watch from index %d on another node", last))
+	}
+	if err := w.Err(); leasehold.CodeOf(err) != leasehold.CodeUnknown {
+		return api.ToConnect(err)
+	}
+	return ctx.Err()
+}
+
+// watchRequest checks a watch request: its prefixes, which a worker may
+// only draw within its own.
+func watchRequest(ctx context.Context, m *pb.WatchRequest) (service.WatchRequest, error) {
+	wr := service.WatchRequest{Prefixes: m.Prefixes, From: m.GetFromIndex(), Now: m.FromIndex == nil, Renewed: m.Renewed}
+	if len(m.Prefixes) > maxWatchPrefixes {
+		return wr, leasehold.Errorf(leasehold.CodeInvalid, "prefixes has %d entries; the limit is %d", len(m.Prefixes), maxWatchPrefixes)
+	}
+	all := len(m.Prefixes) == 0
+	for i, p := range m.Prefixes {
+		if err := leasehold.ValidateName(fmt.Sprintf("prefixes[%d]", i), p, leasehold.MaxResourceLen, false); err != nil {
+			return wr, err
+		}
+		all = all || p == ""
+	}
+	if all {
+		wr.Prefixes = nil
+	}
+	if p, ok := ctx.Value(principalKey{}).(Principal); ok && p.Role == RoleWorker {
+		if all {
+			return wr, leasehold.Errorf(leasehold.CodePermission,
+				"token %q may watch only within its prefixes %q: name them (or prefixes inside them)", p.Name, p.Prefixes)
+		}
+		for _, pre := range wr.Prefixes {
+			if !p.allows(pre) {
+				return wr, leasehold.Errorf(leasehold.CodePermission,
+					"token %q may not watch %q: it is outside the token's prefixes %q", p.Name, pre, p.Prefixes)
+			}
+		}
+	}
+	return wr, nil
+}
+
+func batchPB(b service.Batch) *pb.WatchResponse {
+	out := &pb.WatchResponse{Index: b.Index, Events: make([]*pb.WatchEvent, len(b.Events))}
+	for i, e := range b.Events {
+		ev := &pb.WatchEvent{Index: e.Index, Kind: e.Kind.String(), LeaseId: e.LeaseID, Token: e.Token,
+			Resources: e.Resources, Owner: e.Owner, Operation: e.Operation, Key: e.Key, Value: e.Value, Version: e.Version}
+		if e.Reason != 0 {
+			ev.Reason = e.Reason.String()
+		}
+		out.Events[i] = ev
+	}
+	return out
+}

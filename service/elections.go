@@ -1,0 +1,98 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasehold/leasehold/fsm"
+)
+
+// Elections: leadership is a lease on the election's name (see
+// fsm/elections.go), so campaigning waits exactly as an acquire does,
+// resigning is a release, and renewal is a lease's.
+
+// Election is what anyone may see of an election.
+type Election = fsm.Election
+
+// Campaign proposes cmd and, while another candidate leads, waits for
+// leadership in arrival order, as Acquire waits for a grant (with the same
+// withdrawal when the caller goes away).
+func (s *Service) Campaign(ctx context.Context, cmd *fsm.Campaign) (fsm.Result, error) {
+	cmd.Election = true
+	return s.take(ctx, &cmd.Acquire, cmd)
+}
+
+// Proclaim changes the leader's value.
+func (s *Service) Proclaim(ctx context.Context, cmd *fsm.Proclaim) (fsm.Result, error) {
+	res, err := s.node.Propose(ctx, cmd)
+	if err == nil {
+		err = res.Err
+	}
+	return res, err
+}
+
+// Resign ends a leadership: a release of its lease.
+func (s *Service) Resign(ctx context.Context, cmd *fsm.Release) (fsm.Result, error) {
+	res, err := s.Release(ctx, cmd)
+	if err == nil {
+		err = res.Err
+	}
+	return res, err
+}
+
+// Leader reads the election named name; found is false if nobody leads or
+// campaigns for it. expiresIn is what is left of the leader's lease (-1:
+// unknown here).
+func (s *Service) Leader(ctx context.Context, name string) (e Election, expiresIn time.Duration, found bool, err error) {
+	err = s.node.Read(ctx, func(st *fsm.State) {
+		if e, found = st.Leader(name); found && e.LeaseID != 0 {
+			expiresIn = s.expiresIn(e.LeaseID)
+		}
+	})
+	return e, expiresIn, found, err
+}
+
+// Elections reads every election with a leader or candidates whose name
+// starts with prefix, by name.
+func (s *Service) Elections(ctx context.Context, prefix string) (es []Election, err error) {
+	err = s.node.Read(ctx, func(st *fsm.State) { es = st.Elections(prefix) })
+	return es, err
+}
+
+// Observation is an election as this node has applied it up to Index,
+// and a watcher of what changes after it.
+type Observation struct {
+	Current *Election // nil when resuming, or when nothing is known of it
+	Index   uint64
+	*Watcher
+}
+
+// Observe watches the election named name on this node's own history
+// (any node serves it). Without resume it first reads the election as
+// this node applied it and watches from that index; with resume it
+// watches the changes after from. Pick the LeaderChanged events of name
+// out of the batches with IsLeaderChange.
+func (s *Service) Observe(ctx context.Context, name string, from uint64, resume bool) (Observation, error) {
+	var o Observation
+	if resume {
+		o.Index = from
+	} else {
+		s.node.ReadLocal(func(st *fsm.State) {
+			o.Index = st.LastIndex()
+			if e, ok := st.Leader(name); ok {
+				o.Current = &e
+			}
+		})
+		if o.Current == nil {
+			o.Current = &Election{Name: name}
+		}
+	}
+	w, err := s.Watch(ctx, WatchRequest{Prefixes: []string{name}, From: o.Index})
+	o.Watcher = w
+	return o, err
+}
+
+// IsLeaderChange says whether e changes the leader of the election name.
+func IsLeaderChange(e *fsm.Event, name string) bool {
+	return e.Kind == fsm.EventLeaderChanged && len(e.Resources) == 1 && e.Resources[0] == name
+}
