@@ -80,7 +80,7 @@ func (IdemState) EnumDescriptor() ([]byte, []int) {
 
 type IdempotencyBeginRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// 1 to 240 bytes of printable UTF-8.
+	// 1 to 250 bytes of printable UTF-8.
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// What the request asks for, as the caller identifies it (a hash of the
 	// payload, say; up to 1 KiB). Only its hash is kept.
@@ -93,8 +93,9 @@ type IdempotencyBeginRequest struct {
 	// complete or lapse, then answer again.
 	Wait  *durationpb.Duration `protobuf:"bytes,5,opt,name=wait,proto3" json:"wait,omitempty"`
 	Owner string               `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
-	// The attempt's secret (16 to 64 bytes, hex or any printable text); the
-	// node makes one when empty.
+	// The attempt's secret: 32 hex characters (16 random bytes). Send one
+	// you keep, so that a retried Begin is answered STARTED again; the node
+	// makes one when empty.
 	Secret        string `protobuf:"bytes,7,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
