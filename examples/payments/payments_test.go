@@ -284,3 +284,46 @@ func TestWorkerKilledAfterTheEffectChargesOnce(t *testing.T) {
 		t.Fatalf("replay %s, want %s", again.body, got.body)
 	}
 }
+
+// The leader of a 3-node leasehold cluster is killed while 8 clients pay
+// with the same keys through two workers: the workers fail over to the
+// new leader, and each key is still charged once and answered alike.
+func TestLeaderKillChargesOnce(t *testing.T) {
+	if pg.Err() != nil {
+		t.Skipf("no Postgres: %v", pg.Err())
+	}
+	c := testcluster.Start(t, 3)
+	old := c.WaitLeader(30 * time.Second)
+	e := &env{t: t, endpoint: strings.Join(c.URLs(), ","), dsn: pg.NewDatabase(t), attemptTT: 2 * time.Second}
+	a, b := e.start("a"), e.start("b")
+	urls := []string{a.url, b.url}
+	keys := []string{"lk-1", "lk-2", "lk-3", "lk-4"}
+	answers := make([][]answer, len(keys))
+	var wg sync.WaitGroup
+	for k, key := range keys {
+		answers[k] = make([]answer, 8)
+		for i := range 8 {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i*k) * 50 * time.Millisecond) // spread over the kill
+				answers[k][i] = payUntilDone(t, urls[i%2:], key, `{"account":"acct-4","amount":3}`)
+			})
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	c.Kill(old)
+	c.WaitNewLeader(old, 30*time.Second)
+	wg.Wait()
+	for k, key := range keys {
+		for i := range answers[k] {
+			if answers[k][i].body != answers[k][0].body {
+				t.Fatalf("%s: client %d got %s, client 0 got %s", key, i, answers[k][i].body, answers[k][0].body)
+			}
+		}
+	}
+	charges := e.charges()
+	for _, key := range keys {
+		if charges[key] != 1 {
+			t.Fatalf("%s charged %d times", key, charges[key])
+		}
+	}
+}
