@@ -30,7 +30,7 @@ var mayImport = map[string][]string{
 	"fence":                  {".", "fence"},
 	"idempotency":            {".", "client"},
 	"embed":                  {".", "cluster", "server", "service"},
-	"cmd/leasehold":          {".", "api", "client", "cluster", "embed", "server", "cmd/leasehold/internal", "internal/watchdog"},
+	"cmd/leasehold":          {".", "api", "client", "cluster", "embed", "server", "service", "cmd/leasehold/internal", "internal/watchdog"},
 	"cmd/leasehold/internal": {".", "api", "client", "cluster", "embed", "server"},
 	"examples":               {".", "api", "client", "fence", "idempotency"},
 	"internal/watchdog":      {},

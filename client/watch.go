@@ -63,11 +63,12 @@ type Watch struct {
 // ends.
 func (w *Watch) Events() <-chan Event { return w.events }
 
-// Err is nil while the watch runs and after its context ended; otherwise
-// why it stopped: an error matching leasehold.ErrOutOfRange if no node
-// keeps the events after the index it had reached (its message names the
-// oldest index a node can resume from), or one the server refused it with
-// (leasehold.ErrPermission, leasehold.ErrInvalid).
+// Err waits for the watch to end and says why: nil if its context ended;
+// ErrClosed after the client's Close; an error matching
+// leasehold.ErrOutOfRange if no node keeps the events after the index it
+// had reached (its message names the oldest index a node can resume
+// from); or one the server refused it with (leasehold.ErrPermission,
+// leasehold.ErrInvalid).
 func (w *Watch) Err() error {
 	<-w.done
 	return w.err
@@ -92,10 +93,18 @@ func (c *Client) Watch(ctx context.Context, prefixes []string, opts ...WatchOpti
 		opt(&o)
 	}
 	w := &Watch{events: make(chan Event, 64), done: make(chan struct{})}
+	// Close ends the watch too (with ErrClosed).
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.bg, cancel)
 	go func() {
 		defer close(w.done)
 		defer close(w.events)
+		defer stop()
+		defer cancel()
 		w.err = c.watch(ctx, prefixes, o, w)
+		if c.closed.Load() && w.err == nil {
+			w.err = ErrClosed
+		}
 	}()
 	return w
 }
@@ -109,6 +118,7 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 	}
 	backoff := 20 * time.Millisecond
 	outOfRange := 0 // nodes in a row that lack the history
+	warned := false // since the last progress: one warning per outage
 	for {
 		if c.closed.Load() {
 			return ErrClosed
@@ -126,7 +136,7 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 			return nil
 		}
 		if progressed {
-			backoff, outOfRange = 20*time.Millisecond, 0
+			backoff, outOfRange, warned = 20*time.Millisecond, 0, false
 		}
 		e := api.FromConnect(err)
 		switch {
@@ -142,6 +152,11 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 			// reading too slowly: resume on the next.
 		default:
 			return e
+		}
+		if !warned {
+			warned = true
+			c.log.Warn("watch interrupted; resuming on the next endpoint from the last index seen",
+				"endpoint", c.nodes[i].url, "index", w.index, "err", e)
 		}
 		if len(c.nodes) > 1 {
 			c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.nodes)))

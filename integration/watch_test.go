@@ -167,3 +167,44 @@ func TestWatchOutOfRangeWhenNoNodeKeepsTheHistory(t *testing.T) {
 		t.Fatalf("watch from the snapshot's index: %+v, want the one put after it", got)
 	}
 }
+
+// TestWatchOutOfRangeOnOneNodeMovesToAnother: a node restarted from a
+// snapshot lacks the old events, but another node keeps them: the
+// client's watch from an old index moves there instead of failing, and
+// gets the whole log.
+func TestWatchOutOfRangeOnOneNodeMovesToAnother(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	cl := newTestClient(t, 2*time.Second, c.URLs()...)
+	ctx := ctxFor(t, time.Minute)
+	var last uint64
+	for i := range 5 {
+		v, err := cl.Put(ctx, fmt.Sprintf("jobs/%d", i), []byte("v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = v
+	}
+	if err := c.WaitApplied(last, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	short := (c.Leader() + 1) % 3 // a follower, restarted from its snapshot
+	keeps := (c.Leader() + 2) % 3
+	if err := c.Node(short).Cluster.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(short)
+	c.Restart(short)
+
+	only := newTestClient(t, 2*time.Second, c.URL(short))
+	w := only.Watch(ctx, []string{"jobs/"}, client.FromIndex(0))
+	for range w.Events() {
+	}
+	if !errors.Is(w.Err(), leasehold.ErrOutOfRange) {
+		t.Fatalf("the restarted node alone: %v, want out_of_range", w.Err())
+	}
+	both := newTestClient(t, 2*time.Second, c.URL(short), c.URL(keeps))
+	got := readUntil(t, both.Watch(ctx, []string{"jobs/"}, client.FromIndex(0)), last, 20*time.Second)
+	if len(got) != 5 || got[0].Key != "jobs/0" || got[4].Key != "jobs/4" {
+		t.Fatalf("the restarted node, then one that keeps the history: %+v, want the 5 puts", got)
+	}
+}

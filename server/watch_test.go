@@ -4,12 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/leasehold/leasehold"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/testcluster"
+	"github.com/leasehold/leasehold/server"
 )
 
 // watchErr runs a watch of prefixes with c until it fails or 5s pass.
@@ -70,5 +77,38 @@ func TestWatchRefusesBadPrefixes(t *testing.T) {
 	}
 	if err := watchErr(t, c, "ok/", "bad\x01"); !errors.Is(err, leasehold.ErrInvalid) || !strings.Contains(err.Error(), "prefixes[1]") {
 		t.Errorf("a control character: %v, want invalid argument naming prefixes[1]", err)
+	}
+}
+
+// TestWatchOutlivesTheBodyTimeout: the body timeout bounds the arrival of
+// the request, not the stream: one stream (HTTP/1.1 and HTTP/2, as gRPC
+// clients speak it) still delivers well after it.
+func TestWatchOutlivesTheBodyTimeout(t *testing.T) {
+	n := testcluster.StartServerNode(t, func(c *server.Config) { c.BodyTimeout = 200 * time.Millisecond })
+	c := tokenClient(t, n.URL, "")
+	for name, hc := range map[string]*http.Client{"http/1.1": httpClient(t), "h2c": h2cClient(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := leaseholdv1connect.NewWatchClient(hc, n.URL).Watch(ctx, connect.NewRequest(&pb.WatchRequest{Prefixes: []string{"late/"}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if !s.Receive() {
+				t.Fatalf("no opening mark: %v", s.Err())
+			}
+			time.Sleep(time.Second) // five body timeouts: the stream must outlive them
+			v, err := c.Put(ctx, "late/key", []byte("v"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.Receive() {
+				t.Fatalf("the stream ended: %v", s.Err())
+			}
+			if es := s.Msg().Events; len(es) != 1 || es[0].Key != "late/key" || es[0].Version != v {
+				t.Fatalf("got %v, want the put of late/key at %d", es, v)
+			}
+		})
 	}
 }

@@ -104,3 +104,14 @@ func TestE2EWatchOverPlainHTTP(t *testing.T) {
 		t.Fatalf("second message %s: want lease %d granted", second, a.LeaseID)
 	}
 }
+
+// TestE2EServeRefusesAWatchHistoryOutOfBounds: --watch-history outside
+// 1000..10000000 is refused with a message naming the bounds.
+func TestE2EServeRefusesAWatchHistoryOutOfBounds(t *testing.T) {
+	n := newNode(t)
+	r := lhEnv(t, childEnv(), "serve", "--data-dir", n.dataDir, "--api-addr", n.apiAddr, "--raft-addr", n.raftAddr,
+		"--watch-history", "5")
+	if r.code == 0 || !strings.Contains(r.stderr, "--watch-history 5: give 1000 to 10000000") {
+		t.Fatalf("serve --watch-history 5: %s", r)
+	}
+}

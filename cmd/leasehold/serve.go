@@ -16,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/embed"
 	"github.com/leasehold/leasehold/server"
+	"github.com/leasehold/leasehold/service"
 )
 
 type serveFlags struct {
@@ -26,6 +27,7 @@ type serveFlags struct {
 	raftTLSCert, raftTLSKey, raftTLSCA       string
 	maxWaitersPerResource, maxLeasesPerOwner int
 	walSegmentMiB                            int
+	watchHistory                             int
 	peers                                    string
 	join                                     string
 	advertise                                string
@@ -97,6 +99,8 @@ func newServe(g *globals) *cobra.Command {
 	fl.IntVar(&f.maxLeasesPerOwner, "max-leases-per-owner", 100000, "refuse more leases to one owner (same on every node)")
 	fl.IntVar(&f.walSegmentMiB, "wal-segment-size", cluster.DefaultConfig().WALSegmentSize>>20,
 		"size in MiB of one raft log segment file; each is preallocated in full, so the data dir needs this much free space to start and to go on")
+	fl.IntVar(&f.watchHistory, "watch-history", service.DefaultHubConfig().Events,
+		"change events this node keeps for watches to resume from (1000 to 10000000; about 150 bytes each plus keys and values, 64 MiB of those at most)")
 	return cmd
 }
 
@@ -136,6 +140,9 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		return fmt.Errorf("--wal-segment-size %d: give 1 to %d (MiB)", f.walSegmentMiB, maxWALSegmentMiB)
 	}
 	cfg.WALSegmentSize = f.walSegmentMiB << 20
+	if f.watchHistory < 1000 || f.watchHistory > 10_000_000 {
+		return fmt.Errorf("--watch-history %d: give 1000 to 10000000 (events)", f.watchHistory)
+	}
 	cfg.FSM.MaxWaitersPerResource = f.maxWaitersPerResource
 	cfg.FSM.MaxLeasesPerOwner = f.maxLeasesPerOwner
 	if cfg.TLS, err = raftTLS(f.raftTLSCert, f.raftTLSKey, f.raftTLSCA); err != nil {
@@ -195,7 +202,7 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	if host, _, _ := net.SplitHostPort(l.Addr().String()); apiURL == "" && !net.ParseIP(host).IsUnspecified() {
 		apiURL = scheme + l.Addr().String()
 	}
-	node, err := embed.Start(embed.Config{Cluster: cfg, API: l, Metrics: ml, Server: server.Config{
+	node, err := embed.Start(embed.Config{Cluster: cfg, API: l, Metrics: ml, History: service.HubConfig{Events: f.watchHistory}, Server: server.Config{
 		NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg,
 		MetricsAuth:     metricsAuth,
 		MaxRequestBytes: f.limits.maxRequestBytes, MaxInflightBodyBytes: f.limits.maxInflightBodyBytes,
