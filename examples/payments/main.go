@@ -6,17 +6,18 @@
 //
 //	payments --listen 127.0.0.1:8080 --dsn postgres://... --endpoints http://127.0.0.1:7420
 //
-// The charge is written in one transaction that first checks the attempt's
-// fencing token with pgfence (a worker paused past its attempt TTL, whose
-// key was taken over, writes nothing) and inserts the payment keyed by the
-// idempotency key (a retry after a worker died between its commit and its
-// Complete finds the row and answers with it). So the effect is applied
-// exactly once, and every answer for one key is the same receipt.
+// The charge is one transaction that looks for a payment already recorded
+// under the idempotency key (a retry after a worker died between its commit
+// and its Complete finds it and answers with it), then checks the attempt's
+// fencing token with pgfence, debits the account and records the payment.
+// The debit is not idempotent by itself, and the look-up cannot protect it
+// from a worker paused between its look-up and its writes: only the fence
+// does (that worker's attempt lapsed and was taken over, so its token is
+// stale and it writes nothing). So the effect is applied exactly once, and
+// every answer for one key is the same receipt.
 //
-// --pause-before-write and --exit-after-write are fault hooks for the
-// test: the handler sleeps before its transaction (so the test can
-// SIGSTOP the process mid-request), or exits after its commit, before
-// the result is stored.
+// faultpoint.go holds the hooks the test uses to stop or kill a worker at
+// a known point of a request.
 package main
 
 import (
@@ -42,14 +43,20 @@ import (
 
 const schema = `
 SELECT pg_advisory_xact_lock(hashtext('leasehold.examples.payments'));
+CREATE TABLE IF NOT EXISTS accounts (
+	account text PRIMARY KEY,
+	balance bigint NOT NULL
+);
 CREATE TABLE IF NOT EXISTS payments (
-	idem_key   text PRIMARY KEY,
+	id         bigserial PRIMARY KEY,
+	idem_key   text NOT NULL, -- not unique: only the fence keeps a key to one payment
 	account    text NOT NULL,
 	amount     bigint NOT NULL,
 	token      bigint NOT NULL,
 	worker     text NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now()
-);`
+);
+CREATE INDEX IF NOT EXISTS payments_idem_key ON payments (idem_key);`
 
 type payment struct {
 	Account string `json:"account"`
@@ -65,12 +72,10 @@ type receipt struct {
 }
 
 type server struct {
-	dsn       string
-	guard     *pgfence.Guard
-	name      string
-	pause     time.Duration
-	exitAfter bool
-	log       *slog.Logger
+	dsn   string
+	guard *pgfence.Guard
+	name  string
+	log   *slog.Logger
 }
 
 func main() {
@@ -79,11 +84,9 @@ func main() {
 	endpoints := flag.String("endpoints", "http://127.0.0.1:7420", "leasehold endpoints, comma-separated")
 	name := flag.String("name", "worker", "this worker's name, written with each payment")
 	ttl := flag.Duration("attempt-ttl", 5*time.Second, "idempotency attempt TTL")
-	pause := flag.Duration("pause-before-write", 0, "fault hook: sleep this long before the payment transaction")
-	exitAfter := flag.Bool("exit-after-write", false, "fault hook: exit right after committing a payment, before its result is stored")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("worker", *name)
-	if err := run(*listen, *dsn, strings.Split(*endpoints, ","), *ttl, &server{name: *name, pause: *pause, exitAfter: *exitAfter, log: log}); err != nil {
+	if err := run(*listen, *dsn, strings.Split(*endpoints, ","), *ttl, &server{name: *name, log: log}); err != nil {
 		log.Error("payments", "err", err)
 		os.Exit(1)
 	}
@@ -124,8 +127,9 @@ func run(listen, dsn string, endpoints []string, ttl time.Duration, s *server) e
 	return nil
 }
 
-// pay charges once per idempotency key: fenced by the attempt's token, and
-// keyed by the idempotency key so a retry after a crash finds the charge.
+// pay charges once per idempotency key: a payment already recorded under
+// the key is the answer; else the debit and the record are fenced by the
+// attempt's token.
 func (s *server) pay(w http.ResponseWriter, r *http.Request) {
 	var p payment
 	if err := json.NewDecoder(r.Body).Decode(&p); err != nil || p.Account == "" || p.Amount <= 0 {
@@ -134,9 +138,6 @@ func (s *server) pay(w http.ResponseWriter, r *http.Request) {
 	}
 	key := httpidem.Key(r.Context())
 	token := httpidem.Token(r.Context())
-	if s.pause > 0 {
-		time.Sleep(s.pause)
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
 	// One connection per request keeps the example free of a pool.
@@ -146,40 +147,54 @@ func (s *server) pay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	defer tx.Rollback(ctx)
-	if err := s.guard.Check(ctx, tx, "payments/"+key, token); err != nil {
-		// A newer attempt owns this key: write nothing. 503 is not stored,
-		// and this attempt can no longer store anything anyway.
+	rc, err := s.charge(ctx, db, key, token, p)
+	var stale *pgfence.StaleTokenError
+	if errors.As(err, &stale) {
+		// A newer attempt owns this key: nothing was written. 503 is not
+		// stored, and this attempt can no longer store anything anyway.
 		s.log.Warn("stale attempt refused by the fence", "key", key, "token", token, "err", err)
 		http.Error(w, `{"error":"this request was taken over by a retry"}`, http.StatusServiceUnavailable)
 		return
 	}
-	var rc receipt
-	err = tx.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO payments (idem_key, account, amount, token, worker) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (idem_key) DO NOTHING
-			RETURNING idem_key, account, amount, token, worker)
-		SELECT idem_key, account, amount, token, worker FROM ins
-		UNION ALL SELECT idem_key, account, amount, token, worker FROM payments WHERE idem_key = $1
-		LIMIT 1`, key, p.Account, p.Amount, int64(token), s.name).Scan(&rc.Key, &rc.Account, &rc.Amount, &rc.Token, &rc.Worker)
-	if err == nil {
-		err = tx.Commit(ctx)
-	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	if s.exitAfter {
-		s.log.Warn("fault hook: exiting after the write, before the result is stored", "key", key)
-		os.Exit(3)
-	}
+	faultPoint(envMarkAfterCommit, time.Hour)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	json.NewEncoder(w).Encode(rc)
+}
+
+// charge returns the payment recorded under key, or debits the account and
+// records the payment, fenced by token, in one transaction.
+func (s *server) charge(ctx context.Context, db *pgx.Conn, key string, token uint64, p payment) (receipt, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return receipt{}, err
+	}
+	defer tx.Rollback(ctx)
+	rc := receipt{Key: key}
+	err = tx.QueryRow(ctx, `SELECT account, amount, token, worker FROM payments WHERE idem_key = $1 ORDER BY id LIMIT 1`,
+		key).Scan(&rc.Account, &rc.Amount, &rc.Token, &rc.Worker)
+	if err == nil {
+		return rc, tx.Commit(ctx) // charged by an attempt that died before its Complete
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return receipt{}, err
+	}
+	faultPoint(envMarkInTx, 2*time.Second)
+	if err := s.guard.Check(ctx, tx, "payments/"+key, token); err != nil {
+		return receipt{}, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO accounts (account, balance) VALUES ($1, -$2::bigint)
+		ON CONFLICT (account) DO UPDATE SET balance = accounts.balance - $2::bigint`, p.Account, p.Amount); err != nil {
+		return receipt{}, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO payments (idem_key, account, amount, token, worker) VALUES ($1, $2, $3, $4, $5)`,
+		key, p.Account, p.Amount, int64(token), s.name); err != nil {
+		return receipt{}, err
+	}
+	rc = receipt{Key: key, Account: p.Account, Amount: p.Amount, Token: token, Worker: s.name}
+	return rc, tx.Commit(ctx)
 }

@@ -96,13 +96,14 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, endpoint: n.URL, dsn: pg.NewDatabase(t), attemptTT: 2 * time.Second}
 }
 
-func (e *env) start(name string, args ...string) *worker {
+func (e *env) start(name string, environ ...string) *worker {
 	t := e.t
 	t.Helper()
 	addr := testutil.FreeAddr(t)
 	w := &worker{name: name, url: "http://" + addr, done: make(chan struct{})}
-	w.cmd = exec.Command(workerBin, append([]string{"--name", name, "--listen", addr, "--dsn", e.dsn,
-		"--endpoints", e.endpoint, "--attempt-ttl", e.attemptTT.String()}, args...)...)
+	w.cmd = exec.Command(workerBin, "--name", name, "--listen", addr, "--dsn", e.dsn,
+		"--endpoints", e.endpoint, "--attempt-ttl", e.attemptTT.String())
+	w.cmd.Env = append(os.Environ(), environ...)
 	w.cmd.Stderr = &w.stderr
 	w.cmd.WaitDelay = 5 * time.Second
 	if err := w.cmd.Start(); err != nil {
@@ -232,21 +233,55 @@ func TestConcurrentRetriesChargeOnce(t *testing.T) {
 	}
 }
 
-// A worker SIGSTOPped mid-request past its attempt TTL, then resumed: a
-// retry on the other worker takes over and charges; the resumed worker's
-// fenced write is refused, so the key is charged once.
+// marker is a fault-point file for a worker (see faultpoint.go), and the
+// environment entry that arms it.
+func marker(t *testing.T, env string) (path, entry string) {
+	path = filepath.Join(t.TempDir(), "reached")
+	return path, env + "=" + path
+}
+
+// waitFor waits until the worker has written the marker at path.
+func (w *worker) waitFor(t *testing.T, path string) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "worker "+w.name+" reaches its fault point", func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
+}
+
+// balance is the account's balance: minus the sum of its debits.
+func (e *env) balance(account string) int64 {
+	ctx := testutil.Context(e.t, 10*time.Second)
+	conn, err := pgx.Connect(ctx, e.dsn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var b int64
+	if err := conn.QueryRow(ctx, "SELECT balance FROM accounts WHERE account = $1", account).Scan(&b); err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}
+
+// A worker SIGSTOPped inside its payment transaction (after its look-up
+// for an earlier charge, before its writes) past its attempt TTL: a retry
+// on the other worker takes over and charges; the resumed worker's debit,
+// which nothing but the fence stops, is refused. One debit, one payment.
 func TestPausedWorkerPastItsAttemptChargesNothing(t *testing.T) {
 	e := newEnv(t)
-	slow := e.start("slow", "--pause-before-write", "1500ms")
+	mark, arm := marker(t, envMarkInTx)
+	slow := e.start("slow", arm)
 	fast := e.start("fast")
+	const body = `{"account":"acct-2","amount":5}`
 	first := make(chan answer, 1)
 	go func() {
-		a, _ := pay(slow.url, "pay-stop", `{"account":"acct-2","amount":5}`, 60*time.Second)
+		a, _ := pay(slow.url, "pay-stop", body, 60*time.Second)
 		first <- a
 	}()
-	time.Sleep(500 * time.Millisecond) // the slow worker has begun and sleeps before its write
+	slow.waitFor(t, mark)
 	slow.cmd.Process.Signal(syscall.SIGSTOP)
-	got := payUntilDone(t, []string{fast.url}, "pay-stop", `{"account":"acct-2","amount":5}`)
+	got := payUntilDone(t, []string{fast.url}, "pay-stop", body)
 	if r := receiptOf(t, got); r["worker"] != "fast" {
 		t.Fatalf("the retry's receipt: %v", r)
 	}
@@ -255,32 +290,47 @@ func TestPausedWorkerPastItsAttemptChargesNothing(t *testing.T) {
 	if late.status == http.StatusCreated {
 		t.Fatalf("the paused worker answered %d %s after its attempt was taken over", late.status, late.body)
 	}
+	if b := e.balance("acct-2"); b != -5 {
+		t.Fatalf("balance %d after one payment of 5, want -5", b)
+	}
 	if n := e.charges()["pay-stop"]; n != 1 {
 		t.Fatalf("charged %d times", n)
 	}
-	if again := payUntilDone(t, []string{slow.url, fast.url}, "pay-stop", `{"account":"acct-2","amount":5}`); again.body != got.body {
+	if again := payUntilDone(t, []string{slow.url, fast.url}, "pay-stop", body); again.body != got.body {
 		t.Fatalf("a later retry got %s, want %s", again.body, got.body)
 	}
 }
 
-// A worker SIGKILLed (here: exiting) after its charge committed but
-// before its result was stored: the attempt lapses, a retry runs again,
-// finds the charge and answers with it. One charge, one receipt.
+// A worker SIGKILLed after its charge committed but before its result was
+// stored: the attempt lapses, a retry runs again, finds the charge and
+// answers with it. One debit, one receipt.
 func TestWorkerKilledAfterTheEffectChargesOnce(t *testing.T) {
 	e := newEnv(t)
-	dies := e.start("dies", "--exit-after-write")
+	mark, arm := marker(t, envMarkAfterCommit)
+	dies := e.start("dies", arm)
 	ok := e.start("ok")
-	if _, err := pay(dies.url, "pay-kill", `{"account":"acct-3","amount":7}`, 10*time.Second); err == nil {
-		t.Fatal("the dying worker answered")
+	const body = `{"account":"acct-3","amount":7}`
+	first := make(chan error, 1)
+	go func() {
+		_, err := pay(dies.url, "pay-kill", body, 60*time.Second)
+		first <- err
+	}()
+	dies.waitFor(t, mark)
+	dies.cmd.Process.Kill()
+	if err := <-first; err == nil {
+		t.Fatal("the killed worker answered")
 	}
-	got := payUntilDone(t, []string{ok.url}, "pay-kill", `{"account":"acct-3","amount":7}`)
+	got := payUntilDone(t, []string{ok.url}, "pay-kill", body)
 	if r := receiptOf(t, got); r["worker"] != "dies" {
 		t.Fatalf("the retry charged again instead of finding the charge: %v", r)
 	}
 	if n := e.charges()["pay-kill"]; n != 1 {
 		t.Fatalf("charged %d times", n)
 	}
-	if again, _ := pay(ok.url, "pay-kill", `{"account":"acct-3","amount":7}`, 5*time.Second); again.body != got.body {
+	if b := e.balance("acct-3"); b != -7 {
+		t.Fatalf("balance %d after one payment of 7, want -7", b)
+	}
+	if again, _ := pay(ok.url, "pay-kill", body, 5*time.Second); again.body != got.body {
 		t.Fatalf("replay %s, want %s", again.body, got.body)
 	}
 }
