@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,12 +14,14 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/testcluster"
 	"github.com/leasehold/leasehold/internal/testutil"
@@ -30,8 +33,9 @@ import (
 // same receipt.
 
 var (
-	workerBin string
-	pg        *pgtest.Server
+	workerBin    string
+	leaseholdBin string
+	pg           *pgtest.Server
 )
 
 func TestMain(m *testing.M) {
@@ -40,15 +44,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	built := make(chan error, 1)
-	go func() { built <- build(filepath.Join(dir, "payments")) }()
+	built := make(chan error, 2)
+	go func() { built <- build(filepath.Join(dir, "payments"), ".") }()
+	go func() { built <- build(filepath.Join(dir, "leasehold"), "../../cmd/leasehold") }()
 	var stop func()
 	pg, stop = pgtest.StartMain()
 	code := 1
-	if err := <-built; err != nil {
+	if err := errors.Join(<-built, <-built); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else {
-		workerBin = filepath.Join(dir, "payments")
+		workerBin, leaseholdBin = filepath.Join(dir, "payments"), filepath.Join(dir, "leasehold")
 		code = m.Run()
 	}
 	stop()
@@ -56,7 +61,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func build(out string) error {
+func build(out, pkg string) error {
 	args := []string{"build", "-o", out}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
@@ -67,7 +72,7 @@ func build(out string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if b, err := exec.CommandContext(ctx, "go", append(args, ".")...).CombinedOutput(); err != nil {
+	if b, err := exec.CommandContext(ctx, "go", append(args, pkg)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, b)
 	}
 	return nil
@@ -335,45 +340,73 @@ func TestWorkerKilledAfterTheEffectChargesOnce(t *testing.T) {
 	}
 }
 
-// The leader of a 3-node leasehold cluster is killed while 8 clients pay
-// with the same keys through two workers: the workers fail over to the
-// new leader, and each key is still charged once and answered alike.
+// The leader of a 3-node cluster of real `leasehold serve` processes is
+// SIGKILLed while 8 clients per key pay through two workers: the workers
+// fail over to the new leader, each key is charged once, every client gets
+// the same receipt for a key, and that receipt is for the key's own payload.
 func TestLeaderKillChargesOnce(t *testing.T) {
 	if pg.Err() != nil {
 		t.Skipf("no Postgres: %v", pg.Err())
 	}
-	c := testcluster.Start(t, 3)
-	old := c.WaitLeader(30 * time.Second)
-	e := &env{t: t, endpoint: strings.Join(c.URLs(), ","), dsn: pg.NewDatabase(t), attemptTT: 2 * time.Second}
+	nodes := startServeCluster(t)
+	var urls []string
+	for _, n := range nodes {
+		urls = append(urls, n.url)
+	}
+	c, err := client.New(client.Config{Endpoints: urls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	old := serveLeader(t, nodes, c)
+	e := &env{t: t, endpoint: strings.Join(urls, ","), dsn: pg.NewDatabase(t), attemptTT: 2 * time.Second}
 	a, b := e.start("a"), e.start("b")
-	urls := []string{a.url, b.url}
-	keys := []string{"lk-1", "lk-2", "lk-3", "lk-4"}
-	answers := make([][]answer, len(keys))
+	workers := []string{a.url, b.url}
+	const keys, clients = 6, 8
+	amount := func(k int) int64 { return int64(10 + k) } // one payload per key, each different
+	answers := make([][]answer, keys)
+	var answered atomic.Int32
 	var wg sync.WaitGroup
-	for k, key := range keys {
-		answers[k] = make([]answer, 8)
-		for i := range 8 {
+	for k := range keys {
+		answers[k] = make([]answer, clients)
+		for i := range clients {
 			wg.Go(func() {
-				time.Sleep(time.Duration(i*k) * 50 * time.Millisecond) // spread over the kill
-				answers[k][i] = payUntilDone(t, urls[i%2:], key, `{"account":"acct-4","amount":3}`)
+				time.Sleep(time.Duration(k*clients+i) * 80 * time.Millisecond) // spread over the kill
+				body := fmt.Sprintf(`{"account":"acct-4","amount":%d}`, amount(k))
+				answers[k][i] = payUntilDone(t, workers[i%2:], fmt.Sprintf("lk-%d", k), body)
+				answered.Add(1)
 			})
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
-	c.Kill(old)
-	c.WaitNewLeader(old, 30*time.Second)
+	testutil.Eventually(t, 60*time.Second, "a first payment is answered", func() bool { return answered.Load() > 0 })
+	old.kill(t)
+	atKill := answered.Load()
+	if atKill == keys*clients {
+		t.Fatal("every payment was answered before the leader was killed: the load is too short to test a kill")
+	}
+	if n := serveLeader(t, nodes, c); n == old {
+		t.Fatalf("%s still leads after its SIGKILL", old.id)
+	}
+	t.Logf("payments answered: %d of %d at the kill of %s, %d when a new leader was seen", atKill, keys*clients, old.id, answered.Load())
 	wg.Wait()
-	for k, key := range keys {
+	charges := e.charges()
+	var want int64
+	for k := range keys {
+		key := fmt.Sprintf("lk-%d", k)
 		for i := range answers[k] {
 			if answers[k][i].body != answers[k][0].body {
 				t.Fatalf("%s: client %d got %s, client 0 got %s", key, i, answers[k][i].body, answers[k][0].body)
 			}
 		}
-	}
-	charges := e.charges()
-	for _, key := range keys {
+		if r := receiptOf(t, answers[k][0]); r["key"] != key || r["amount"] != float64(amount(k)) {
+			t.Fatalf("%s (amount %d) was answered with %v", key, amount(k), r)
+		}
 		if charges[key] != 1 {
 			t.Fatalf("%s charged %d times", key, charges[key])
 		}
+		want -= amount(k)
+	}
+	if got := e.balance("acct-4"); got != want {
+		t.Fatalf("balance %d, want %d (one debit per key)", got, want)
 	}
 }
