@@ -13,7 +13,7 @@ import (
 // Idempotency keys: a record per key holds the fingerprint of the request
 // that first used it, its state and, once completed, the stored result.
 // The attempt that owns a key is a lease on the internal resource
-// idemResource(key), so it expires, renews with progress and is forced
+// IdemResource(key), so it expires, renews with progress and is forced
 // like any lease; its token (the granting index) is the attempt's fencing
 // token, strictly increasing per key. When the attempt lease ends without
 // a Complete (lapse, Abandon = release, forced), the record goes away and
@@ -37,7 +37,9 @@ const (
 // refused in a resource name, so no caller can acquire or block it.
 const idemPrefix = "\x00idem/"
 
-func idemResource(key string) string { return idemPrefix + key }
+// IdemResource is the resource of key's attempt leases: their events
+// (Acquired, Released, Expired) are key's events in a watch.
+func IdemResource(key string) string { return idemPrefix + key }
 
 // MaxIdemKeyLen bounds a key: its resource must fit a resource name.
 const MaxIdemKeyLen = leasehold.MaxResourceLen - len(idemPrefix)
@@ -239,7 +241,7 @@ func (s *State) idemBegin(ix uint64, now int64, c *IdemBegin) Result {
 	if retention == 0 {
 		retention = s.cfg.IdemRetention
 	}
-	l := s.grant(ix, now, &Acquire{Resources: []string{idemResource(c.Key)}, Owner: c.Owner,
+	l := s.grant(ix, now, &Acquire{Resources: []string{IdemResource(c.Key)}, Owner: c.Owner,
 		Operation: "idempotency", TTL: c.TTL, SecretHash: c.SecretHash, Caller: c.Caller}, "")
 	r := &idemRecord{sum: sum, token: l.Token, owner: c.Owner, startedAt: now, retention: retention}
 	s.idem[c.Key] = r

@@ -184,7 +184,7 @@ func checkIdemModel(rt *rapid.T, s *State, model map[string]*mIdem, keys []strin
 	for _, k := range keys {
 		m := model[k]
 		got, ok := s.IdemGet(k)
-		holder, held := s.Holder(idemResource(k))
+		holder, held := s.Holder(IdemResource(k))
 		switch {
 		case m == nil:
 			if ok || held {

@@ -16,11 +16,13 @@ type (
 	Idem         = fsm.Idem
 )
 
-// idemPoll is how often a Begin that waits looks at the key again. The
-// wait ends when the owning attempt completes or its lease ends, both
-// committed entries this node applies; a local read between them is
-// cheap, and the answer after the wait is always a fresh Begin.
-const idemPoll = 20 * time.Millisecond
+// IdemFallbackPoll is how often a Begin that waits looks at the key again
+// if nothing woke it. The wait ends when the owning attempt's lease ends
+// (completed, abandoned or lapsed), an event of the key's resource that
+// wakes the waiter through the node's watch hub; the poll is only for a
+// wake-up that cannot come (the watcher was cut off, or a snapshot
+// replaced the history). A variable so a test can make it long.
+var IdemFallbackPoll = time.Second
 
 // IdemBegin proposes cmd; if another attempt owns the key and wait > 0,
 // it waits up to wait for that attempt to complete or lapse, then
@@ -39,10 +41,20 @@ func (s *Service) IdemBegin(ctx context.Context, cmd *IdemBegin, wait time.Durat
 }
 
 // awaitAttempt waits until attempt token no longer owns key in progress;
-// false if the deadline or ctx came first.
+// false if the deadline or ctx came first. It watches the key's resource
+// from before its read, so an end applied after the read wakes it.
 func (s *Service) awaitAttempt(ctx context.Context, key string, token uint64, deadline time.Time) bool {
-	t := time.NewTicker(idemPoll)
-	defer t.Stop()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var woken <-chan Batch
+	if w, err := s.hub.Watch(wctx, WatchRequest{Prefixes: []string{fsm.IdemResource(key)}, Now: true}); err == nil {
+		defer w.Close()
+		woken = w.Batches()
+	}
+	poll := time.NewTicker(IdemFallbackPoll)
+	defer poll.Stop()
+	timeout := time.NewTimer(time.Until(deadline))
+	defer timeout.Stop()
 	for {
 		var owned bool
 		err := s.node.Read(ctx, func(st *fsm.State) {
@@ -55,13 +67,24 @@ func (s *Service) awaitAttempt(ctx context.Context, key string, token uint64, de
 		if !owned {
 			return true
 		}
-		if !time.Now().Before(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-timeout.C:
+				return false
+			case b, ok := <-woken:
+				if !ok {
+					woken = nil // cut off: the fallback poll carries on
+					break wait
+				}
+				if len(b.Events) > 0 { // a progress mark says nothing of this key
+					break wait
+				}
+			case <-poll.C:
+				break wait
+			}
 		}
 	}
 }
