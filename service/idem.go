@@ -16,13 +16,14 @@ type (
 	Idem         = fsm.Idem
 )
 
-// IdemFallbackPoll is how often a Begin that waits looks at the key again
+// idemFallbackPoll is how often a Begin that waits looks at the key again
 // if nothing woke it. The wait ends when the owning attempt's lease ends
 // (completed, abandoned or lapsed), an event of the key's resource that
 // wakes the waiter through the node's watch hub; the poll is only for a
 // wake-up that cannot come (the watcher was cut off, or a snapshot
-// replaced the history). A variable so a test can make it long.
-var IdemFallbackPoll = time.Second
+// replaced the history). A variable so a test can make it long
+// (export_test.go).
+var idemFallbackPoll = time.Second
 
 // IdemBegin proposes cmd; if another attempt owns the key and wait > 0,
 // it waits up to wait for that attempt to complete or lapse, then
@@ -51,7 +52,7 @@ func (s *Service) awaitAttempt(ctx context.Context, key string, token uint64, de
 		defer w.Close()
 		woken = w.Batches()
 	}
-	poll := time.NewTicker(IdemFallbackPoll)
+	poll := time.NewTicker(idemFallbackPoll)
 	defer poll.Stop()
 	timeout := time.NewTimer(time.Until(deadline))
 	defer timeout.Stop()

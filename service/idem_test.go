@@ -15,8 +15,7 @@ import (
 // not by a poll: with the fallback poll made a minute long, the waiter
 // still answers "completed" within seconds.
 func TestIdemWaiterWokenByCompletion(t *testing.T) {
-	defer func(p time.Duration) { service.IdemFallbackPoll = p }(service.IdemFallbackPoll)
-	service.IdemFallbackPoll = time.Minute
+	service.SetIdemFallbackPoll(t, time.Minute)
 	n := startWatchNode(t, service.HubConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
