@@ -457,6 +457,9 @@ func (s *State) dropCounted(q *queue, body []byte) {
 
 // afterHead readies k's next message, or forgets k when it is empty.
 func (q *queue) afterHead(k *qkey) {
+	if len(k.msgs) == 0 {
+		k.msgs = nil // drop the old array; a restored key has none either
+	}
 	if len(k.msgs) == 0 && !k.blocked {
 		delete(q.keys, k.name)
 		return
