@@ -266,7 +266,7 @@ func (s *State) queueSend(now int64, c *QueueSend) Result {
 		if err := validateQueueMessage(m); err != nil {
 			return Result{Err: leasehold.Errorf(leasehold.CodeOf(err), "message %d: %v", i, err)}
 		}
-		if _, dup := q.dedupIDs[m.DedupID]; dup && m.DedupID != "" {
+		if q.duplicate(c.Messages[:i], m.DedupID) {
 			continue
 		}
 		adds++
@@ -293,6 +293,24 @@ func (s *State) queueSend(now int64, c *QueueSend) Result {
 		res.Seqs[i] = seq
 	}
 	return Result{Queue: res}
+}
+
+// duplicate says whether a message with dedup id id enqueues nothing:
+// the id is in the window or earlier in the same batch (at most
+// MaxQueueBatch, so the scan costs less than a map would).
+func (q *queue) duplicate(earlier []QueueMessage, id string) bool {
+	if id == "" {
+		return false
+	}
+	if _, dup := q.dedupIDs[id]; dup {
+		return true
+	}
+	for i := range earlier {
+		if earlier[i].DedupID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func validateQueueMessage(m *QueueMessage) error {
