@@ -378,6 +378,12 @@ func seedSnapshots(t testing.TB) [][]byte {
 	h.one(&Release{RequestID: "r", LeaseID: 9})
 	h.one(&Cancel{Key: "r"})
 	out = append(out, h.s.Snapshot())
+
+	g := New(DefaultConfig(), nil) // the golden entries: queues with a delivery in flight, a dead letter, dedup ids
+	for i, b := range goldenEntries() {
+		g.Apply(uint64(i+1), b)
+	}
+	out = append(out, g.Snapshot())
 	return out
 }
 

@@ -71,8 +71,11 @@ func readQueues(s *State, d *decoder, v byte) error {
 				if d.err != nil {
 					return nil
 				}
-				if m.token > s.lastToken || m.seq >= q.nextSeq {
+				if m.token > s.lastToken || m.seq >= q.nextSeq || q.inflight[m.seq] != nil {
 					return errCorrupt
+				}
+				if m.token != 0 && (len(k.msgs) > 0 || k.blocked) {
+					return errCorrupt // only an unblocked key's head is ever in flight
 				}
 				if m.token != 0 {
 					q.inflight[m.seq] = m
