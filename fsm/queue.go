@@ -260,7 +260,7 @@ func (s *State) queueSend(now int64, c *QueueSend) Result {
 		return Result{Err: leasehold.Errorf(leasehold.CodeInvalid, "a send carries 1 to %d messages, not %d", MaxQueueBatch, n)}
 	}
 	q.evictDedup(now)
-	adds, bytes := 0, 0
+	adds, bytes, ids := 0, 0, 0
 	for i := range c.Messages {
 		m := &c.Messages[i]
 		if err := validateQueueMessage(m); err != nil {
@@ -271,8 +271,11 @@ func (s *State) queueSend(now int64, c *QueueSend) Result {
 		}
 		adds++
 		bytes += len(m.Body)
+		if m.DedupID != "" {
+			ids++
+		}
 	}
-	if err := s.queueRoom(c.Queue, q, adds, bytes); err != nil {
+	if err := s.queueRoom(c.Queue, q, adds, bytes, ids); err != nil {
 		return Result{Err: err}
 	}
 	res := &QueueResult{Seqs: make([]uint64, len(c.Messages)), Duplicate: make([]bool, len(c.Messages))}
@@ -329,8 +332,12 @@ func validateQueueMessage(m *QueueMessage) error {
 // queueRoom refuses a send that would take the queue past its depth or
 // bytes, or the node past its budget for all queues. Nothing accepted is
 // ever dropped to make room.
-func (s *State) queueRoom(name string, q *queue, adds, bytes int) error {
+func (s *State) queueRoom(name string, q *queue, adds, bytes, ids int) error {
 	switch {
+	case s.cfg.MaxQueueDedupIDs > 0 && len(q.dedupLog)+ids > s.cfg.MaxQueueDedupIDs:
+		// Forgetting an id early could enqueue a retry twice: refuse instead.
+		return leasehold.Errorf(leasehold.CodeLimit,
+			"queue %q remembers %d dedup ids (limit max_queue_dedup_ids %d); retry once the oldest leave the dedup window", name, len(q.dedupLog), s.cfg.MaxQueueDedupIDs)
 	case q.depth+adds > q.MaxDepth:
 		return leasehold.Errorf(leasehold.CodeLimit,
 			"queue %q holds %d messages (limit max_depth %d); retry after consumers catch up", name, q.depth, q.MaxDepth)
@@ -350,9 +357,9 @@ func (q *queue) evictDedup(now int64) {
 		delete(q.dedupIDs, q.dedupLog[n].id)
 		n++
 	}
-	if n > 0 {
-		q.dedupLog = append(q.dedupLog[:0], q.dedupLog[n:]...)
-	}
+	// Slicing forward is O(1) a send; the next growth of the array
+	// copies only the live entries, freeing the evicted ones.
+	q.dedupLog = q.dedupLog[n:]
 }
 
 // push appends m to its key's messages, counting it in the queue.

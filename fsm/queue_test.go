@@ -62,8 +62,11 @@ func bodies(ds []Delivery) string {
 func TestQueueBackpressureNamesTheLimit(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxQueueBytes = 25
+	cfg.MaxQueueDedupIDs = 1
 	q := newQueueRig(t, cfg, nil)
 	q.ok(&QueueCreate{Queue: "deep", Settings: QueueSettings{MaxDepth: 2}})
+	q.ok(&QueueCreate{Queue: "ids"})
+	q.ok(&QueueSend{Queue: "ids", Messages: []QueueMessage{{Key: "a", DedupID: "d1"}}})
 	q.ok(&QueueCreate{Queue: "fat", Settings: QueueSettings{MaxBytes: 10}})
 	q.ok(&QueueCreate{Queue: "other"})
 	q.send("deep", "a", "1", "b", "2")
@@ -75,8 +78,9 @@ func TestQueueBackpressureNamesTheLimit(t *testing.T) {
 		{"deep", "3", "max_depth 2"},
 		{"fat", "12", "max_bytes 10"},
 		{"other", "0123456789", "max_queue_bytes 25"},
+		{"ids", "", "max_queue_dedup_ids 1"},
 	} {
-		r := q.apply(&QueueSend{Queue: tc.queue, Messages: []QueueMessage{{Key: "z", Body: []byte(tc.body)}}})
+		r := q.apply(&QueueSend{Queue: tc.queue, Messages: []QueueMessage{{Key: "z", Body: []byte(tc.body), DedupID: "d2"}}})
 		if leasehold.CodeOf(r.Err) != leasehold.CodeLimit || !strings.Contains(r.Err.Error(), tc.limit) {
 			t.Fatalf("send to %s: %v, want the limit error naming %q", tc.queue, r.Err, tc.limit)
 		}
@@ -250,5 +254,24 @@ func TestQueueBatchRepeatingDedupIDFits(t *testing.T) {
 		{Key: "a", Body: []byte("x"), DedupID: "d"}}})
 	if r.Queue.Seqs[0] != 1 || r.Queue.Seqs[1] != 1 || !r.Queue.Duplicate[1] {
 		t.Fatalf("send answered %+v, want seq 1 twice, the second a duplicate", r.Queue)
+	}
+}
+
+// A dedup id is remembered for the queue's window and then forgotten:
+// inside it a repeat returns the first sequence, after it a send is new.
+func TestQueueDedupWindow(t *testing.T) {
+	q := newQueueRig(t, DefaultConfig(), nil)
+	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{DedupWindow: 2 * time.Second}})
+	send := &QueueSend{Queue: "q", Messages: []QueueMessage{{Key: "a", DedupID: "d"}}}
+	first := q.ok(send).Queue.Seqs[0]
+	if r := q.ok(send); r.Queue.Seqs[0] != first || !r.Queue.Duplicate[0] { // 1s later
+		t.Fatalf("a repeat inside the window: %+v, want seq %d as a duplicate", r.Queue, first)
+	}
+	q.apply(&QueueExpire{Queue: "q"}) // 2s after the first: the window has passed
+	if r := q.ok(send); r.Queue.Seqs[0] == first || r.Queue.Duplicate[0] {
+		t.Fatalf("a send after the window: %+v, want a new sequence", r.Queue)
+	}
+	if info, _ := q.s.Queue("q"); info.Depth != 2 {
+		t.Fatalf("depth %d, want 2", info.Depth)
 	}
 }

@@ -138,6 +138,9 @@ type Config struct {
 	// MaxQueueBytes is the budget for message bodies in all queues (0: no
 	// limit); a Send past it is refused, never an accepted message dropped.
 	MaxQueueBytes int
+	// MaxQueueDedupIDs bounds the dedup ids one queue remembers within
+	// its window (0: no limit).
+	MaxQueueDedupIDs int
 }
 
 // DefaultConfig is what a node uses unless told otherwise.
@@ -146,7 +149,7 @@ func DefaultConfig() Config {
 		MaxWaitersPerResource: 1000, MaxLeasesPerOwner: 100000,
 		MaxTxnCompares: 64, MaxTxnOps: 64, MaxTxnBytes: 256 << 10,
 		IdemRetention: 24 * time.Hour, MaxIdemRetention: 7 * 24 * time.Hour, MaxIdemResult: 64 << 10,
-		MaxIdemKeysPerPrefix: 1 << 20, MaxIdemBytes: 1 << 30, MaxQueueBytes: 1 << 30}
+		MaxIdemKeysPerPrefix: 1 << 20, MaxIdemBytes: 1 << 30, MaxQueueBytes: 1 << 30, MaxQueueDedupIDs: 1 << 20}
 }
 
 // State is the whole replicated state.
