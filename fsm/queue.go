@@ -204,6 +204,7 @@ type Delivery struct {
 	Receives uint32 // this delivery included
 	Body     []byte // shared with the state: read it, never change it
 	SentAt   time.Time
+	Consumer string // the Receive's caller
 }
 
 // QueueResult is what a queue command answers besides an error.
@@ -409,7 +410,7 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 		m.consumer, m.vis = c.Caller, vis
 		q.inflight[m.seq] = m
 		res.Deliveries = append(res.Deliveries, Delivery{Queue: c.Queue, Key: k.name, Seq: m.seq, Token: m.token,
-			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt)})
+			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer})
 		if obs != nil {
 			obs.QueueDelivered(c.Queue, m.seq, m.token, vis)
 		}

@@ -227,7 +227,7 @@ func TestQueueObserverTimesVisibility(t *testing.T) {
 	q := newQueueRig(t, DefaultConfig(), o)
 	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{Visibility: 10 * time.Second}})
 	q.send("q", "a", "a1", "b", "b1")
-	ds := q.receive("q", 2)
+	ds := q.ok(&QueueReceive{Queue: "q", Max: 2, Caller: "worker-1"}).Queue.Deliveries
 	q.ok(&QueueExtend{Queue: "q", Seq: ds[0].Seq, Token: ds[0].Token, Visibility: time.Minute})
 	q.ok(&QueueAck{Queue: "q", Seq: ds[1].Seq, Token: ds[1].Token})
 	want := map[uint64]time.Duration{ds[0].Token: time.Minute}
@@ -242,6 +242,9 @@ func TestQueueObserverTimesVisibility(t *testing.T) {
 	restored.EachQueueDelivery(func(_ string, _, token uint64, v time.Duration) { got[token] = v })
 	if len(got) != 1 || got[ds[0].Token] != time.Minute {
 		t.Fatalf("a new leader finds %v, want %v", got, want)
+	}
+	if f := restored.InFlight("q", 0); len(f) != 1 || f[0].Key != "a" || f[0].Consumer != "worker-1" {
+		t.Fatalf("in flight after the restore: %+v, want key a held by worker-1", f)
 	}
 }
 
