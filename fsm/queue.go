@@ -400,7 +400,7 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 	if err := leasehold.ValidateDuration("visibility", vis, time.Second, 12*time.Hour); err != nil {
 		return Result{Err: err}
 	}
-	res := &QueueResult{}
+	res := &QueueResult{Deliveries: make([]Delivery, 0, min(c.Max, len(q.ready)))}
 	obs := s.queueObs()
 	for len(res.Deliveries) < c.Max && len(q.ready) > 0 && q.ready[0].msgs[0].notReady <= now {
 		k := heap.Pop(&q.ready).(*qkey)

@@ -36,6 +36,18 @@ func (s *State) Queue(name string) (QueueInfo, bool) {
 	return info, true
 }
 
+// NextReady is when the next message of the queue can be handed out (the
+// entries' clock; at or before now means a Receive gets something), for a
+// long-polling Receive to know when to try. ok is false when no key has a
+// message that is not in flight or blocked.
+func (s *State) NextReady(name string) (at time.Time, ok bool) {
+	q := s.queuesByName[name]
+	if q == nil || len(q.ready) == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, q.ready[0].msgs[0].notReady).UTC(), true
+}
+
 // Queues lists the queues' names in order.
 func (s *State) Queues() []string { return sortedKeys(s.queuesByName) }
 

@@ -141,6 +141,9 @@ func TestQueueDelayAndNackBackoff(t *testing.T) {
 	if got := bodies(q.receive("q", 10)); got != "b1" {
 		t.Fatalf("delivered %q before a1's delay, want b1", got)
 	}
+	if at, ok := q.s.NextReady("q"); !ok || at.UnixNano() != t0+5*int64(time.Second) {
+		t.Fatalf("next ready at %v (%v), want the end of a1's delay, t0+5s (sent at t0+2s)", at, ok)
+	}
 	q.apply(&QueueExpire{Queue: "q"}) // time passes: a stale expiry does nothing
 	d := q.receive("q", 10)
 	if bodies(d) != "a1" {
