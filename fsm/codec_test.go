@@ -87,6 +87,8 @@ func sampleCommands() map[string]Command {
 		"queue purge zero":   &QueuePurge{},
 		"queue delete":       &QueueDelete{Queue: "jobs", Actor: "alice", Reason: "unused"},
 		"queue delete zero":  &QueueDelete{},
+		"queue retire":       &QueueRetire{Queue: "jobs", Before: math.MinInt64},
+		"queue retire zero":  &QueueRetire{},
 	}
 }
 

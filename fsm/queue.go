@@ -48,7 +48,7 @@ const MaxQueueBatch = 100
 type QueueSettings struct {
 	Visibility             time.Duration // a delivery's default visibility
 	MaxReceives            uint32        // deliveries before a message is dead-lettered
-	Retention              time.Duration // kept for the service's reaper; the state does not drop messages by age
+	Retention              time.Duration // how long a message is kept (QueueRetire)
 	MaxDepth               int           // messages (queued, in flight, dead) at most
 	MaxBytes               int           // bytes of bodies at most
 	MaxInFlightPerConsumer int           // enforced by the service, per consumer
@@ -612,6 +612,51 @@ func (s *State) queuePurge(ix uint64, now int64, c *QueuePurge) Result {
 	}
 	s.auditQueue(ix, now, c.Actor, "queue-purge", c.Queue, c.Reason)
 	return Result{Queue: &QueueResult{Moved: moved}}
+}
+
+func (s *State) queueRetire(c *QueueRetire) Result {
+	q, err := s.queueOf(c.Queue)
+	if err != nil {
+		return Result{Err: err}
+	}
+	dropped := 0
+	dead := q.dead[:0]
+	for _, dl := range q.dead {
+		if dl.sentAt >= c.Before {
+			dead = append(dead, dl)
+			continue
+		}
+		s.dropCounted(q, dl.body)
+		dropped++
+		if k := q.keys[dl.key]; k != nil && k.blocked { // nothing is left to redrive
+			k.blocked = false
+			q.afterHead(k)
+		}
+	}
+	clear(q.dead[len(dead):])
+	q.dead = dead
+	for _, name := range sortedKeys(q.keys) {
+		k := q.keys[name]
+		keep := k.msgs[:0]
+		for _, m := range k.msgs {
+			if m.sentAt >= c.Before || m.token != 0 {
+				keep = append(keep, m)
+				continue
+			}
+			s.dropCounted(q, m.body)
+			dropped++
+		}
+		if len(keep) == len(k.msgs) {
+			continue
+		}
+		clear(k.msgs[len(keep):])
+		k.msgs = keep
+		if k.hix >= 0 { // its head changed: out of the heap, and back if it has one
+			heap.Remove(&q.ready, k.hix)
+		}
+		q.afterHead(k)
+	}
+	return Result{Queue: &QueueResult{Moved: dropped}}
 }
 
 func (s *State) queueDelete(ix uint64, now int64, c *QueueDelete) Result {

@@ -18,6 +18,7 @@ const (
 	KindQueueRedrive Kind = 37
 	KindQueuePurge   Kind = 38
 	KindQueueDelete  Kind = 39
+	KindQueueRetire  Kind = 40 // messages past the queue's retention are dropped
 )
 
 // QueueCreate makes a queue, or is answered with the queue as it is if
@@ -110,7 +111,18 @@ type QueueDelete struct {
 	Reason string
 }
 
+// QueueRetire drops the messages of a queue, queued or dead, sent before
+// Before (unix nanoseconds), as its retention says. The leader proposes
+// it now and then with Before = its wall clock - retention; retention is
+// days, so clock skew between leaders matters little. A message in
+// flight is kept: its consumer may be committing it.
+type QueueRetire struct {
+	Queue  string
+	Before int64
+}
+
 func (*QueueCreate) Kind() Kind  { return KindQueueCreate }
+func (*QueueRetire) Kind() Kind  { return KindQueueRetire }
 func (*QueueSend) Kind() Kind    { return KindQueueSend }
 func (*QueueReceive) Kind() Kind { return KindQueueReceive }
 func (*QueueAck) Kind() Kind     { return KindQueueAck }
@@ -121,6 +133,7 @@ func (*QueueRedrive) Kind() Kind { return KindQueueRedrive }
 func (*QueuePurge) Kind() Kind   { return KindQueuePurge }
 func (*QueueDelete) Kind() Kind  { return KindQueueDelete }
 
+func (c *QueueRetire) apply(s *State, _ uint64, _ int64) Result   { return s.queueRetire(c) }
 func (c *QueueCreate) apply(s *State, _ uint64, now int64) Result { return s.queueCreate(now, c) }
 func (c *QueueSend) apply(s *State, _ uint64, now int64) Result   { return s.queueSend(now, c) }
 func (c *QueueReceive) apply(s *State, ix uint64, now int64) Result {
@@ -277,3 +290,6 @@ func (c *QueuePurge) decode(d *decoder) { c.Queue = d.str(); c.Actor = d.str(); 
 
 func (c *QueueDelete) encode(e *encoder) { e.str(c.Queue); e.str(c.Actor); e.str(c.Reason) }
 func (c *QueueDelete) decode(d *decoder) { c.Queue = d.str(); c.Actor = d.str(); c.Reason = d.str() }
+
+func (c *QueueRetire) encode(e *encoder) { e.str(c.Queue); e.varint(c.Before) }
+func (c *QueueRetire) decode(d *decoder) { c.Queue = d.str(); c.Before = d.varint() }

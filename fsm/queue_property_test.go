@@ -19,10 +19,12 @@ import (
 // key's head and nothing of the key is in flight, and acked only then; a
 // delivery's token is above every earlier token of its key; a dedup id
 // never enqueues twice; stale acks, nacks and extends are refused; and in
-// the end every accepted message is delivered and acked exactly once.
+// the end every accepted message is delivered and acked exactly once,
+// unless its retention ran out first.
 
 type mQMsg struct {
 	seq      uint64
+	sentAt   int64
 	receives uint32
 	notReady int64
 }
@@ -166,7 +168,7 @@ func TestQueueModel(t *testing.T) {
 		steps := rapid.IntRange(1, 120).Draw(rt, "steps")
 		for range steps {
 			now += int64(time.Second)
-			switch rapid.IntRange(0, 9).Draw(rt, "op") {
+			switch rapid.IntRange(0, 10).Draw(rt, "op") {
 			case 0, 1: // Send a batch of 1 to 3
 				n := rapid.IntRange(1, 3).Draw(rt, "n")
 				msgs := make([]QueueMessage, n)
@@ -203,7 +205,7 @@ func TestQueueModel(t *testing.T) {
 					}
 					sent[nextSeq] = m.Key
 					k := keyOf(m.Key)
-					k.msgs = append(k.msgs, mQMsg{seq: nextSeq, notReady: now})
+					k.msgs = append(k.msgs, mQMsg{seq: nextSeq, sentAt: now, notReady: now})
 					nextSeq++
 				}
 			case 2, 3: // Receive
@@ -261,7 +263,7 @@ func TestQueueModel(t *testing.T) {
 				}
 				for _, dl := range dead {
 					k := keyOf(dl.key)
-					m := mQMsg{seq: dl.msg.seq, notReady: now}
+					m := mQMsg{seq: dl.msg.seq, sentAt: dl.msg.sentAt, notReady: now}
 					if k.blocked {
 						k.blocked = false
 						k.msgs = append([]mQMsg{m}, k.msgs...)
@@ -270,6 +272,36 @@ func TestQueueModel(t *testing.T) {
 					}
 				}
 				dead = nil
+			case 10: // retention: drop what was sent before a point, except in flight
+				before := now - int64(rapid.IntRange(0, 30).Draw(rt, "age"))*int64(time.Second)
+				r := apply(&QueueRetire{Queue: "q", Before: before})
+				want := 0
+				keptDead := dead[:0]
+				for _, dl := range dead {
+					if dl.msg.sentAt >= before {
+						keptDead = append(keptDead, dl)
+						continue
+					}
+					want++
+					delete(sent, dl.msg.seq) // retired: no longer owed an ack
+					keys[dl.key].blocked = false
+				}
+				dead = keptDead
+				for _, k := range keys {
+					var keep []mQMsg
+					for i, m := range k.msgs {
+						if m.sentAt >= before || (i == 0 && k.token != 0) {
+							keep = append(keep, m)
+							continue
+						}
+						want++
+						delete(sent, m.seq)
+					}
+					k.msgs = keep
+				}
+				if r.Err != nil || r.Queue.Moved != want {
+					rt.Fatalf("retire before %d dropped %v (%v), want %d", before, r.Queue, r.Err, want)
+				}
 			case 9: // a snapshot and restore, as a follower catching up
 				restored, err := Restore(s.Snapshot(), DefaultConfig(), nil)
 				if err != nil {
@@ -304,7 +336,7 @@ func TestQueueModel(t *testing.T) {
 				apply(&QueueRedrive{Queue: "q"})
 				for _, dl := range dead {
 					k := keyOf(dl.key)
-					m := mQMsg{seq: dl.msg.seq, notReady: now}
+					m := mQMsg{seq: dl.msg.seq, sentAt: dl.msg.sentAt, notReady: now}
 					if k.blocked {
 						k.blocked = false
 						k.msgs = append([]mQMsg{m}, k.msgs...)

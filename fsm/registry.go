@@ -35,6 +35,7 @@ var commands = [...]struct {
 	KindQueueRedrive: {"queue-redrive", func() Command { return new(QueueRedrive) }},
 	KindQueuePurge:   {"queue-purge", func() Command { return new(QueuePurge) }},
 	KindQueueDelete:  {"queue-delete", func() Command { return new(QueueDelete) }},
+	KindQueueRetire:  {"queue-retire", func() Command { return new(QueueRetire) }},
 }
 
 // newCommand returns an empty command of kind k, or nil if k is unknown.
