@@ -193,6 +193,16 @@ func (h *readyHeap) Pop() any {
 type QueueObserver interface {
 	QueueDelivered(queue string, seq, token uint64, visibility time.Duration)
 	QueueDeliveryEnded(queue string, seq, token uint64)
+	// QueueReady says a command left the queue with a key ready, maybe
+	// not before NextReady: a long-polling Receive can try again.
+	QueueReady(queue string)
+}
+
+// queueWake tells the observer that name has a ready key.
+func (s *State) queueWake(name string, q *queue) {
+	if o := s.queueObs(); o != nil && len(q.ready) > 0 {
+		o.QueueReady(name)
+	}
 }
 
 // Delivery is one message handed out by a Receive.
@@ -296,6 +306,7 @@ func (s *State) queueSend(now int64, c *QueueSend) Result {
 		s.queueBytes += len(m.Body)
 		res.Seqs[i] = seq
 	}
+	s.queueWake(c.Queue, q)
 	return Result{Queue: res}
 }
 
@@ -460,6 +471,7 @@ func (s *State) queueAck(now int64, c *QueueAck) Result {
 	k.msgs = k.msgs[1:]
 	s.dropCounted(q, m.body)
 	q.afterHead(k)
+	s.queueWake(c.Queue, q)
 	s.dedup.put(key, KindQueueAck, sum, now, Result{}, s.cfg)
 	return Result{}
 }
@@ -530,10 +542,11 @@ func (s *State) requeue(now int64, name string, q *queue, m *qmsg, delay time.Du
 			receives: m.receives, note: m.note, diedAt: now})
 		k.blocked = q.DeadLetter == DeadLetterBlock
 		q.afterHead(k)
-		return
+	} else {
+		m.notReady = now + int64(delay)
+		q.makeReady(k)
 	}
-	m.notReady = now + int64(delay)
-	q.makeReady(k)
+	s.queueWake(name, q)
 }
 
 func (s *State) queueExtend(c *QueueExtend) Result {
@@ -576,6 +589,7 @@ func (s *State) queueRedrive(now int64, c *QueueRedrive) Result {
 		q.push(m, dl.key)
 	}
 	q.dead = append(q.dead[:0], q.dead[n:]...)
+	s.queueWake(c.Queue, q)
 	return Result{Queue: &QueueResult{Moved: n}}
 }
 
@@ -656,6 +670,7 @@ func (s *State) queueRetire(c *QueueRetire) Result {
 		}
 		q.afterHead(k)
 	}
+	s.queueWake(c.Queue, q)
 	return Result{Queue: &QueueResult{Moved: dropped}}
 }
 

@@ -32,7 +32,7 @@ type QueueCreate struct {
 // QueueMessage is one message of a Send.
 type QueueMessage struct {
 	Key     string
-	Body    []byte
+	Body    []byte        // kept by the state as is: never reuse it after Apply
 	DedupID string        // empty: no deduplication
 	Delay   time.Duration // not deliverable before the send's time + Delay
 }

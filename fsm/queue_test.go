@@ -217,8 +217,11 @@ func TestQueueCreatePurgeDelete(t *testing.T) {
 
 type queueTimers struct {
 	nopObserver
-	vis map[uint64]time.Duration // by token
+	vis   map[uint64]time.Duration // by token
+	wakes int
 }
+
+func (o *queueTimers) QueueReady(string) { o.wakes++ }
 
 func (o *queueTimers) QueueDelivered(_ string, _, token uint64, v time.Duration) { o.vis[token] = v }
 func (o *queueTimers) QueueDeliveryEnded(_ string, _, token uint64)              { delete(o.vis, token) }
@@ -230,9 +233,15 @@ func TestQueueObserverTimesVisibility(t *testing.T) {
 	q := newQueueRig(t, DefaultConfig(), o)
 	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{Visibility: 10 * time.Second}})
 	q.send("q", "a", "a1", "b", "b1")
+	if o.wakes != 1 {
+		t.Fatalf("a send woke %d times, want once", o.wakes)
+	}
 	ds := q.ok(&QueueReceive{Queue: "q", Max: 2, Caller: "worker-1"}).Queue.Deliveries
 	q.ok(&QueueExtend{Queue: "q", Seq: ds[0].Seq, Token: ds[0].Token, Visibility: time.Minute})
 	q.ok(&QueueAck{Queue: "q", Seq: ds[1].Seq, Token: ds[1].Token})
+	if o.wakes != 1 {
+		t.Fatalf("an ack leaving nothing ready woke %d times", o.wakes-1)
+	}
 	want := map[uint64]time.Duration{ds[0].Token: time.Minute}
 	if len(o.vis) != 1 || o.vis[ds[0].Token] != time.Minute {
 		t.Fatalf("timers %v, want %v", o.vis, want)
