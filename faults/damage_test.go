@@ -35,7 +35,7 @@ func TestLogDamage(t *testing.T) {
 			n := newNode(t, "n1", "")
 			c := newClient(t, "", n.url)
 			err := damageScenario(t, n, h, sc.name, sc.damage)
-			if err != nil && (n.p == nil || n.p.exited()) {
+			if err != nil && (n.p == nil || n.p.Exited()) {
 				c = nil // nothing to read the state back from
 			}
 			finish(t, sc.name, h, c, expect{lostAllowed: true}, err)
@@ -77,7 +77,7 @@ func followerDamage(t *testing.T, nodes []*node, c *client.Client, h *history, p
 	if f == l {
 		f = nodes[1]
 	}
-	if err := f.p.kill(); err != nil {
+	if err := f.p.Kill(); err != nil {
 		return err
 	}
 	seg, err := lastSegment(f.dataDir)
@@ -135,8 +135,8 @@ func caughtUp(ctx context.Context, f *node, c *client.Client) error {
 	fc := newClient(f.t, "", f.url)
 	var exited error
 	err = checkFor(progressTimeout, func() error {
-		if f.p.exited() {
-			exited = fmt.Errorf("follower %s %w after it restarted (%v): %s", f.id, errExited, f.p.err, why(f.p.stderr()))
+		if f.p.Exited() {
+			exited = fmt.Errorf("follower %s %w after it restarted (%v): %s", f.id, errExited, f.p.Err, why(f.p.Stderr()))
 			return nil
 		}
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -183,7 +183,7 @@ func damageScenario(t *testing.T, n *node, h *history, prefix string, damage fun
 	if err := putFenced(ctx, c, h, held+"/last", []byte("last write"), held, l.Token()); err != nil {
 		return fmt.Errorf("write under %s before the damage: %w", held, err)
 	}
-	if err := n.p.kill(); err != nil {
+	if err := n.p.Kill(); err != nil {
 		return err
 	}
 	seg, err := lastSegment(n.dataDir)
@@ -220,7 +220,7 @@ func startOrRecover(t *testing.T, n *node) error {
 // dir and starts n again; failed is why n is not running.
 func recoverAndStart(t *testing.T, n *node, failed error) error {
 	err := failed
-	n.p.kill()
+	n.p.Kill()
 	out, rerr := runLH(time.Minute, "recover", "--data-dir", n.dataDir, "--yes")
 	if rerr != nil {
 		return fmt.Errorf("the node did not start (%v), and recovery failed: %w", firstLine(err.Error()), rerr)
