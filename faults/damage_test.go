@@ -77,16 +77,9 @@ func followerDamage(t *testing.T, nodes []*node, c *client.Client, h *history, p
 	if f == l {
 		f = nodes[1]
 	}
-	if err := f.p.Kill(); err != nil {
-		return err
-	}
-	seg, err := lastSegment(f.dataDir)
+	what, err := killAndDamage(f, damage)
 	if err != nil {
 		return err
-	}
-	what, err := damage(seg)
-	if err != nil {
-		return fmt.Errorf("damage %s: %w", seg, err)
 	}
 	t.Logf("damaged follower %s's log: %s", f.id, what)
 	if err := w.waitAcks(6, progressTimeout); err != nil {
@@ -183,16 +176,9 @@ func damageScenario(t *testing.T, n *node, h *history, prefix string, damage fun
 	if err := putFenced(ctx, c, h, held+"/last", []byte("last write"), held, l.Token()); err != nil {
 		return fmt.Errorf("write under %s before the damage: %w", held, err)
 	}
-	if err := n.p.Kill(); err != nil {
-		return err
-	}
-	seg, err := lastSegment(n.dataDir)
+	what, err := killAndDamage(n, damage)
 	if err != nil {
 		return err
-	}
-	what, err := damage(seg)
-	if err != nil {
-		return fmt.Errorf("damage %s: %w", seg, err)
 	}
 	t.Logf("damaged the log: %s", what)
 	if err := startOrRecover(t, n); err != nil {
@@ -202,6 +188,23 @@ func damageScenario(t *testing.T, n *node, h *history, prefix string, damage fun
 	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return regrant(ctx, c, h, prefix)
+}
+
+// killAndDamage kills n and damages the last segment of its log; it
+// says what it did.
+func killAndDamage(n *node, damage func(string) (string, error)) (string, error) {
+	if err := n.p.Kill(); err != nil {
+		return "", err
+	}
+	seg, err := lastSegment(n.dataDir)
+	if err != nil {
+		return "", err
+	}
+	what, err := damage(seg)
+	if err != nil {
+		return "", fmt.Errorf("damage %s: %w", seg, err)
+	}
+	return what, nil
 }
 
 // startOrRecover starts n; if it refuses to start (or dies starting), it

@@ -152,16 +152,26 @@ func nodeFault(t *testing.T, nodes []*node, c *client.Client, h *history, prefix
 	return nil
 }
 
+// startWritingClient starts a client process that holds resource, and
+// waits until it has been granted it and has written 3 times.
+func startWritingClient(t *testing.T, resource string, nodes []*node) (*clientProc, error) {
+	cp := startClientProc(t, resource, urls(nodes))
+	if err := cp.waitOutput(progressTimeout, "been granted and written 3 times", func(o clientOutput) bool {
+		return o.token != 0 && len(o.acks) >= 3
+	}); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
 // clientPause stops a client process that holds a lease until the lease
 // expires and another holder takes the resource, then wakes it: the
 // writes it goes on sending with its old token must all be refused.
 func clientPause(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
 	for round := range rounds(1, 4) {
 		resource := fmt.Sprintf("%s/r%d", prefix, round)
-		cp := startClientProc(t, resource, urls(nodes))
-		if err := cp.waitOutput(progressTimeout, "been granted and written 3 times", func(o clientOutput) bool {
-			return o.token != 0 && len(o.acks) >= 3
-		}); err != nil {
+		cp, err := startWritingClient(t, resource, nodes)
+		if err != nil {
 			return err
 		}
 		o := cp.output()
@@ -212,10 +222,8 @@ func clientPause(t *testing.T, nodes []*node, c *client.Client, h *history, pref
 func clientKill(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
 	for round := range rounds(1, 4) {
 		resource := fmt.Sprintf("%s/r%d", prefix, round)
-		cp := startClientProc(t, resource, urls(nodes))
-		if err := cp.waitOutput(progressTimeout, "been granted and written 3 times", func(o clientOutput) bool {
-			return o.token != 0 && len(o.acks) >= 3
-		}); err != nil {
+		cp, err := startWritingClient(t, resource, nodes)
+		if err != nil {
 			return err
 		}
 		if err := cp.Kill(); err != nil {
