@@ -139,6 +139,7 @@ func New(cfg Config) (*Client, error) {
 			admin:     leaseholdv1connect.NewAdminClient(cfg.HTTPClient, e, opts...),
 			elections: leaseholdv1connect.NewElectionsClient(cfg.HTTPClient, e, opts...),
 			watch:     leaseholdv1connect.NewWatchClient(cfg.HTTPClient, e, opts...),
+			idem:      leaseholdv1connect.NewIdempotencyClient(cfg.HTTPClient, e, opts...),
 		})
 	}
 	return c, nil
@@ -153,6 +154,7 @@ type endpoint struct {
 	admin     leaseholdv1connect.AdminClient
 	elections leaseholdv1connect.ElectionsClient
 	watch     leaseholdv1connect.WatchClient
+	idem      leaseholdv1connect.IdempotencyClient
 }
 
 // Service pickers for call.

@@ -18,10 +18,10 @@ import (
 // server side closes it, which the node's shutdown does. goleak retries for
 // a while before it reports, which covers that gap. The one
 // goroutine ignored is the give-back of an acquire whose caller left
-// (Client.giveBack): it is meant to outlive the call, and ends within
+// (Client.giveBackWith): it is meant to outlive the call, and ends within
 // RequestTimeout even when no node answers. Anything else reported is a
 // real leak, such as a Lease's renewal loop or Lease.Context watcher
 // outliving its lease.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/leasehold/leasehold/client.(*Client).giveBack.func1"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/leasehold/leasehold/client.(*Client).giveBackWith.func1"))
 }

@@ -25,6 +25,7 @@ type timers struct {
 	leases  map[uint64]*leaseTimer
 	waits   map[string]clock.Timer
 	blocks  map[string]clock.Timer
+	ret     retention // idempotency results' retention (retention.go)
 	pending []fsm.Command
 	kick    chan struct{}
 	log     *slog.Logger
@@ -205,6 +206,7 @@ func (t *timers) restart(m *machine) {
 	})
 	m.state.EachWaiter(func(id string, wait time.Duration) { t.armWait(id, wait) })
 	m.state.EachBlock(func(r string, tok uint64, d time.Duration) { t.armBlock(r, tok, d) })
+	m.state.EachIdemCompleted(func(k string, tok uint64, d time.Duration) { t.armRetention(k, tok, d) })
 }
 
 // activate starts the timers on becoming leader.
@@ -237,4 +239,5 @@ func (t *timers) stopAllLocked() {
 	clear(t.leases)
 	clear(t.waits)
 	clear(t.blocks)
+	t.stopRetention()
 }

@@ -54,8 +54,11 @@ func ReadTokenFloor(dir string) (uint64, error) {
 		return 0, fmt.Errorf("cluster: read token floor: %w", err)
 	}
 	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err == nil && v > fsm.MaxTokenFloor {
+		err = fmt.Errorf("above the largest token %d", uint64(fsm.MaxTokenFloor))
+	}
 	if err != nil {
-		return 0, fmt.Errorf("cluster: token floor file %s is damaged (%q is not a number); "+
+		return 0, fmt.Errorf("cluster: token floor file %s is damaged (%q is not a number of tokens); "+
 			"it must hold a number above every token ever issued: see README, \"Failure semantics\"", path, b)
 	}
 	return v, nil

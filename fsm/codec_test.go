@@ -59,6 +59,12 @@ func sampleCommands() map[string]Command {
 		"campaign zero": &Campaign{Acquire{Election: true, Value: []byte{}}},
 		"proclaim":      &Proclaim{RequestID: "req-11", LeaseID: 3, SecretHash: full, Value: []byte("v2"), Caller: "c"},
 		"proclaim zero": &Proclaim{Value: []byte{}},
+		"idem begin": &IdemBegin{Key: "pay/1", Fingerprint: full, Owner: "o", TTL: time.Second,
+			Retention: time.Hour, SecretHash: full, Caller: "c"},
+		"idem begin zero":    &IdemBegin{},
+		"idem complete":      &IdemComplete{Key: "pay/1", LeaseID: 7, SecretHash: full, Result: []byte("r")},
+		"idem complete zero": &IdemComplete{Result: []byte{}},
+		"idem forget":        &IdemForget{Key: "pay/1", Token: 9},
 	}
 }
 

@@ -113,10 +113,12 @@ func hasPrefix(rs []string, prefix string) bool {
 // Counts are gauges for metrics.
 type Counts struct {
 	Leases, Waiters, Blocked, Dedup int
+	IdemKeys, IdemBytes             int // idempotency keys in use and bytes of stored results (idem.go)
 }
 
 func (s *State) Counts() Counts {
-	return Counts{Leases: len(s.leases), Waiters: len(s.waiters), Blocked: len(s.blocks), Dedup: s.dedup.len()}
+	return Counts{Leases: len(s.leases), Waiters: len(s.waiters), Blocked: len(s.blocks), Dedup: s.dedup.len(),
+		IdemKeys: len(s.idem), IdemBytes: s.idemBytes}
 }
 
 // EachLease visits every lease (in no particular order) with its recorded

@@ -22,6 +22,9 @@ var commands = [...]struct {
 	KindTxn:          {"txn", func() Command { return new(Txn) }},
 	KindCampaign:     {"campaign", func() Command { return new(Campaign) }},
 	KindProclaim:     {"proclaim", func() Command { return new(Proclaim) }},
+	KindIdemBegin:    {"idem-begin", func() Command { return new(IdemBegin) }},
+	KindIdemComplete: {"idem-complete", func() Command { return new(IdemComplete) }},
+	KindIdemForget:   {"idem-forget", func() Command { return new(IdemForget) }},
 }
 
 // newCommand returns an empty command of kind k, or nil if k is unknown.

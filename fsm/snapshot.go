@@ -23,10 +23,12 @@ import (
 // Version 6 keeps a transaction's answer (TxnResult) in its dedup record
 // and the lease a key is bound to; a lease and a waiter say whether they
 // are an election's, with the value.
+//
+// Version 7 adds the idempotency keys (snapshot_idem.go).
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = 6
+	snapVersion = 7
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -56,6 +58,7 @@ var sections = [...]section{
 	{"kv", 6, writeKV, readKV},
 	{"audit", 3, writeAudit, readAudit},
 	{"dedup", 6, writeDedup, readDedup},
+	{"idem", 7, writeIdem, readIdem},
 }
 
 // Snapshot encodes the whole state.

@@ -65,6 +65,7 @@ type Result struct {
 	Version   uint64           // put, txn: the key's new version; delete: its last
 	Txn       *TxnResult       // txn: the branch that ran and its versions
 	Dup       bool             // answered from the dedup window
+	Idem      *Idem            // idempotency Begin and Complete: where the key stands (idem.go)
 	// ForeignSecret marks a retried acquire whose secret differs from the
 	// first request's (or can no longer be checked): the caller does not
 	// know the lease's secret, so the answer must not claim it does.
@@ -123,13 +124,24 @@ type Config struct {
 	MaxTxnCompares int
 	MaxTxnOps      int
 	MaxTxnBytes    int
+
+	// Idempotency keys (idem.go): the retention of a completed result when
+	// Begin names none and the most it may name; the largest result; the
+	// most keys per prefix and bytes of results in all (0: no limit).
+	IdemRetention        time.Duration
+	MaxIdemRetention     time.Duration
+	MaxIdemResult        int
+	MaxIdemKeysPerPrefix int
+	MaxIdemBytes         int
 }
 
 // DefaultConfig is what a node uses unless told otherwise.
 func DefaultConfig() Config {
 	return Config{DedupWindow: 5 * time.Minute, DedupMax: 1 << 20, AuditMax: 10000,
 		MaxWaitersPerResource: 1000, MaxLeasesPerOwner: 100000,
-		MaxTxnCompares: 64, MaxTxnOps: 64, MaxTxnBytes: 256 << 10}
+		MaxTxnCompares: 64, MaxTxnOps: 64, MaxTxnBytes: 256 << 10,
+		IdemRetention: 24 * time.Hour, MaxIdemRetention: 7 * 24 * time.Hour, MaxIdemResult: 64 << 10,
+		MaxIdemKeysPerPrefix: 1 << 20, MaxIdemBytes: 1 << 30}
 }
 
 // State is the whole replicated state.
@@ -150,8 +162,11 @@ type State struct {
 	bound       map[uint64]map[string]struct{} // lease -> keys bound to it
 	kvBytes     int
 	audit       []AuditRecord
-	owned       map[string]int // owner -> leases held
-	vacated     []string       // elections whose leader ended in this command (elections.go)
+	owned       map[string]int         // owner -> leases held
+	vacated     []string               // elections whose leader ended in this command (elections.go)
+	idem        map[string]*idemRecord // idempotency keys (idem.go)
+	idemCount   map[string]int         // key prefix -> records
+	idemBytes   int                    // bytes of stored results
 
 	scratch encoder // a buffer for fingerprints (request.go); not state
 }
@@ -162,17 +177,19 @@ func New(cfg Config, obs Observer) *State {
 		obs = nopObserver{}
 	}
 	s := &State{
-		cfg:     cfg,
-		obs:     obs,
-		leases:  make(map[uint64]*lease),
-		holders: make(map[string]uint64),
-		blocks:  make(map[string]block),
-		waiters: make(map[string]*waiter),
-		queues:  make(map[string][]*waiter),
-		dedup:   newDedup(),
-		kv:      make(map[string]Item),
-		bound:   make(map[uint64]map[string]struct{}),
-		owned:   make(map[string]int),
+		cfg:       cfg,
+		obs:       obs,
+		leases:    make(map[uint64]*lease),
+		holders:   make(map[string]uint64),
+		blocks:    make(map[string]block),
+		waiters:   make(map[string]*waiter),
+		queues:    make(map[string][]*waiter),
+		dedup:     newDedup(),
+		kv:        make(map[string]Item),
+		bound:     make(map[uint64]map[string]struct{}),
+		owned:     make(map[string]int),
+		idem:      make(map[string]*idemRecord),
+		idemCount: make(map[string]int),
 	}
 	s.setSink(obs)
 	return s
@@ -507,6 +524,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	if l.election {
 		s.vacated = append(s.vacated, l.Resources[0])
 	}
+	s.idemEnded(l)
 	return &view
 }
 

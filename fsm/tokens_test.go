@@ -22,3 +22,24 @@ func TestRaiseTokensLiftsEveryLaterToken(t *testing.T) {
 		t.Fatalf("token after a lower raise and a snapshot: %d, not above %d", next.Token, l.Token)
 	}
 }
+
+// A floor beyond what a token may be is refused, so the counter can never
+// wrap around to a token already issued (a damaged floor of 2^64-1 made
+// the next grant's token 0).
+func TestRaiseTokensRefusesAFloorThatWouldWrap(t *testing.T) {
+	h := newHarness(t)
+	before := h.mustGrant(acq("a", "r1"))
+	if r := h.one(&RaiseTokens{Floor: 1<<64 - 1}); r.Err == nil {
+		t.Fatal("a floor of 2^64-1 was taken")
+	}
+	if l := h.mustGrant(acq("b", "r2")); l.Token <= before.Token {
+		t.Fatalf("token %d after a refused floor, not above %d", l.Token, before.Token)
+	}
+	h.one(&RaiseTokens{Floor: MaxTokenFloor})
+	if l := h.mustGrant(acq("c", "r3")); l.Token != MaxTokenFloor {
+		t.Fatalf("token after the largest floor: %d, want %d", l.Token, uint64(MaxTokenFloor))
+	}
+	if _, err := Restore(h.s.Snapshot(), DefaultConfig(), nil); err != nil {
+		t.Fatalf("a state at the largest token does not restore: %v", err)
+	}
+}

@@ -66,8 +66,9 @@ func replayEvents(t testing.TB, dataDir string) []fsm.Event {
 
 // TestBoundKeysEndWithTheirLease binds keys to three leases through the
 // API and ends one lease each way: released, expired, forced. Through the
-// API the keys are gone and the unbound ones stay; in the node's own log
-// each key's deletion is at the very index that ended its lease.
+// API the keys are gone and the unbound ones stay; a watcher sees each
+// key's deletion at the very index that ended its lease, and so does the
+// node's own log.
 func TestBoundKeysEndWithTheirLease(t *testing.T) {
 	dir := t.TempDir()
 	n := testcluster.StartNode(t, dir)
@@ -127,6 +128,10 @@ func TestBoundKeysEndWithTheirLease(t *testing.T) {
 		t.Fatalf("alive/ lists %v: want 8 keys, alive/txn bound to lease %d, alive/rebound unbound", got, forced.ID())
 	}
 
+	// A watcher of both prefixes must see each lease end and its keys'
+	// deletions at one log index.
+	w := cl.Watch(ctx, []string{"svc/", "alive/"})
+
 	if err := released.Release(ctx); err != nil {
 		t.Fatalf("release: %v", err)
 	}
@@ -153,6 +158,33 @@ func TestBoundKeysEndWithTheirLease(t *testing.T) {
 	for _, k := range []string{"alive/rebound", "plain/txn"} {
 		if gone(k) {
 			t.Errorf("%s, not bound, was deleted", k)
+		}
+	}
+
+	watchedEnd := map[uint64]client.Event{}
+	watchedDel := map[string]client.Event{}
+	for deadline := time.After(20 * time.Second); len(watchedEnd) < 3 || len(watchedDel) < 7; {
+		select {
+		case e, ok := <-w.Events():
+			if !ok {
+				t.Fatalf("the watch ended: %v", w.Err())
+			}
+			switch e.Kind {
+			case "released", "expired", "force_released":
+				watchedEnd[e.LeaseID] = e
+			case "deleted":
+				watchedDel[e.Key] = e
+			}
+		case <-deadline:
+			t.Fatalf("watched %d lease ends and %d deletions in 20s, want 3 and 7", len(watchedEnd), len(watchedDel))
+		}
+	}
+	for id, keys := range bound {
+		end := watchedEnd[id]
+		for _, k := range keys {
+			if d := watchedDel[k]; d.Index != end.Index || d.LeaseID != id {
+				t.Errorf("watched %s deleted at %d (lease %d); want index %d, where lease %d %s", k, d.Index, d.LeaseID, end.Index, id, end.Kind)
+			}
 		}
 	}
 

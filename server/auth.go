@@ -173,6 +173,11 @@ var required = map[string]Role{
 	"/leasehold.v1.Elections/List":         RoleOperator,
 	"/leasehold.v1.Watch/Watch":            RoleWorker, // within its prefixes: the handler checks them
 	"/leasehold.v1.Admin/Locks":            RoleOperator,
+	"/leasehold.v1.Idempotency/Begin":      RoleWorker,
+	"/leasehold.v1.Idempotency/Complete":   RoleWorker,
+	"/leasehold.v1.Idempotency/Abandon":    RoleWorker,
+	"/leasehold.v1.Idempotency/Get":        RoleWorker,
+	"/leasehold.v1.Idempotency/List":       RoleWorker,
 	"/leasehold.v1.Admin/Audit":            RoleOperator,
 	"/leasehold.v1.Admin/ForceRelease":     RoleAdmin,
 	"/leasehold.v1.Cluster/Members":        RoleOperator,
@@ -201,6 +206,16 @@ func names(msg any) []string {
 		return []string{m.Key}
 	case *pb.CheckFenceRequest:
 		return []string{m.Resource}
+	case *pb.IdempotencyBeginRequest:
+		return []string{m.Key}
+	case *pb.IdempotencyCompleteRequest:
+		return []string{m.Key}
+	case *pb.IdempotencyAbandonRequest:
+		return []string{m.Key}
+	case *pb.IdempotencyGetRequest:
+		return []string{m.Key}
+	case *pb.IdempotencyListRequest:
+		return []string{m.Prefix}
 	case *pb.TxnRequest:
 		return txnNames(m)
 	case *pb.KVListRequest:

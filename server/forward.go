@@ -96,6 +96,11 @@ var routes = map[string]route{
 	leaseholdv1connect.AdminLocksProcedure:            via[pb.LocksRequest, pb.LocksResponse],
 	leaseholdv1connect.AdminForceReleaseProcedure:     via[pb.ForceReleaseRequest, pb.ForceReleaseResponse],
 	leaseholdv1connect.AdminAuditProcedure:            via[pb.AuditRequest, pb.AuditResponse],
+	leaseholdv1connect.IdempotencyBeginProcedure:      via[pb.IdempotencyBeginRequest, pb.IdempotencyBeginResponse],
+	leaseholdv1connect.IdempotencyCompleteProcedure:   via[pb.IdempotencyCompleteRequest, pb.IdempotencyCompleteResponse],
+	leaseholdv1connect.IdempotencyAbandonProcedure:    via[pb.IdempotencyAbandonRequest, pb.IdempotencyAbandonResponse],
+	leaseholdv1connect.IdempotencyGetProcedure:        via[pb.IdempotencyGetRequest, pb.IdempotencyGetResponse],
+	leaseholdv1connect.IdempotencyListProcedure:       via[pb.IdempotencyListRequest, pb.IdempotencyListResponse],
 }
 
 // via sends req (its message as the handler left it: request IDs and

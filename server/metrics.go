@@ -29,6 +29,8 @@ type Metrics struct {
 	Campaigns         *prometheus.CounterVec // campaigns answered by this node, by outcome
 	LeaderChanges     prometheus.Counter     // election leader changes (applied on this node)
 
+	idemLapsed prometheus.Counter // idempotency attempts whose lease expired (idem.go)
+
 	reg prometheus.Registerer // for WatchNode
 }
 
@@ -84,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, c := range []prometheus.Collector{m.Acquisitions, m.AcquireWait, m.LeasesGranted, m.LeasesEnded, m.Renewals,
 		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused, m.Txns,
-		m.Campaigns, m.LeaderChanges} {
+		m.Campaigns, m.LeaderChanges, m.newIdemLapsed()} {
 		f(c)
 	}
 	return m
@@ -95,8 +97,9 @@ func (m *Metrics) Granted(*leasehold.Lease) { m.LeasesGranted.Inc() }
 
 func (m *Metrics) Renewed(*leasehold.Lease) { m.Renewals.Inc() }
 
-func (m *Metrics) Ended(_ *leasehold.Lease, why fsm.EndReason) {
+func (m *Metrics) Ended(l *leasehold.Lease, why fsm.EndReason) {
 	m.LeasesEnded.WithLabelValues(why.String()).Inc()
+	m.idemEnded(l, why)
 }
 
 // ObserveCommit records one log entry's commit latency; it is meant for

@@ -183,6 +183,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Hub != nil {
 		registerWatchMetrics(cfg.Registry, cfg.Hub)
 	}
+	mount(leaseholdv1connect.NewIdempotencyHandler(newIdemAPI(s, cfg.Registry), guard, large, codec))
 	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MetricsAuth {
 		if cfg.Auth == nil {

@@ -91,6 +91,7 @@ func newRoot() *cobra.Command {
 		newBench(g),
 		newCluster(g),
 		newLocks(g), newForceRelease(g), newAudit(g),
+		newIdem(g),
 		newRecover(),
 	)
 	return root
