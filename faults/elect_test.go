@@ -14,11 +14,6 @@ import (
 	"github.com/leasehold/leasehold/internal/procs"
 )
 
-// The terms the candidates' commands record (procs.BeatingTerm writes them).
-type term = procs.Term
-
-var terms = procs.Terms
-
 // beats are the heartbeats (Unix ns) a candidate's command wrote.
 func beats(path string) []int64 {
 	b, _ := os.ReadFile(path)
@@ -44,7 +39,7 @@ func TestElectUnderFaults(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "terms")
 	script := procs.BeatingTerm
-	procs := map[string]*proc{}
+	elects := map[string]*proc{}
 	for _, name := range []string{"a", "b", "c"} {
 		p, err := startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log, "BEATS="+filepath.Join(dir, "beats")), lhBin,
 			"elect", "--endpoints", strings.Join(urls(nodes), ","), "E", "--value", name, "--ttl", ttl.String(),
@@ -52,18 +47,18 @@ func TestElectUnderFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		procs[name] = p
+		elects[name] = p
 	}
 	t.Cleanup(func() {
-		for _, tm := range terms(log) {
+		for _, tm := range procs.Terms(log) {
 			syscall.Kill(-tm.Pgid, syscall.SIGKILL)
 		}
 	})
-	beating := func(round int) term {
+	beating := func(round int) procs.Term {
 		t.Helper()
-		var cur term
+		var cur procs.Term
 		if err := checkFor(progressTimeout, func() error {
-			ts := terms(log)
+			ts := procs.Terms(log)
 			if len(ts) != round {
 				return fmt.Errorf("%d terms, want %d", len(ts), round)
 			}
@@ -100,7 +95,7 @@ func TestElectUnderFaults(t *testing.T) {
 		if last := bs[len(bs)-1]; time.Duration(last-from.UnixNano()) < 2*ttl {
 			return fmt.Errorf("%s's command has beaten %v past the kill", first.Candidate, time.Duration(last-from.UnixNano()))
 		}
-		if ts := terms(log); len(ts) != 1 {
+		if ts := procs.Terms(log); len(ts) != 1 {
 			return fmt.Errorf("a new term began across a node kill: %v", ts)
 		}
 		return nil
@@ -113,16 +108,16 @@ func TestElectUnderFaults(t *testing.T) {
 
 	// 2. The leading candidate stops; 3. the next one stops as its node
 	// leader dies.
-	procs[first.Candidate].Signal(syscall.SIGSTOP)
+	elects[first.Candidate].Signal(syscall.SIGSTOP)
 	second := beating(2)
-	procs[second.Candidate].Signal(syscall.SIGSTOP)
+	elects[second.Candidate].Signal(syscall.SIGSTOP)
 	killed = killLeaderNode()
 	beating(3)
 	if err := killed.start(); err != nil {
 		t.Fatal(err)
 	}
 
-	ts := terms(log)
+	ts := procs.Terms(log)
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Start < ts[j].Start })
 	for i := 1; i < len(ts); i++ {
 		prev, next := ts[i-1], ts[i]

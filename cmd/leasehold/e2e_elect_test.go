@@ -13,11 +13,6 @@ import (
 	"github.com/leasehold/leasehold/internal/procs"
 )
 
-// The terms the candidates' commands record (procs.BeatingTerm writes them).
-type term = procs.Term
-
-var terms = procs.Terms
-
 // TestElectStopsChildBeforeNextLeader is the safety test for elect: three
 // candidates run `leasehold elect E -- CMD`; the leading candidate's elect
 // process is stopped (SIGSTOP) past the TTL, twice in turn. Each time the
@@ -32,24 +27,24 @@ func TestElectStopsChildBeforeNextLeader(t *testing.T) {
 	// Each child records its term, then beats into its own file until killed.
 	script := procs.BeatingTerm
 	watcher := startProc(t, dir, "observe", childEnv(), "elect", "--endpoints", n.url, "E", "--observe", "--json")
-	procs := map[string]*proc{}
+	elects := map[string]*proc{}
 	for _, name := range []string{"a", "b", "c"} {
 		p := startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log, "BEATS="+filepath.Join(dir, "beats")),
 			"elect", "--endpoints", n.url, "E", "--value", name, "--ttl", ttl.String(), "--grace", "300ms", "--cgroup", "off",
 			"--", "sh", "-c", script)
-		procs[name] = p
+		elects[name] = p
 		t.Cleanup(func() { p.Cmd.Process.Signal(syscall.SIGCONT) })
 	}
 	t.Cleanup(func() {
-		for _, tm := range terms(log) {
+		for _, tm := range procs.Terms(log) {
 			syscall.Kill(-tm.Pgid, syscall.SIGKILL)
 		}
 	})
 
 	for round := 1; round <= 2; round++ {
-		var cur term
+		var cur procs.Term
 		checkFor(t, 20*time.Second, func() error {
-			ts := terms(log)
+			ts := procs.Terms(log)
 			if len(ts) != round {
 				return fmt.Errorf("%d terms started, want %d", len(ts), round)
 			}
@@ -59,13 +54,13 @@ func TestElectStopsChildBeforeNextLeader(t *testing.T) {
 			}
 			return nil
 		})
-		leader := procs[cur.Candidate]
+		leader := elects[cur.Candidate]
 		tStop := time.Now()
 		leader.Cmd.Process.Signal(syscall.SIGSTOP)
 
-		var next term
+		var next procs.Term
 		checkFor(t, ttl+20*time.Second, func() error {
-			ts := terms(log)
+			ts := procs.Terms(log)
 			if len(ts) <= round {
 				return fmt.Errorf("no new term %v after stopping %s's elect", time.Since(tStop), cur.Candidate)
 			}
@@ -93,7 +88,7 @@ func TestElectStopsChildBeforeNextLeader(t *testing.T) {
 	}
 
 	// The observer printed each term's leader, in order.
-	ts := terms(log)
+	ts := procs.Terms(log)
 	checkFor(t, 10*time.Second, func() error {
 		var seen []string
 		for _, line := range strings.Split(watcher.Stdout(), "\n") {
@@ -148,33 +143,33 @@ func TestElectFailoverTime(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "terms")
 	const script = `echo "$CANDIDATE $LEASEHOLD_TOKEN $(date +%s%N) $$" >> "$TERMS"; exec sleep 1000`
-	procs := map[string]*proc{}
+	elects := map[string]*proc{}
 	for i := range runs + 1 {
 		name := fmt.Sprintf("c%d", i)
-		procs[name] = startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log),
+		elects[name] = startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log),
 			"elect", "--endpoints", n.url, "F", "--value", name, "--ttl", ttl.String(), "--grace", "300ms", "--cgroup", "off",
 			"--", "sh", "-c", script)
 	}
 	t.Cleanup(func() {
-		for _, tm := range terms(log) {
+		for _, tm := range procs.Terms(log) {
 			syscall.Kill(-tm.Pgid, syscall.SIGKILL)
 		}
 	})
 	var took []time.Duration
 	for run := 1; run <= runs; run++ {
-		var cur term
+		var cur procs.Term
 		checkFor(t, 20*time.Second, func() error {
-			if ts := terms(log); len(ts) != run {
+			if ts := procs.Terms(log); len(ts) != run {
 				return fmt.Errorf("%d terms, want %d", len(ts), run)
 			}
-			cur = terms(log)[run-1]
+			cur = procs.Terms(log)[run-1]
 			return nil
 		})
 		killed := time.Now()
-		procs[cur.Candidate].Cmd.Process.Kill()
-		var next term
+		elects[cur.Candidate].Cmd.Process.Kill()
+		var next procs.Term
 		checkFor(t, ttl+20*time.Second, func() error {
-			ts := terms(log)
+			ts := procs.Terms(log)
 			if len(ts) <= run {
 				return fmt.Errorf("no new leader %v after killing %s", time.Since(killed), cur.Candidate)
 			}
