@@ -254,16 +254,26 @@ func truncateTail(seg string) (string, error) {
 	return fmt.Sprintf("truncated %s at offset %d (the last %d of %d commits gone)", seg, at, cut-1, len(commits)), nil
 }
 
-// flipMiddle inverts 8 bytes inside an entry in the middle of the segment,
-// as bit rot would.
-func flipMiddle(seg string) (string, error) {
+// entryFrames are the entry frames of a segment with enough of them (4)
+// to damage one in the middle.
+func entryFrames(seg string) ([]walFrame, error) {
 	frames, err := walFrames(seg)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	entries := ofType(frames, walFrameEntry)
 	if len(entries) < 4 {
-		return "", errors.New("too few entries")
+		return nil, errors.New("too few entries")
+	}
+	return entries, nil
+}
+
+// flipMiddle inverts 8 bytes inside an entry in the middle of the segment,
+// as bit rot would.
+func flipMiddle(seg string) (string, error) {
+	entries, err := entryFrames(seg)
+	if err != nil {
+		return "", err
 	}
 	var e walFrame
 	for _, f := range entries[len(entries)/2:] {
@@ -299,13 +309,9 @@ func flipMiddle(seg string) (string, error) {
 // segment: a reader that takes a zero header for the end of the data sees
 // a log that ends there.
 func zeroFrameHeader(seg string) (string, error) {
-	frames, err := walFrames(seg)
+	entries, err := entryFrames(seg)
 	if err != nil {
 		return "", err
-	}
-	entries := ofType(frames, walFrameEntry)
-	if len(entries) < 4 {
-		return "", errors.New("too few entries")
 	}
 	e := entries[len(entries)/2]
 	if err := writeAt(seg, e.offset, make([]byte, walFrameHeaderLen)); err != nil {
