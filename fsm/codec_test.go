@@ -65,6 +65,30 @@ func sampleCommands() map[string]Command {
 		"idem complete":      &IdemComplete{Key: "pay/1", LeaseID: 7, SecretHash: full, Result: []byte("r")},
 		"idem complete zero": &IdemComplete{Result: []byte{}},
 		"idem forget":        &IdemForget{Key: "pay/1", Token: 9},
+		"queue create": &QueueCreate{Queue: "jobs", Caller: "c", Settings: QueueSettings{Visibility: time.Minute, MaxReceives: 3,
+			Retention: time.Hour, MaxDepth: 10, MaxBytes: 1 << 20, MaxInFlightPerConsumer: 4, DedupWindow: time.Minute, DeadLetter: DeadLetterBlock}},
+		"queue create zero": &QueueCreate{},
+		"queue send": &QueueSend{Queue: "jobs", Caller: "c", Messages: []QueueMessage{{Key: "k", Body: []byte{0, 1}, DedupID: "d", Delay: time.Second},
+			{Key: "日本", Body: []byte{}, Delay: math.MinInt64}}},
+		"queue send zero":    &QueueSend{},
+		"queue receive":      &QueueReceive{Queue: "jobs", Max: 100, Visibility: time.Minute, Caller: "c"},
+		"queue receive zero": &QueueReceive{Max: math.MinInt},
+		"queue ack":          &QueueAck{RequestID: "r", Queue: "jobs", Seq: math.MaxUint64, Token: 9, Caller: "c"},
+		"queue ack zero":     &QueueAck{},
+		"queue nack":         &QueueNack{Queue: "jobs", Seq: 1, Token: 2, Delay: time.Second, Note: "db down"},
+		"queue nack zero":    &QueueNack{},
+		"queue extend":       &QueueExtend{Queue: "jobs", Seq: 1, Token: 2, Visibility: time.Minute, Progress: "half"},
+		"queue extend zero":  &QueueExtend{},
+		"queue expire":       &QueueExpire{Queue: "jobs", Seq: 1, Token: math.MaxUint64},
+		"queue expire zero":  &QueueExpire{},
+		"queue redrive":      &QueueRedrive{Queue: "jobs", Max: 5, Actor: "alice"},
+		"queue redrive zero": &QueueRedrive{},
+		"queue purge":        &QueuePurge{Queue: "jobs", Actor: "alice", Reason: "bad deploy"},
+		"queue purge zero":   &QueuePurge{},
+		"queue delete":       &QueueDelete{Queue: "jobs", Actor: "alice", Reason: "unused"},
+		"queue delete zero":  &QueueDelete{},
+		"queue retire":       &QueueRetire{Queue: "jobs", Before: math.MinInt64},
+		"queue retire zero":  &QueueRetire{},
 	}
 }
 
@@ -356,6 +380,12 @@ func seedSnapshots(t testing.TB) [][]byte {
 	h.one(&Release{RequestID: "r", LeaseID: 9})
 	h.one(&Cancel{Key: "r"})
 	out = append(out, h.s.Snapshot())
+
+	g := New(DefaultConfig(), nil) // the golden entries: queues with a delivery in flight, a dead letter, dedup ids
+	for i, b := range goldenEntries() {
+		g.Apply(uint64(i+1), b)
+	}
+	out = append(out, g.Snapshot())
 	return out
 }
 

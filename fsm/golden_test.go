@@ -86,11 +86,23 @@ func goldenEntries() []*Batch {
 			&IdemComplete{Key: "pay/1", LeaseID: 55, SecretHash: secret("i1"), Result: []byte("paid")},
 			&IdemForget{Key: "pay/9", Token: 3},
 		}},
+		{Time: at(8), Cmds: []Command{ // batch 8 is newer than the v7 snapshot fixture
+			&QueueCreate{Queue: "jobs", Caller: "svc", Settings: QueueSettings{MaxReceives: 1, DeadLetter: DeadLetterBlock}},
+			&QueueCreate{Queue: "mail", Caller: "svc"},
+			&QueueSend{Queue: "jobs", Caller: "svc", Messages: []QueueMessage{{Key: "a", Body: []byte("a1"), DedupID: "d1"},
+				{Key: "a", Body: []byte("a2")}, {Key: "b", Body: []byte("b1"), Delay: time.Second}, {Key: "c", Body: []byte("c1")}}},
+			&QueueSend{Queue: "mail", Caller: "svc", Messages: []QueueMessage{{Key: "x", Body: []byte("x1")}}},
+			&QueueReceive{Queue: "jobs", Max: 2, Caller: "worker"},       // a1 (token 55), c1 (56)
+			&QueueNack{Queue: "jobs", Seq: 4, Token: 56, Note: "poison"}, // c1 dead, key c blocked
+			&QueueAck{RequestID: "a1", Queue: "jobs", Seq: 1, Token: 55, Caller: "worker"},
+			&QueueReceive{Queue: "jobs", Max: 1, Caller: "worker"}, // a2, in flight in the snapshot
+			&QueueSend{Queue: "jobs", Caller: "svc", Messages: []QueueMessage{{Key: "a", Body: []byte("dup"), DedupID: "d1"}}},
+		}},
 	}
 }
 
 func goldenPaths() (log, snap string) {
-	return "testdata/current-v2.log.hex", "testdata/current-v7.snapshot.hex"
+	return "testdata/current-v2.log.hex", "testdata/current-v8.snapshot.hex"
 }
 
 // The log entries and the snapshot the current code writes for the golden
@@ -140,9 +152,27 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	// The fixture holds something in every section, or it pins nothing.
 	c := restored.Counts()
 	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 || len(restored.bound) == 0 || len(restored.Elections("")) == 0 || len(restored.idem) < 2 ||
+		len(restored.queuesByName) < 2 || restored.queuesByName["jobs"].depth < 3 || len(restored.queuesByName["jobs"].inflight) == 0 ||
+		len(restored.queuesByName["jobs"].dead) == 0 || len(restored.queuesByName["jobs"].dedupLog) == 0 ||
 		restored.LastToken() < 50 {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
 			c, len(restored.audit), len(restored.kv), restored.LastToken())
+	}
+}
+
+// A node of this version reads the version-7 snapshot of the first seven
+// golden entries: it writes the same sections again, and an empty queues
+// section after them.
+func TestReadsSnapshotVersion7(t *testing.T) {
+	v7 := legacySnapshotBytes(t, "legacy-v7.snapshot.hex")
+	old, err := Restore(v7, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(snapMagic+"\x08"), v7[len(snapMagic)+1:]...)
+	want = append(want, 0) // no queues
+	if got := old.Snapshot(); !bytes.Equal(got, want) {
+		t.Fatalf("a restored version-7 snapshot writes\n%x\nwant\n%x", got, want)
 	}
 }
 
@@ -155,8 +185,8 @@ func TestReadsSnapshotVersion6(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x07"), v6[len(snapMagic)+1:]...)
-	want = append(want, 0) // no idempotency keys
+	want := append([]byte(snapMagic+"\x08"), v6[len(snapMagic)+1:]...)
+	want = append(want, 0, 0) // no idempotency keys, no queues
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-6 snapshot writes\n%x\nwant\n%x", got, want)
 	}

@@ -25,6 +25,17 @@ var commands = [...]struct {
 	KindIdemBegin:    {"idem-begin", func() Command { return new(IdemBegin) }},
 	KindIdemComplete: {"idem-complete", func() Command { return new(IdemComplete) }},
 	KindIdemForget:   {"idem-forget", func() Command { return new(IdemForget) }},
+	KindQueueCreate:  {"queue-create", func() Command { return new(QueueCreate) }},
+	KindQueueSend:    {"queue-send", func() Command { return new(QueueSend) }},
+	KindQueueReceive: {"queue-receive", func() Command { return new(QueueReceive) }},
+	KindQueueAck:     {"queue-ack", func() Command { return new(QueueAck) }},
+	KindQueueNack:    {"queue-nack", func() Command { return new(QueueNack) }},
+	KindQueueExtend:  {"queue-extend", func() Command { return new(QueueExtend) }},
+	KindQueueExpire:  {"queue-expire", func() Command { return new(QueueExpire) }},
+	KindQueueRedrive: {"queue-redrive", func() Command { return new(QueueRedrive) }},
+	KindQueuePurge:   {"queue-purge", func() Command { return new(QueuePurge) }},
+	KindQueueDelete:  {"queue-delete", func() Command { return new(QueueDelete) }},
+	KindQueueRetire:  {"queue-retire", func() Command { return new(QueueRetire) }},
 }
 
 // newCommand returns an empty command of kind k, or nil if k is unknown.

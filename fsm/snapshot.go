@@ -25,10 +25,12 @@ import (
 // are an election's, with the value.
 //
 // Version 7 adds the idempotency keys (snapshot_idem.go).
+//
+// Version 8 adds the keyed queues (snapshot_queue.go).
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = 7
+	snapVersion = 8
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -59,6 +61,7 @@ var sections = [...]section{
 	{"audit", 3, writeAudit, readAudit},
 	{"dedup", 6, writeDedup, readDedup},
 	{"idem", 7, writeIdem, readIdem},
+	{"queues", 8, writeQueues, readQueues},
 }
 
 // Snapshot encodes the whole state.

@@ -66,6 +66,7 @@ type Result struct {
 	Txn       *TxnResult       // txn: the branch that ran and its versions
 	Dup       bool             // answered from the dedup window
 	Idem      *Idem            // idempotency Begin and Complete: where the key stands (idem.go)
+	Queue     *QueueResult     // queue commands: sequences, deliveries, counts (queue.go)
 	// ForeignSecret marks a retried acquire whose secret differs from the
 	// first request's (or can no longer be checked): the caller does not
 	// know the lease's secret, so the answer must not claim it does.
@@ -133,6 +134,13 @@ type Config struct {
 	MaxIdemResult        int
 	MaxIdemKeysPerPrefix int
 	MaxIdemBytes         int
+
+	// MaxQueueBytes is the budget for message bodies in all queues (0: no
+	// limit); a Send past it is refused, never an accepted message dropped.
+	MaxQueueBytes int
+	// MaxQueueDedupIDs bounds the dedup ids one queue remembers within
+	// its window (0: no limit).
+	MaxQueueDedupIDs int
 }
 
 // DefaultConfig is what a node uses unless told otherwise.
@@ -141,32 +149,34 @@ func DefaultConfig() Config {
 		MaxWaitersPerResource: 1000, MaxLeasesPerOwner: 100000,
 		MaxTxnCompares: 64, MaxTxnOps: 64, MaxTxnBytes: 256 << 10,
 		IdemRetention: 24 * time.Hour, MaxIdemRetention: 7 * 24 * time.Hour, MaxIdemResult: 64 << 10,
-		MaxIdemKeysPerPrefix: 1 << 20, MaxIdemBytes: 1 << 30}
+		MaxIdemKeysPerPrefix: 1 << 20, MaxIdemBytes: 1 << 30, MaxQueueBytes: 1 << 30, MaxQueueDedupIDs: 1 << 20}
 }
 
 // State is the whole replicated state.
 type State struct {
-	cfg         Config
-	obs         Observer
-	sink        EventSink // obs, if it wants events; else nil
-	lastIndex   uint64
-	lastToken   uint64
-	nextArrival uint64
-	leases      map[uint64]*lease
-	holders     map[string]uint64    // resource -> lease id
-	blocks      map[string]block     // resources in lock-delay
-	waiters     map[string]*waiter   // by acquire key (Acquire.Key)
-	queues      map[string][]*waiter // resource -> waiters in arrival order
-	dedup       dedup
-	kv          map[string]Item
-	bound       map[uint64]map[string]struct{} // lease -> keys bound to it
-	kvBytes     int
-	audit       []AuditRecord
-	owned       map[string]int         // owner -> leases held
-	vacated     []string               // elections whose leader ended in this command (elections.go)
-	idem        map[string]*idemRecord // idempotency keys (idem.go)
-	idemCount   map[string]int         // key prefix -> records
-	idemBytes   int                    // bytes of stored results
+	cfg          Config
+	obs          Observer
+	sink         EventSink // obs, if it wants events; else nil
+	lastIndex    uint64
+	lastToken    uint64
+	nextArrival  uint64
+	leases       map[uint64]*lease
+	holders      map[string]uint64    // resource -> lease id
+	blocks       map[string]block     // resources in lock-delay
+	waiters      map[string]*waiter   // by acquire key (Acquire.Key)
+	queues       map[string][]*waiter // resource -> waiters in arrival order
+	dedup        dedup
+	kv           map[string]Item
+	bound        map[uint64]map[string]struct{} // lease -> keys bound to it
+	kvBytes      int
+	audit        []AuditRecord
+	owned        map[string]int         // owner -> leases held
+	vacated      []string               // elections whose leader ended in this command (elections.go)
+	idem         map[string]*idemRecord // idempotency keys (idem.go)
+	idemCount    map[string]int         // key prefix -> records
+	idemBytes    int                    // bytes of stored results
+	queuesByName map[string]*queue      // keyed queues (queue.go)
+	queueBytes   int                    // bytes of message bodies in all queues
 
 	scratch encoder // a buffer for fingerprints (request.go); not state
 }
@@ -177,19 +187,20 @@ func New(cfg Config, obs Observer) *State {
 		obs = nopObserver{}
 	}
 	s := &State{
-		cfg:       cfg,
-		obs:       obs,
-		leases:    make(map[uint64]*lease),
-		holders:   make(map[string]uint64),
-		blocks:    make(map[string]block),
-		waiters:   make(map[string]*waiter),
-		queues:    make(map[string][]*waiter),
-		dedup:     newDedup(),
-		kv:        make(map[string]Item),
-		bound:     make(map[uint64]map[string]struct{}),
-		owned:     make(map[string]int),
-		idem:      make(map[string]*idemRecord),
-		idemCount: make(map[string]int),
+		cfg:          cfg,
+		obs:          obs,
+		leases:       make(map[uint64]*lease),
+		holders:      make(map[string]uint64),
+		blocks:       make(map[string]block),
+		waiters:      make(map[string]*waiter),
+		queues:       make(map[string][]*waiter),
+		dedup:        newDedup(),
+		kv:           make(map[string]Item),
+		bound:        make(map[uint64]map[string]struct{}),
+		owned:        make(map[string]int),
+		idem:         make(map[string]*idemRecord),
+		idemCount:    make(map[string]int),
+		queuesByName: make(map[string]*queue),
 	}
 	s.setSink(obs)
 	return s

@@ -1,0 +1,700 @@
+package fsm
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Keyed queues. Messages live in the replicated state: in memory on every
+// node and in every snapshot. Each queue keeps, per key, its messages in
+// send order; a key is "ready" when its head message is deliverable and
+// not in flight, and the ready keys wait in a heap ordered by (time the
+// head becomes deliverable, head sequence), so a Receive hands out the
+// oldest work first and at most one message per key is ever in flight.
+//
+// Each delivery carries a fencing token from the state's token counter
+// (nextToken): tokens strictly increase across the whole log, so also per
+// key across deliveries and redeliveries. Ack, Nack and Extend must name
+// the delivery's current token; a consumer paused past its visibility is
+// refused with the stale-token error, and the downstream store can refuse
+// its writes by the same token.
+//
+// Visibility deadlines are the leader's: it proposes QueueExpire when one
+// runs out on its monotonic clock (the QueueObserver hears of each
+// delivery) and restarts the countdowns on takeover (EachQueueDelivery).
+// A message's delay is measured against the entries' wall-clock time, the
+// only clock the state sees: a delay is a hint, never a safety property.
+
+// DeadLetterMode says what a key does once its head message is dead-lettered.
+type DeadLetterMode uint8
+
+const (
+	// DeadLetterSkip (the default) moves on to the key's next message.
+	// A poison message should not stall every later message of its key
+	// until an operator notices; the dead letter is kept, visible and
+	// redrivable. Queues whose consumers cannot tolerate a gap choose Block.
+	DeadLetterSkip DeadLetterMode = iota + 1
+	// DeadLetterBlock holds the key until its dead letter is redriven (it
+	// returns to the head) or purged.
+	DeadLetterBlock
+)
+
+// MaxQueueBatch is the most messages one Send carries.
+const MaxQueueBatch = 100
+
+// QueueSettings are a queue's limits; zero fields take the defaults.
+type QueueSettings struct {
+	Visibility             time.Duration // a delivery's default visibility
+	MaxReceives            uint32        // deliveries before a message is dead-lettered
+	Retention              time.Duration // how long a message is kept (QueueRetire)
+	MaxDepth               int           // messages (queued, in flight, dead) at most
+	MaxBytes               int           // bytes of bodies at most
+	MaxInFlightPerConsumer int           // enforced by the service, per consumer
+	DedupWindow            time.Duration // how long a dedup id is remembered
+	DeadLetter             DeadLetterMode
+}
+
+// DefaultQueueSettings fill what a QueueCreate leaves zero.
+func DefaultQueueSettings() QueueSettings {
+	return QueueSettings{Visibility: 30 * time.Second, MaxReceives: 5, Retention: 4 * 24 * time.Hour,
+		MaxDepth: 100000, MaxBytes: 64 << 20, MaxInFlightPerConsumer: 1000, DedupWindow: 5 * time.Minute,
+		DeadLetter: DeadLetterSkip}
+}
+
+func (q *QueueSettings) fill() {
+	d := DefaultQueueSettings()
+	if q.Visibility == 0 {
+		q.Visibility = d.Visibility
+	}
+	if q.MaxReceives == 0 {
+		q.MaxReceives = d.MaxReceives
+	}
+	if q.Retention == 0 {
+		q.Retention = d.Retention
+	}
+	if q.MaxDepth == 0 {
+		q.MaxDepth = d.MaxDepth
+	}
+	if q.MaxBytes == 0 {
+		q.MaxBytes = d.MaxBytes
+	}
+	if q.MaxInFlightPerConsumer == 0 {
+		q.MaxInFlightPerConsumer = d.MaxInFlightPerConsumer
+	}
+	if q.DedupWindow == 0 {
+		q.DedupWindow = d.DedupWindow
+	}
+	if q.DeadLetter == 0 {
+		q.DeadLetter = d.DeadLetter
+	}
+}
+
+func (q *QueueSettings) validate() error {
+	if err := leasehold.ValidateDuration("visibility", q.Visibility, time.Second, 12*time.Hour); err != nil {
+		return err
+	}
+	if q.MaxReceives > 1000 {
+		return leasehold.Errorf(leasehold.CodeInvalid, "max_receives is %d; the limit is 1000", q.MaxReceives)
+	}
+	if err := leasehold.ValidateDuration("retention", q.Retention, time.Minute, 14*24*time.Hour); err != nil {
+		return err
+	}
+	if err := leasehold.ValidateDuration("dedup_window", q.DedupWindow, time.Second, 24*time.Hour); err != nil {
+		return err
+	}
+	if q.MaxDepth < 0 || q.MaxBytes < 0 || q.MaxInFlightPerConsumer < 0 {
+		return leasehold.Errorf(leasehold.CodeInvalid, "max_depth, max_bytes and max_in_flight_per_consumer must not be negative")
+	}
+	if q.DeadLetter != DeadLetterSkip && q.DeadLetter != DeadLetterBlock {
+		return leasehold.Errorf(leasehold.CodeInvalid, "dead_letter must be skip or block, not %d", q.DeadLetter)
+	}
+	return nil
+}
+
+type qmsg struct {
+	seq      uint64
+	key      *qkey
+	body     []byte
+	sentAt   int64
+	notReady int64 // not deliverable before this (delay, nack backoff)
+	receives uint32
+	note     string // the last Nack's error note
+	// The delivery in flight (token 0: none).
+	token    uint64
+	consumer string
+	vis      time.Duration // its visibility, for a new leader's countdown
+}
+
+type qkey struct {
+	name    string
+	msgs    []*qmsg // send order; msgs[0] is the head
+	blocked bool    // its head was dead-lettered in block mode
+	hix     int     // index in the ready heap, -1 when not in it
+}
+
+type deadLetter struct {
+	seq      uint64
+	key      string
+	body     []byte
+	sentAt   int64
+	receives uint32
+	note     string
+	diedAt   int64
+}
+
+type dedupEntry struct {
+	id  string
+	seq uint64
+	at  int64
+}
+
+type queue struct {
+	QueueSettings
+	createdAt int64
+	nextSeq   uint64
+	keys      map[string]*qkey
+	ready     readyHeap
+	inflight  map[uint64]*qmsg // by sequence
+	dead      []deadLetter     // oldest first
+	dedupIDs  map[string]uint64
+	dedupLog  []dedupEntry // arrival order, for the window
+	depth     int          // queued, in flight and dead
+	bytes     int          // their bodies
+}
+
+// readyHeap orders ready keys by when their head becomes deliverable,
+// then by its sequence: the oldest work first, deterministically.
+type readyHeap []*qkey
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	a, b := h[i].msgs[0], h[j].msgs[0]
+	if a.notReady != b.notReady {
+		return a.notReady < b.notReady
+	}
+	return a.seq < b.seq
+}
+func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].hix = i; h[j].hix = j }
+func (h *readyHeap) Push(x any)   { k := x.(*qkey); k.hix = len(*h); *h = append(*h, k) }
+func (h *readyHeap) Pop() any {
+	old := *h
+	k := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	k.hix = -1
+	return k
+}
+
+// QueueObserver hears, inside Apply, about each delivery and its end, so
+// the leader can time visibility. An Observer that implements it receives
+// the calls.
+type QueueObserver interface {
+	QueueDelivered(queue string, seq, token uint64, visibility time.Duration)
+	QueueDeliveryEnded(queue string, seq, token uint64)
+	// QueueReady says a command left the queue with a key ready, maybe
+	// not before NextReady: a long-polling Receive can try again.
+	QueueReady(queue string)
+}
+
+// queueWake tells the observer that name has a ready key.
+func (s *State) queueWake(name string, q *queue) {
+	if o := s.queueObs(); o != nil && len(q.ready) > 0 {
+		o.QueueReady(name)
+	}
+}
+
+// Delivery is one message handed out by a Receive.
+type Delivery struct {
+	Queue    string
+	Key      string
+	Seq      uint64 // the message's sequence number; with Token it names the delivery
+	Token    uint64 // the delivery's fencing token
+	Receives uint32 // this delivery included
+	Body     []byte // shared with the state: read it, never change it
+	SentAt   time.Time
+	Consumer string // the Receive's caller
+}
+
+// QueueResult is what a queue command answers besides an error.
+type QueueResult struct {
+	Seqs       []uint64   // Send: one per message (the first's, for a duplicate)
+	Duplicate  []bool     // Send: which messages were duplicates
+	Deliveries []Delivery // Receive
+	Moved      int        // Redrive, Purge: messages moved or dropped
+}
+
+func (s *State) queueOf(name string) (*queue, error) {
+	q := s.queuesByName[name]
+	if q == nil {
+		return nil, leasehold.Errorf(leasehold.CodeNotFound, "queue %q does not exist", name)
+	}
+	return q, nil
+}
+
+func (s *State) queueObs() QueueObserver {
+	o, _ := s.obs.(QueueObserver)
+	return o
+}
+
+func (s *State) queueCreate(now int64, c *QueueCreate) Result {
+	if err := leasehold.ValidateName("queue name", c.Queue, leasehold.MaxResourceLen, true); err != nil {
+		return Result{Err: err}
+	}
+	set := c.Settings
+	set.fill()
+	if err := set.validate(); err != nil {
+		return Result{Err: err}
+	}
+	if q := s.queuesByName[c.Queue]; q != nil {
+		if q.QueueSettings != set {
+			return Result{Err: leasehold.Errorf(leasehold.CodeHeld, "queue %q already exists with other settings", c.Queue)}
+		}
+		return Result{Dup: true}
+	}
+	s.queuesByName[c.Queue] = newQueue(set, now)
+	return Result{}
+}
+
+func newQueue(set QueueSettings, now int64) *queue {
+	return &queue{QueueSettings: set, createdAt: now, nextSeq: 1, keys: make(map[string]*qkey),
+		inflight: make(map[uint64]*qmsg), dedupIDs: make(map[string]uint64)}
+}
+
+func (s *State) queueSend(now int64, c *QueueSend) Result {
+	q, err := s.queueOf(c.Queue)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if n := len(c.Messages); n == 0 || n > MaxQueueBatch {
+		return Result{Err: leasehold.Errorf(leasehold.CodeInvalid, "a send carries 1 to %d messages, not %d", MaxQueueBatch, n)}
+	}
+	q.evictDedup(now)
+	adds, bytes, ids := 0, 0, 0
+	for i := range c.Messages {
+		m := &c.Messages[i]
+		if err := validateQueueMessage(m); err != nil {
+			return Result{Err: leasehold.Errorf(leasehold.CodeOf(err), "message %d: %v", i, err)}
+		}
+		if q.duplicate(c.Messages[:i], m.DedupID) {
+			continue
+		}
+		adds++
+		bytes += len(m.Body)
+		if m.DedupID != "" {
+			ids++
+		}
+	}
+	if err := s.queueRoom(c.Queue, q, adds, bytes, ids); err != nil {
+		return Result{Err: err}
+	}
+	res := &QueueResult{Seqs: make([]uint64, len(c.Messages)), Duplicate: make([]bool, len(c.Messages))}
+	for i := range c.Messages {
+		m := &c.Messages[i]
+		if seq, dup := q.dedupIDs[m.DedupID]; dup && m.DedupID != "" {
+			res.Seqs[i], res.Duplicate[i] = seq, true
+			continue
+		}
+		seq := q.nextSeq
+		q.nextSeq++
+		if m.DedupID != "" {
+			q.dedupIDs[m.DedupID] = seq
+			q.dedupLog = append(q.dedupLog, dedupEntry{id: m.DedupID, seq: seq, at: now})
+		}
+		q.push(&qmsg{seq: seq, body: m.Body, sentAt: now, notReady: now + int64(max(m.Delay, 0))}, m.Key)
+		s.queueBytes += len(m.Body)
+		res.Seqs[i] = seq
+	}
+	s.queueWake(c.Queue, q)
+	return Result{Queue: res}
+}
+
+// duplicate says whether a message with dedup id id enqueues nothing:
+// the id is in the window or earlier in the same batch (at most
+// MaxQueueBatch, so the scan costs less than a map would).
+func (q *queue) duplicate(earlier []QueueMessage, id string) bool {
+	if id == "" {
+		return false
+	}
+	if _, dup := q.dedupIDs[id]; dup {
+		return true
+	}
+	for i := range earlier {
+		if earlier[i].DedupID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func validateQueueMessage(m *QueueMessage) error {
+	if err := leasehold.ValidateName("message key", m.Key, leasehold.MaxResourceLen, true); err != nil {
+		return err
+	}
+	if len(m.Body) > leasehold.MaxValueBytes {
+		return leasehold.Errorf(leasehold.CodeInvalid, "the body is %d bytes; the limit is %d", len(m.Body), leasehold.MaxValueBytes)
+	}
+	if len(m.DedupID) > leasehold.MaxResourceLen {
+		return leasehold.Errorf(leasehold.CodeInvalid, "the dedup id is %d bytes; the limit is %d", len(m.DedupID), leasehold.MaxResourceLen)
+	}
+	return leasehold.ValidateDuration("delay", m.Delay, 0, 15*time.Minute)
+}
+
+// queueRoom refuses a send that would take the queue past its depth or
+// bytes, or the node past its budget for all queues. Nothing accepted is
+// ever dropped to make room.
+func (s *State) queueRoom(name string, q *queue, adds, bytes, ids int) error {
+	switch {
+	case s.cfg.MaxQueueDedupIDs > 0 && len(q.dedupLog)+ids > s.cfg.MaxQueueDedupIDs:
+		// Forgetting an id early could enqueue a retry twice: refuse instead.
+		return leasehold.Errorf(leasehold.CodeLimit,
+			"queue %q remembers %d dedup ids (limit max_queue_dedup_ids %d); retry once the oldest leave the dedup window", name, len(q.dedupLog), s.cfg.MaxQueueDedupIDs)
+	case q.depth+adds > q.MaxDepth:
+		return leasehold.Errorf(leasehold.CodeLimit,
+			"queue %q holds %d messages (limit max_depth %d); retry after consumers catch up", name, q.depth, q.MaxDepth)
+	case q.bytes+bytes > q.MaxBytes:
+		return leasehold.Errorf(leasehold.CodeLimit,
+			"queue %q holds %d bytes (limit max_bytes %d); retry after consumers catch up", name, q.bytes, q.MaxBytes)
+	case s.cfg.MaxQueueBytes > 0 && s.queueBytes+bytes > s.cfg.MaxQueueBytes:
+		return leasehold.Errorf(leasehold.CodeLimit,
+			"the queues of this cluster hold %d bytes (limit max_queue_bytes %d); retry after consumers catch up", s.queueBytes, s.cfg.MaxQueueBytes)
+	}
+	return nil
+}
+
+func (q *queue) evictDedup(now int64) {
+	cutoff, n := now-int64(q.DedupWindow), 0
+	for n < len(q.dedupLog) && q.dedupLog[n].at <= cutoff {
+		delete(q.dedupIDs, q.dedupLog[n].id)
+		n++
+	}
+	// Slicing forward is O(1) a send; the next growth of the array
+	// copies only the live entries, freeing the evicted ones.
+	q.dedupLog = q.dedupLog[n:]
+}
+
+// push appends m to its key's messages, counting it in the queue.
+func (q *queue) push(m *qmsg, key string) {
+	k := q.keys[key]
+	if k == nil {
+		k = &qkey{name: key, hix: -1}
+		q.keys[key] = k
+	}
+	m.key = k
+	k.msgs = append(k.msgs, m)
+	q.depth++
+	q.bytes += len(m.body)
+	q.makeReady(k)
+}
+
+// makeReady puts k in the ready heap if its head can be handed out.
+func (q *queue) makeReady(k *qkey) {
+	if k.hix >= 0 || k.blocked || len(k.msgs) == 0 || k.msgs[0].token != 0 {
+		return
+	}
+	heap.Push(&q.ready, k)
+}
+
+func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
+	q, err := s.queueOf(c.Queue)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if c.Max < 1 || c.Max > MaxQueueBatch {
+		return Result{Err: leasehold.Errorf(leasehold.CodeInvalid, "max is %d; receive 1 to %d messages", c.Max, MaxQueueBatch)}
+	}
+	vis := c.Visibility
+	if vis == 0 {
+		vis = q.Visibility
+	}
+	if err := leasehold.ValidateDuration("visibility", vis, time.Second, 12*time.Hour); err != nil {
+		return Result{Err: err}
+	}
+	res := &QueueResult{Deliveries: make([]Delivery, 0, min(c.Max, len(q.ready)))}
+	obs := s.queueObs()
+	for len(res.Deliveries) < c.Max && len(q.ready) > 0 && q.ready[0].msgs[0].notReady <= now {
+		k := heap.Pop(&q.ready).(*qkey)
+		m := k.msgs[0]
+		m.token = s.nextToken(ix)
+		m.receives++
+		m.consumer, m.vis = c.Caller, vis
+		q.inflight[m.seq] = m
+		res.Deliveries = append(res.Deliveries, Delivery{Queue: c.Queue, Key: k.name, Seq: m.seq, Token: m.token,
+			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer})
+		if obs != nil {
+			obs.QueueDelivered(c.Queue, m.seq, m.token, vis)
+		}
+	}
+	return Result{Queue: res}
+}
+
+// delivery finds the message in flight as delivery (seq, token).
+func (s *State) delivery(name string, seq, token uint64) (*queue, *qmsg, error) {
+	q, err := s.queueOf(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := q.inflight[seq]
+	if m == nil || m.token != token {
+		return q, nil, leasehold.Errorf(leasehold.CodeStaleToken,
+			"delivery %d (token %d) of queue %q is no longer in flight: its visibility ran out or it was acked, nacked or redelivered", seq, token, name)
+	}
+	return q, m, nil
+}
+
+// endDelivery takes m out of flight.
+func (s *State) endDelivery(name string, q *queue, m *qmsg) {
+	delete(q.inflight, m.seq)
+	if o := s.queueObs(); o != nil {
+		o.QueueDeliveryEnded(name, m.seq, m.token)
+	}
+	m.token, m.consumer = 0, ""
+}
+
+func (s *State) queueAck(now int64, c *QueueAck) Result {
+	key := requestKey(c.Caller, [32]byte{}, c.RequestID)
+	if err := validateRequestID(c.RequestID); err != nil {
+		return Result{Err: err}
+	}
+	sum := c.sum(&s.scratch)
+	if r, ok := s.dedup.lookup(key, c.RequestID, KindQueueAck, sum); ok {
+		return r
+	}
+	q, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	if err != nil {
+		return Result{Err: err}
+	}
+	s.endDelivery(c.Queue, q, m)
+	k := m.key
+	k.msgs[0] = nil
+	k.msgs = k.msgs[1:]
+	s.dropCounted(q, m.body)
+	q.afterHead(k)
+	s.queueWake(c.Queue, q)
+	s.dedup.put(key, KindQueueAck, sum, now, Result{}, s.cfg)
+	return Result{}
+}
+
+func (c *QueueAck) sum(e *encoder) fingerprint {
+	if c.RequestID == "" {
+		return fingerprint{}
+	}
+	e.b = e.b[:0]
+	e.str(c.Queue)
+	e.uvarint(c.Seq)
+	e.uvarint(c.Token)
+	return sumOf(e)
+}
+
+func (s *State) dropCounted(q *queue, body []byte) {
+	q.depth--
+	q.bytes -= len(body)
+	s.queueBytes -= len(body)
+}
+
+// afterHead readies k's next message, or forgets k when it is empty.
+func (q *queue) afterHead(k *qkey) {
+	if len(k.msgs) == 0 {
+		k.msgs = nil // drop the old array; a restored key has none either
+	}
+	if len(k.msgs) == 0 && !k.blocked {
+		delete(q.keys, k.name)
+		return
+	}
+	q.makeReady(k)
+}
+
+func (s *State) queueNack(now int64, c *QueueNack) Result {
+	q, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if err := leasehold.ValidateDuration("delay", c.Delay, 0, 12*time.Hour); err != nil {
+		return Result{Err: err}
+	}
+	m.note = c.Note
+	s.requeue(now, c.Queue, q, m, c.Delay)
+	return Result{}
+}
+
+func (s *State) queueExpire(now int64, c *QueueExpire) Result {
+	q, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	if err != nil {
+		return Result{} // a stale timer: the delivery ended already
+	}
+	if m.note == "" {
+		m.note = "visibility timeout"
+	}
+	s.requeue(now, c.Queue, q, m, 0)
+	return Result{}
+}
+
+// requeue ends m's delivery and returns it to the head of its key, or to
+// the dead letters once it has used its receives.
+func (s *State) requeue(now int64, name string, q *queue, m *qmsg, delay time.Duration) {
+	s.endDelivery(name, q, m)
+	k := m.key
+	if m.receives >= q.MaxReceives {
+		k.msgs[0] = nil
+		k.msgs = k.msgs[1:]
+		q.dead = append(q.dead, deadLetter{seq: m.seq, key: k.name, body: m.body, sentAt: m.sentAt,
+			receives: m.receives, note: m.note, diedAt: now})
+		k.blocked = q.DeadLetter == DeadLetterBlock
+		q.afterHead(k)
+	} else {
+		m.notReady = now + int64(delay)
+		q.makeReady(k)
+	}
+	s.queueWake(name, q)
+}
+
+func (s *State) queueExtend(c *QueueExtend) Result {
+	_, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if err := leasehold.ValidateDuration("visibility", c.Visibility, time.Second, 12*time.Hour); err != nil {
+		return Result{Err: err}
+	}
+	m.vis = c.Visibility
+	if o := s.queueObs(); o != nil {
+		o.QueueDelivered(c.Queue, m.seq, m.token, c.Visibility) // restarts the countdown
+	}
+	return Result{}
+}
+
+func (s *State) queueRedrive(now int64, c *QueueRedrive) Result {
+	q, err := s.queueOf(c.Queue)
+	if err != nil {
+		return Result{Err: err}
+	}
+	n := len(q.dead)
+	if c.Max > 0 && c.Max < n {
+		n = c.Max
+	}
+	for _, dl := range q.dead[:n] {
+		m := &qmsg{seq: dl.seq, body: dl.body, sentAt: dl.sentAt, notReady: now, note: dl.note}
+		k := q.keys[dl.key]
+		if k != nil && k.blocked {
+			// A blocked key waits for this very message: back to its head.
+			k.blocked = false
+			m.key = k
+			k.msgs = append([]*qmsg{m}, k.msgs...)
+			q.makeReady(k)
+			continue
+		}
+		q.depth-- // push counts it again
+		q.bytes -= len(dl.body)
+		q.push(m, dl.key)
+	}
+	q.dead = append(q.dead[:0], q.dead[n:]...)
+	s.queueWake(c.Queue, q)
+	return Result{Queue: &QueueResult{Moved: n}}
+}
+
+func (s *State) queuePurge(ix uint64, now int64, c *QueuePurge) Result {
+	q, err := s.queueOf(c.Queue)
+	if err != nil {
+		return Result{Err: err}
+	}
+	moved := len(q.dead)
+	for _, dl := range q.dead {
+		s.dropCounted(q, dl.body)
+	}
+	q.dead = nil
+	for name, k := range q.keys {
+		keep := k.msgs[:0]
+		for _, m := range k.msgs {
+			if m.token != 0 {
+				keep = append(keep, m) // in flight: its consumer still acks it
+				continue
+			}
+			s.dropCounted(q, m.body)
+			moved++
+		}
+		clear(k.msgs[len(keep):])
+		k.msgs, k.blocked = keep, false
+		if len(k.msgs) == 0 {
+			delete(q.keys, name)
+		}
+	}
+	q.ready = q.ready[:0]
+	for _, k := range sortedKeys(q.keys) {
+		q.keys[k].hix = -1
+		q.makeReady(q.keys[k])
+	}
+	s.auditQueue(ix, now, c.Actor, "queue-purge", c.Queue, c.Reason)
+	return Result{Queue: &QueueResult{Moved: moved}}
+}
+
+func (s *State) queueRetire(c *QueueRetire) Result {
+	q, err := s.queueOf(c.Queue)
+	if err != nil {
+		return Result{Err: err}
+	}
+	dropped := 0
+	dead := q.dead[:0]
+	for _, dl := range q.dead {
+		if dl.sentAt >= c.Before {
+			dead = append(dead, dl)
+			continue
+		}
+		s.dropCounted(q, dl.body)
+		dropped++
+		if k := q.keys[dl.key]; k != nil && k.blocked { // nothing is left to redrive
+			k.blocked = false
+			q.afterHead(k)
+		}
+	}
+	clear(q.dead[len(dead):])
+	q.dead = dead
+	for _, name := range sortedKeys(q.keys) {
+		k := q.keys[name]
+		keep := k.msgs[:0]
+		for _, m := range k.msgs {
+			if m.sentAt >= c.Before || m.token != 0 {
+				keep = append(keep, m)
+				continue
+			}
+			s.dropCounted(q, m.body)
+			dropped++
+		}
+		if len(keep) == len(k.msgs) {
+			continue
+		}
+		clear(k.msgs[len(keep):])
+		k.msgs = keep
+		if k.hix >= 0 { // its head changed: out of the heap, and back if it has one
+			heap.Remove(&q.ready, k.hix)
+		}
+		q.afterHead(k)
+	}
+	s.queueWake(c.Queue, q)
+	return Result{Queue: &QueueResult{Moved: dropped}}
+}
+
+func (s *State) queueDelete(ix uint64, now int64, c *QueueDelete) Result {
+	q, err := s.queueOf(c.Queue)
+	if err != nil {
+		return Result{Err: err}
+	}
+	for _, m := range q.inflight {
+		if o := s.queueObs(); o != nil {
+			o.QueueDeliveryEnded(c.Queue, m.seq, m.token)
+		}
+	}
+	s.queueBytes -= q.bytes
+	delete(s.queuesByName, c.Queue)
+	s.auditQueue(ix, now, c.Actor, "queue-delete", c.Queue, c.Reason)
+	return Result{}
+}
+
+// auditQueue records an operator's purge or delete, like a forced release.
+func (s *State) auditQueue(ix uint64, now int64, actor, action, name, reason string) {
+	s.audit = append(s.audit, AuditRecord{Index: ix, Time: time.Unix(0, now).UTC(), Actor: actor,
+		Action: action, Resource: name, Reason: reason})
+	if n := len(s.audit) - s.cfg.AuditMax; n > 0 {
+		s.audit = append([]AuditRecord(nil), s.audit[n:]...)
+	}
+}

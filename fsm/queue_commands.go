@@ -1,0 +1,295 @@
+package fsm
+
+import "time"
+
+// The commands of keyed queues (queue.go). Sends and acks carry their
+// caller, stamped by the node; an Ack also carries a request ID, so a
+// retried Ack is answered from the dedup window instead of as stale. A
+// Send needs no request ID: its dedup id is what makes a retry safe.
+
+const (
+	KindQueueCreate  Kind = 30
+	KindQueueSend    Kind = 31 // one message or a batch of up to MaxQueueBatch
+	KindQueueReceive Kind = 32
+	KindQueueAck     Kind = 33
+	KindQueueNack    Kind = 34
+	KindQueueExtend  Kind = 35
+	KindQueueExpire  Kind = 36 // a delivery's visibility ran out on the leader
+	KindQueueRedrive Kind = 37
+	KindQueuePurge   Kind = 38
+	KindQueueDelete  Kind = 39
+	KindQueueRetire  Kind = 40 // messages past the queue's retention are dropped
+)
+
+// QueueCreate makes a queue, or is answered with the queue as it is if
+// one of that name exists with the same settings.
+type QueueCreate struct {
+	Queue    string
+	Settings QueueSettings
+	Caller   string
+}
+
+// QueueMessage is one message of a Send.
+type QueueMessage struct {
+	Key     string
+	Body    []byte        // kept by the state as is: never reuse it after Apply
+	DedupID string        // empty: no deduplication
+	Delay   time.Duration // not deliverable before the send's time + Delay
+}
+
+// QueueSend enqueues Messages, in order, all or none.
+type QueueSend struct {
+	Queue    string
+	Messages []QueueMessage
+	Caller   string
+}
+
+// QueueReceive hands out up to Max messages, at most one per key.
+type QueueReceive struct {
+	Queue      string
+	Max        int
+	Visibility time.Duration // 0: the queue's default
+	Caller     string
+}
+
+// QueueAck removes a delivered message. Seq and Token name the delivery.
+type QueueAck struct {
+	RequestID string
+	Queue     string
+	Seq       uint64
+	Token     uint64
+	Caller    string
+}
+
+// QueueNack returns a delivered message to the head of its key, to be
+// delivered again no sooner than Delay; Note is kept as its last error.
+type QueueNack struct {
+	Queue string
+	Seq   uint64
+	Token uint64
+	Delay time.Duration
+	Note  string
+}
+
+// QueueExtend gives a delivery Visibility more from now on the leader.
+type QueueExtend struct {
+	Queue      string
+	Seq        uint64
+	Token      uint64
+	Visibility time.Duration
+	Progress   string
+}
+
+// QueueExpire ends a delivery whose visibility ran out. Token names the
+// delivery the leader timed, so a stale one (the message was acked,
+// nacked or extended and redelivered since) does nothing.
+type QueueExpire struct {
+	Queue string
+	Seq   uint64
+	Token uint64
+}
+
+// QueueRedrive moves up to Max dead letters (0: all) back to their keys.
+type QueueRedrive struct {
+	Queue string
+	Max   int
+	Actor string
+}
+
+// QueuePurge drops every message of a queue that is not in flight, and
+// its dead letters; the settings stay.
+type QueuePurge struct {
+	Queue  string
+	Actor  string
+	Reason string
+}
+
+// QueueDelete drops a queue and everything in it.
+type QueueDelete struct {
+	Queue  string
+	Actor  string
+	Reason string
+}
+
+// QueueRetire drops the messages of a queue, queued or dead, sent before
+// Before (unix nanoseconds), as its retention says. The leader proposes
+// it now and then with Before = its wall clock - retention; retention is
+// days, so clock skew between leaders matters little. A message in
+// flight is kept: its consumer may be committing it.
+type QueueRetire struct {
+	Queue  string
+	Before int64
+}
+
+func (*QueueCreate) Kind() Kind  { return KindQueueCreate }
+func (*QueueRetire) Kind() Kind  { return KindQueueRetire }
+func (*QueueSend) Kind() Kind    { return KindQueueSend }
+func (*QueueReceive) Kind() Kind { return KindQueueReceive }
+func (*QueueAck) Kind() Kind     { return KindQueueAck }
+func (*QueueNack) Kind() Kind    { return KindQueueNack }
+func (*QueueExtend) Kind() Kind  { return KindQueueExtend }
+func (*QueueExpire) Kind() Kind  { return KindQueueExpire }
+func (*QueueRedrive) Kind() Kind { return KindQueueRedrive }
+func (*QueuePurge) Kind() Kind   { return KindQueuePurge }
+func (*QueueDelete) Kind() Kind  { return KindQueueDelete }
+
+func (c *QueueRetire) apply(s *State, _ uint64, _ int64) Result   { return s.queueRetire(c) }
+func (c *QueueCreate) apply(s *State, _ uint64, now int64) Result { return s.queueCreate(now, c) }
+func (c *QueueSend) apply(s *State, _ uint64, now int64) Result   { return s.queueSend(now, c) }
+func (c *QueueReceive) apply(s *State, ix uint64, now int64) Result {
+	return s.queueReceive(ix, now, c)
+}
+func (c *QueueAck) apply(s *State, _ uint64, now int64) Result     { return s.queueAck(now, c) }
+func (c *QueueNack) apply(s *State, _ uint64, now int64) Result    { return s.queueNack(now, c) }
+func (c *QueueExtend) apply(s *State, _ uint64, _ int64) Result    { return s.queueExtend(c) }
+func (c *QueueExpire) apply(s *State, _ uint64, now int64) Result  { return s.queueExpire(now, c) }
+func (c *QueueRedrive) apply(s *State, _ uint64, now int64) Result { return s.queueRedrive(now, c) }
+func (c *QueuePurge) apply(s *State, ix uint64, now int64) Result  { return s.queuePurge(ix, now, c) }
+func (c *QueueDelete) apply(s *State, ix uint64, now int64) Result { return s.queueDelete(ix, now, c) }
+
+func encodeQueueSettings(e *encoder, q *QueueSettings) {
+	e.varint(int64(q.Visibility))
+	e.uvarint(uint64(q.MaxReceives))
+	e.varint(int64(q.Retention))
+	e.uvarint(uint64(q.MaxDepth))
+	e.uvarint(uint64(q.MaxBytes))
+	e.uvarint(uint64(q.MaxInFlightPerConsumer))
+	e.varint(int64(q.DedupWindow))
+	e.byte1(byte(q.DeadLetter))
+}
+
+func decodeQueueSettings(d *decoder, q *QueueSettings) {
+	q.Visibility = time.Duration(d.varint())
+	q.MaxReceives = uint32(d.uvarint())
+	q.Retention = time.Duration(d.varint())
+	q.MaxDepth = int(d.uvarint())
+	q.MaxBytes = int(d.uvarint())
+	q.MaxInFlightPerConsumer = int(d.uvarint())
+	q.DedupWindow = time.Duration(d.varint())
+	q.DeadLetter = DeadLetterMode(d.byte1())
+}
+
+func (c *QueueCreate) encode(e *encoder) {
+	e.str(c.Queue)
+	encodeQueueSettings(e, &c.Settings)
+	e.str(c.Caller)
+}
+
+func (c *QueueCreate) decode(d *decoder) {
+	c.Queue = d.str()
+	decodeQueueSettings(d, &c.Settings)
+	c.Caller = d.str()
+}
+
+func (c *QueueSend) encode(e *encoder) {
+	e.str(c.Queue)
+	e.uvarint(uint64(len(c.Messages)))
+	for i := range c.Messages {
+		m := &c.Messages[i]
+		e.str(m.Key)
+		e.str(string(m.Body))
+		e.str(m.DedupID)
+		e.varint(int64(m.Delay))
+	}
+	e.str(c.Caller)
+}
+
+func (c *QueueSend) decode(d *decoder) {
+	c.Queue = d.str()
+	if n := d.count(4); n > 0 {
+		c.Messages = make([]QueueMessage, n)
+		for i := range c.Messages {
+			m := &c.Messages[i]
+			m.Key = d.str()
+			m.Body = []byte(d.str())
+			m.DedupID = d.str()
+			m.Delay = time.Duration(d.varint())
+		}
+	}
+	c.Caller = d.str()
+}
+
+func (c *QueueReceive) encode(e *encoder) {
+	e.str(c.Queue)
+	e.varint(int64(c.Max))
+	e.varint(int64(c.Visibility))
+	e.str(c.Caller)
+}
+
+func (c *QueueReceive) decode(d *decoder) {
+	c.Queue = d.str()
+	c.Max = int(d.varint())
+	c.Visibility = time.Duration(d.varint())
+	c.Caller = d.str()
+}
+
+func (c *QueueAck) encode(e *encoder) {
+	e.str(c.RequestID)
+	e.str(c.Queue)
+	e.uvarint(c.Seq)
+	e.uvarint(c.Token)
+	e.str(c.Caller)
+}
+
+func (c *QueueAck) decode(d *decoder) {
+	c.RequestID = d.str()
+	c.Queue = d.str()
+	c.Seq = d.uvarint()
+	c.Token = d.uvarint()
+	c.Caller = d.str()
+}
+
+func (c *QueueNack) encode(e *encoder) {
+	e.str(c.Queue)
+	e.uvarint(c.Seq)
+	e.uvarint(c.Token)
+	e.varint(int64(c.Delay))
+	e.str(c.Note)
+}
+
+func (c *QueueNack) decode(d *decoder) {
+	c.Queue = d.str()
+	c.Seq = d.uvarint()
+	c.Token = d.uvarint()
+	c.Delay = time.Duration(d.varint())
+	c.Note = d.str()
+}
+
+func (c *QueueExtend) encode(e *encoder) {
+	e.str(c.Queue)
+	e.uvarint(c.Seq)
+	e.uvarint(c.Token)
+	e.varint(int64(c.Visibility))
+	e.str(c.Progress)
+}
+
+func (c *QueueExtend) decode(d *decoder) {
+	c.Queue = d.str()
+	c.Seq = d.uvarint()
+	c.Token = d.uvarint()
+	c.Visibility = time.Duration(d.varint())
+	c.Progress = d.str()
+}
+
+func (c *QueueExpire) encode(e *encoder) { e.str(c.Queue); e.uvarint(c.Seq); e.uvarint(c.Token) }
+func (c *QueueExpire) decode(d *decoder) {
+	c.Queue = d.str()
+	c.Seq = d.uvarint()
+	c.Token = d.uvarint()
+}
+
+func (c *QueueRedrive) encode(e *encoder) { e.str(c.Queue); e.varint(int64(c.Max)); e.str(c.Actor) }
+func (c *QueueRedrive) decode(d *decoder) {
+	c.Queue = d.str()
+	c.Max = int(d.varint())
+	c.Actor = d.str()
+}
+
+func (c *QueuePurge) encode(e *encoder) { e.str(c.Queue); e.str(c.Actor); e.str(c.Reason) }
+func (c *QueuePurge) decode(d *decoder) { c.Queue = d.str(); c.Actor = d.str(); c.Reason = d.str() }
+
+func (c *QueueDelete) encode(e *encoder) { e.str(c.Queue); e.str(c.Actor); e.str(c.Reason) }
+func (c *QueueDelete) decode(d *decoder) { c.Queue = d.str(); c.Actor = d.str(); c.Reason = d.str() }
+
+func (c *QueueRetire) encode(e *encoder) { e.str(c.Queue); e.varint(c.Before) }
+func (c *QueueRetire) decode(d *decoder) { c.Queue = d.str(); c.Before = d.varint() }

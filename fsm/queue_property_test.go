@@ -1,0 +1,370 @@
+package fsm
+
+import (
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/leasehold/leasehold"
+)
+
+// A model test of keyed queues: random Send (single and batched, with
+// dedup ids), Receive, Ack, Nack, Extend, visibility expiry, dead letters,
+// Redrive and snapshot/restore, against a model of per-key lists. Every
+// answer is the one the model predicts, and the properties are
+// checked directly: a key's message is delivered only while it is the
+// key's head and nothing of the key is in flight, and acked only then; a
+// delivery's token is above every earlier token of its key; a dedup id
+// never enqueues twice; stale acks, nacks and extends are refused; and in
+// the end every accepted message is delivered and acked exactly once,
+// unless its retention ran out first.
+
+type mQMsg struct {
+	seq      uint64
+	sentAt   int64
+	receives uint32
+	notReady int64
+}
+
+type mQKey struct {
+	msgs    []mQMsg // send order; msgs[0] is the head
+	token   uint64  // the head's delivery in flight (0: none)
+	blocked bool
+}
+
+type mQDelivery struct {
+	key   string
+	seq   uint64
+	token uint64
+}
+
+type mQDead struct {
+	key string
+	msg mQMsg
+}
+
+func TestQueueModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		const maxReceives, maxDepth = 3, 12
+		mode := rapid.SampledFrom([]DeadLetterMode{DeadLetterSkip, DeadLetterBlock}).Draw(rt, "mode")
+		s := New(DefaultConfig(), nil)
+		ix, now := uint64(0), t0
+		apply := func(c Command) Result { // at the step's time, now
+			ix++
+			return s.Apply(ix, &Batch{Time: now, Cmds: []Command{c}})[0]
+		}
+		set := QueueSettings{MaxReceives: maxReceives, MaxDepth: maxDepth, DedupWindow: time.Hour, DeadLetter: mode}
+		if r := apply(&QueueCreate{Queue: "q", Settings: set}); r.Err != nil {
+			rt.Fatal(r.Err)
+		}
+		keys := map[string]*mQKey{}
+		var dead []mQDead
+		var history []mQDelivery         // every delivery handed out, stale ones too
+		lastToken := map[string]uint64{} // per key, the newest delivery token
+		dedup := map[string]uint64{}     // dedup id -> first seq
+		sent := map[uint64]string{}      // accepted seq -> key
+		acked := map[uint64]bool{}
+		nextSeq := uint64(1)
+		depth := func() int {
+			n := len(dead)
+			for _, k := range keys {
+				n += len(k.msgs)
+			}
+			return n
+		}
+		keyOf := func(name string) *mQKey {
+			if keys[name] == nil {
+				keys[name] = &mQKey{}
+			}
+			return keys[name]
+		}
+		// current says whether d is the delivery in flight of its key.
+		current := func(d mQDelivery) bool {
+			k := keys[d.key]
+			return k != nil && k.token == d.token && k.token != 0 && k.msgs[0].seq == d.seq
+		}
+		// requeue is a nack or an expiry in the model.
+		requeue := func(d mQDelivery, delay time.Duration) {
+			k := keys[d.key]
+			k.token = 0
+			if k.msgs[0].receives >= maxReceives {
+				dead = append(dead, mQDead{d.key, k.msgs[0]})
+				k.msgs = k.msgs[1:]
+				k.blocked = mode == DeadLetterBlock
+				return
+			}
+			k.msgs[0].notReady = now + int64(delay)
+		}
+		deliver := func(ds []Delivery) {
+			for _, d := range ds {
+				k := keys[d.Key]
+				if k == nil || len(k.msgs) == 0 || k.msgs[0].seq != d.Seq {
+					rt.Fatalf("delivered %d of key %q, which is not its head", d.Seq, d.Key)
+				}
+				if k.token != 0 || k.blocked {
+					rt.Fatalf("delivered %d of key %q while the key is in flight or blocked", d.Seq, d.Key)
+				}
+				if d.Token <= lastToken[d.Key] {
+					rt.Fatalf("key %q got token %d after token %d", d.Key, d.Token, lastToken[d.Key])
+				}
+				lastToken[d.Key] = d.Token
+				k.token = d.Token
+				k.msgs[0].receives++
+				if d.Receives != k.msgs[0].receives {
+					rt.Fatalf("delivery of %d says %d receives, want %d", d.Seq, d.Receives, k.msgs[0].receives)
+				}
+				history = append(history, mQDelivery{d.Key, d.Seq, d.Token})
+			}
+		}
+		// expectReceive is the model's pick: ready heads, oldest first.
+		expectReceive := func(max int) []uint64 {
+			type cand struct {
+				notReady int64
+				seq      uint64
+			}
+			var cs []cand
+			for _, k := range keys {
+				if len(k.msgs) > 0 && k.token == 0 && !k.blocked && k.msgs[0].notReady <= now {
+					cs = append(cs, cand{k.msgs[0].notReady, k.msgs[0].seq})
+				}
+			}
+			sort.Slice(cs, func(i, j int) bool {
+				if cs[i].notReady != cs[j].notReady {
+					return cs[i].notReady < cs[j].notReady
+				}
+				return cs[i].seq < cs[j].seq
+			})
+			var out []uint64
+			for _, c := range cs[:min(max, len(cs))] {
+				out = append(out, c.seq)
+			}
+			return out
+		}
+		pick := func() (mQDelivery, bool) {
+			if len(history) == 0 {
+				return mQDelivery{}, false
+			}
+			return rapid.SampledFrom(history).Draw(rt, "delivery"), true
+		}
+		ack := func(d mQDelivery) {
+			r := apply(&QueueAck{RequestID: "", Queue: "q", Seq: d.seq, Token: d.token})
+			if !current(d) {
+				wantQueueCode(rt, "a stale ack", r, leasehold.CodeStaleToken)
+				return
+			}
+			if r.Err != nil {
+				rt.Fatalf("ack of current delivery %+v: %v", d, r.Err)
+			}
+			if acked[d.seq] {
+				rt.Fatalf("message %d acked twice", d.seq)
+			}
+			acked[d.seq] = true
+			k := keys[d.key]
+			k.msgs, k.token = k.msgs[1:], 0
+		}
+		steps := rapid.IntRange(1, 120).Draw(rt, "steps")
+		for range steps {
+			now += int64(time.Second)
+			switch rapid.IntRange(0, 10).Draw(rt, "op") {
+			case 0, 1: // Send a batch of 1 to 3
+				n := rapid.IntRange(1, 3).Draw(rt, "n")
+				msgs := make([]QueueMessage, n)
+				adds, seen := 0, map[string]bool{}
+				for i := range msgs {
+					msgs[i] = QueueMessage{Key: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(rt, "key"),
+						Body:    []byte("m"),
+						DedupID: rapid.SampledFrom([]string{"", "", "d1", "d2", "d3", "d4", "d5", "d6"}).Draw(rt, "dedup")}
+					if _, dup := dedup[msgs[i].DedupID]; (!dup && !seen[msgs[i].DedupID]) || msgs[i].DedupID == "" {
+						adds++
+					}
+					seen[msgs[i].DedupID] = msgs[i].DedupID != ""
+				}
+				r := apply(&QueueSend{Queue: "q", Messages: msgs})
+				if depth()+adds > maxDepth {
+					wantQueueCode(rt, "a send past max_depth", r, leasehold.CodeLimit)
+					break
+				}
+				if r.Err != nil {
+					rt.Fatalf("send: %v", r.Err)
+				}
+				for i, m := range msgs {
+					if first, dup := dedup[m.DedupID]; dup && m.DedupID != "" {
+						if !r.Queue.Duplicate[i] || r.Queue.Seqs[i] != first {
+							rt.Fatalf("dedup id %q sent again: seq %d dup %v, want the first seq %d", m.DedupID, r.Queue.Seqs[i], r.Queue.Duplicate[i], first)
+						}
+						continue
+					}
+					if r.Queue.Duplicate[i] || r.Queue.Seqs[i] != nextSeq {
+						rt.Fatalf("message %d got seq %d (dup %v), want %d", i, r.Queue.Seqs[i], r.Queue.Duplicate[i], nextSeq)
+					}
+					if m.DedupID != "" {
+						dedup[m.DedupID] = nextSeq
+					}
+					sent[nextSeq] = m.Key
+					k := keyOf(m.Key)
+					k.msgs = append(k.msgs, mQMsg{seq: nextSeq, sentAt: now, notReady: now})
+					nextSeq++
+				}
+			case 2, 3: // Receive
+				max := rapid.IntRange(1, 3).Draw(rt, "max")
+				want := expectReceive(max)
+				r := apply(&QueueReceive{Queue: "q", Max: max})
+				var got []uint64
+				for _, d := range r.Queue.Deliveries {
+					got = append(got, d.Seq)
+				}
+				if !slices.Equal(got, want) {
+					rt.Fatalf("receive %d delivered %v, want %v", max, got, want)
+				}
+				deliver(r.Queue.Deliveries)
+			case 4: // Ack, maybe stale
+				if d, ok := pick(); ok {
+					ack(d)
+				}
+			case 5: // Nack, maybe stale
+				if d, ok := pick(); ok {
+					delay := rapid.SampledFrom([]time.Duration{0, 5 * time.Second}).Draw(rt, "delay")
+					r := apply(&QueueNack{Queue: "q", Seq: d.seq, Token: d.token, Delay: delay, Note: "failed"})
+					if !current(d) {
+						wantQueueCode(rt, "a stale nack", r, leasehold.CodeStaleToken)
+						break
+					}
+					if r.Err != nil {
+						rt.Fatal(r.Err)
+					}
+					requeue(d, delay)
+				}
+			case 6: // Extend, maybe stale
+				if d, ok := pick(); ok {
+					r := apply(&QueueExtend{Queue: "q", Seq: d.seq, Token: d.token, Visibility: time.Minute})
+					if !current(d) {
+						wantQueueCode(rt, "a stale extend", r, leasehold.CodeStaleToken)
+					} else if r.Err != nil {
+						rt.Fatal(r.Err)
+					}
+				}
+			case 7: // the leader's visibility timer, maybe stale
+				if d, ok := pick(); ok {
+					cur := current(d)
+					if r := apply(&QueueExpire{Queue: "q", Seq: d.seq, Token: d.token}); r.Err != nil {
+						rt.Fatalf("expire: %v", r.Err)
+					}
+					if cur {
+						requeue(d, 0)
+					}
+				}
+			case 8: // Redrive every dead letter
+				r := apply(&QueueRedrive{Queue: "q"})
+				if r.Err != nil || r.Queue.Moved != len(dead) {
+					rt.Fatalf("redrive moved %v (%v), want %d", r.Queue, r.Err, len(dead))
+				}
+				for _, dl := range dead {
+					k := keyOf(dl.key)
+					m := mQMsg{seq: dl.msg.seq, sentAt: dl.msg.sentAt, notReady: now}
+					if k.blocked {
+						k.blocked = false
+						k.msgs = append([]mQMsg{m}, k.msgs...)
+					} else {
+						k.msgs = append(k.msgs, m)
+					}
+				}
+				dead = nil
+			case 10: // retention: drop what was sent before a point, except in flight
+				before := now - int64(rapid.IntRange(0, 30).Draw(rt, "age"))*int64(time.Second)
+				r := apply(&QueueRetire{Queue: "q", Before: before})
+				want := 0
+				keptDead := dead[:0]
+				for _, dl := range dead {
+					if dl.msg.sentAt >= before {
+						keptDead = append(keptDead, dl)
+						continue
+					}
+					want++
+					delete(sent, dl.msg.seq) // retired: no longer owed an ack
+					keys[dl.key].blocked = false
+				}
+				dead = keptDead
+				for _, k := range keys {
+					var keep []mQMsg
+					for i, m := range k.msgs {
+						if m.sentAt >= before || (i == 0 && k.token != 0) {
+							keep = append(keep, m)
+							continue
+						}
+						want++
+						delete(sent, m.seq)
+					}
+					k.msgs = keep
+				}
+				if r.Err != nil || r.Queue.Moved != want {
+					rt.Fatalf("retire before %d dropped %v (%v), want %d", before, r.Queue, r.Err, want)
+				}
+			case 9: // a snapshot and restore, as a follower catching up
+				restored, err := Restore(s.Snapshot(), DefaultConfig(), nil)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				s = restored
+			}
+			info, _ := s.Queue("q")
+			inflight := 0
+			for _, k := range keys {
+				if k.token != 0 {
+					inflight++
+				}
+			}
+			if info.Depth != depth() || info.InFlight != inflight || info.Dead != len(dead) {
+				rt.Fatalf("queue shows depth %d, in flight %d, dead %d; the model %d, %d, %d",
+					info.Depth, info.InFlight, info.Dead, depth(), inflight, len(dead))
+			}
+		}
+		// Drain: every accepted message is delivered and acked exactly once.
+		for range 200 {
+			if depth() == 0 {
+				break
+			}
+			now += int64(time.Minute) // past every delay
+			for _, d := range history {
+				if current(d) {
+					ack(d)
+				}
+			}
+			if len(dead) > 0 {
+				apply(&QueueRedrive{Queue: "q"})
+				for _, dl := range dead {
+					k := keyOf(dl.key)
+					m := mQMsg{seq: dl.msg.seq, sentAt: dl.msg.sentAt, notReady: now}
+					if k.blocked {
+						k.blocked = false
+						k.msgs = append([]mQMsg{m}, k.msgs...)
+					} else {
+						k.msgs = append(k.msgs, m)
+					}
+				}
+				dead = nil
+			}
+			r := apply(&QueueReceive{Queue: "q", Max: 100})
+			deliver(r.Queue.Deliveries)
+		}
+		if depth() != 0 {
+			rt.Fatalf("the queue did not drain: %d left", depth())
+		}
+		for seq := range sent {
+			if !acked[seq] {
+				rt.Fatalf("accepted message %d was never acked", seq)
+			}
+		}
+		if info, _ := s.Queue("q"); info.Depth != 0 || info.Bytes != 0 || s.QueueBytes() != 0 {
+			rt.Fatalf("a drained queue still counts %+v, %d bytes in all", info, s.QueueBytes())
+		}
+	})
+}
+
+func wantQueueCode(rt *rapid.T, what string, r Result, c leasehold.Code) {
+	if got := leasehold.CodeOf(r.Err); got != c {
+		rt.Fatalf("%s: got %v (%v), want %v", what, got, r.Err, c)
+	}
+}
