@@ -232,17 +232,27 @@ func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 			return nil, e
 		}
 		last = e
-		if len(c.nodes) > 1 {
-			c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.nodes)))
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !c.moveOn(ctx, i, backoff) {
 			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), e)
-		case <-t.C:
 		}
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// moveOn is a retry's step after node i failed: it makes the next node the
+// current one (unless another call did already) and waits backoff. It
+// returns false if ctx ends first.
+func (c *Client) moveOn(ctx context.Context, i int, backoff time.Duration) bool {
+	if len(c.nodes) > 1 {
+		c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.nodes)))
+	}
+	t := time.NewTimer(backoff)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -105,15 +105,8 @@ func (c *Client) currentLeader(ctx context.Context, name string) (LeaderChange, 
 		if e := api.FromConnect(err); connect.IsWireError(err) && !errors.Is(e, leasehold.ErrUnavailable) {
 			return LeaderChange{}, e
 		}
-		if len(c.nodes) > 1 {
-			c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.nodes)))
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !c.moveOn(ctx, i, backoff) {
 			return LeaderChange{}, ctx.Err()
-		case <-t.C:
 		}
 		backoff = min(2*backoff, time.Second)
 	}

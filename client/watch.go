@@ -158,15 +158,8 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 			c.log.Warn("watch interrupted; resuming on the next endpoint from the last index seen",
 				"endpoint", c.nodes[i].url, "index", w.index, "err", e)
 		}
-		if len(c.nodes) > 1 {
-			c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.nodes)))
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !c.moveOn(ctx, i, backoff) {
 			return nil
-		case <-t.C:
 		}
 		backoff = min(2*backoff, time.Second)
 	}

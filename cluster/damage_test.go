@@ -153,16 +153,11 @@ func TestDamagedLogTruncatedTail(t *testing.T) {
 func TestDamagedLogFlippedBytes(t *testing.T) {
 	flip := func(t *testing.T, path string, at int) {
 		t.Helper()
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 8 {
-			data[at+i] ^= 0xa5
-		}
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		editFile(t, path, func(data []byte) {
+			for i := range 8 {
+				data[at+i] ^= 0xa5
+			}
+		})
 	}
 	t.Run("sealed segment", func(t *testing.T) {
 		cfg, answered := damagedNode(t, 2048, false)
@@ -224,19 +219,8 @@ func TestDamagedLogFrameHeader(t *testing.T) {
 
 func TestDamagedSnapshot(t *testing.T) {
 	cfg, answered := damagedNode(t, 1<<20, true)
-	snaps, err := listSnapshots(cfg.DataDir)
-	if err != nil || len(snaps) != 1 {
-		t.Fatalf("snapshots: %v %v", snaps, err)
-	}
-	state := filepath.Join(snaps[0].dir, "state.bin")
-	data, err := os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data[len(data)/2] ^= 0xff
-	if err := os.WriteFile(state, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	state := snapshotState(t, cfg.DataDir)
+	editFile(t, state, func(data []byte) { data[len(data)/2] ^= 0xff })
 	de := refuses(t, cfg, state)
 	msg := de.Error()
 	if !de.Snapshot || !strings.Contains(msg, "its checksum is ") || strings.Contains(msg, "[") {
@@ -329,19 +313,8 @@ func TestDamagedOnlySnapshotWithCompactedLog(t *testing.T) {
 	if segs := segments(t, cfg.DataDir); segs[0].MinIndex <= 1 {
 		t.Fatalf("the log still starts at index %d: not compacted", segs[0].MinIndex)
 	}
-	snaps, err := listSnapshots(cfg.DataDir)
-	if err != nil || len(snaps) != 1 {
-		t.Fatalf("snapshots: %v %v", snaps, err)
-	}
-	state := filepath.Join(snaps[0].dir, "state.bin")
-	data, err := os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data[10] ^= 0x01
-	if err := os.WriteFile(state, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	state := snapshotState(t, cfg.DataDir)
+	editFile(t, state, func(data []byte) { data[10] ^= 0x01 })
 	refuses(t, cfg, state)
 	recoverAndGrant(t, cfg, answered, func(p *RecoveryPlan) int {
 		if !p.Fresh || p.LastGood != 0 || len(p.Files) == 0 {
@@ -349,4 +322,27 @@ func TestDamagedOnlySnapshotWithCompactedLog(t *testing.T) {
 		}
 		return 0
 	})
+}
+
+// snapshotState is the state file of the one snapshot in dataDir.
+func snapshotState(t *testing.T, dataDir string) string {
+	t.Helper()
+	snaps, err := listSnapshots(dataDir)
+	if err != nil || len(snaps) != 1 {
+		t.Fatalf("snapshots: %v %v", snaps, err)
+	}
+	return filepath.Join(snaps[0].dir, "state.bin")
+}
+
+// editFile damages path in place: damage changes its bytes.
+func editFile(t *testing.T, path string, damage func(data []byte)) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damage(data)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -92,7 +92,7 @@ type clientOutput struct {
 
 func (p *clientProc) output() clientOutput {
 	var o clientOutput
-	sc := bufio.NewScanner(strings.NewReader(p.stdout()))
+	sc := bufio.NewScanner(strings.NewReader(p.Stdout()))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) != 3 { // a line cut by a kill
@@ -118,8 +118,8 @@ func (p *clientProc) output() clientOutput {
 func (p *clientProc) waitOutput(timeout time.Duration, what string, ok func(clientOutput) bool) error {
 	return checkFor(timeout, func() error {
 		if o := p.output(); !ok(o) {
-			if p.exited() {
-				return fmt.Errorf("client process exited (%v) before %s: %s", p.err, what, lastLines(p.stderr(), 4))
+			if p.Exited() {
+				return fmt.Errorf("client process exited (%v) before %s: %s", p.Err, what, lastLines(p.Stderr(), 4))
 			}
 			return fmt.Errorf("client process has not %s yet: %+v", what, o)
 		}

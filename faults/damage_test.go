@@ -35,7 +35,7 @@ func TestLogDamage(t *testing.T) {
 			n := newNode(t, "n1", "")
 			c := newClient(t, "", n.url)
 			err := damageScenario(t, n, h, sc.name, sc.damage)
-			if err != nil && (n.p == nil || n.p.exited()) {
+			if err != nil && (n.p == nil || n.p.Exited()) {
 				c = nil // nothing to read the state back from
 			}
 			finish(t, sc.name, h, c, expect{lostAllowed: true}, err)
@@ -77,16 +77,9 @@ func followerDamage(t *testing.T, nodes []*node, c *client.Client, h *history, p
 	if f == l {
 		f = nodes[1]
 	}
-	if err := f.p.kill(); err != nil {
-		return err
-	}
-	seg, err := lastSegment(f.dataDir)
+	what, err := killAndDamage(f, damage)
 	if err != nil {
 		return err
-	}
-	what, err := damage(seg)
-	if err != nil {
-		return fmt.Errorf("damage %s: %w", seg, err)
 	}
 	t.Logf("damaged follower %s's log: %s", f.id, what)
 	if err := w.waitAcks(6, progressTimeout); err != nil {
@@ -135,8 +128,8 @@ func caughtUp(ctx context.Context, f *node, c *client.Client) error {
 	fc := newClient(f.t, "", f.url)
 	var exited error
 	err = checkFor(progressTimeout, func() error {
-		if f.p.exited() {
-			exited = fmt.Errorf("follower %s %w after it restarted (%v): %s", f.id, errExited, f.p.err, why(f.p.stderr()))
+		if f.p.Exited() {
+			exited = fmt.Errorf("follower %s %w after it restarted (%v): %s", f.id, errExited, f.p.Err, why(f.p.Stderr()))
 			return nil
 		}
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -183,16 +176,9 @@ func damageScenario(t *testing.T, n *node, h *history, prefix string, damage fun
 	if err := putFenced(ctx, c, h, held+"/last", []byte("last write"), held, l.Token()); err != nil {
 		return fmt.Errorf("write under %s before the damage: %w", held, err)
 	}
-	if err := n.p.kill(); err != nil {
-		return err
-	}
-	seg, err := lastSegment(n.dataDir)
+	what, err := killAndDamage(n, damage)
 	if err != nil {
 		return err
-	}
-	what, err := damage(seg)
-	if err != nil {
-		return fmt.Errorf("damage %s: %w", seg, err)
 	}
 	t.Logf("damaged the log: %s", what)
 	if err := startOrRecover(t, n); err != nil {
@@ -202,6 +188,23 @@ func damageScenario(t *testing.T, n *node, h *history, prefix string, damage fun
 	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return regrant(ctx, c, h, prefix)
+}
+
+// killAndDamage kills n and damages the last segment of its log; it
+// says what it did.
+func killAndDamage(n *node, damage func(string) (string, error)) (string, error) {
+	if err := n.p.Kill(); err != nil {
+		return "", err
+	}
+	seg, err := lastSegment(n.dataDir)
+	if err != nil {
+		return "", err
+	}
+	what, err := damage(seg)
+	if err != nil {
+		return "", fmt.Errorf("damage %s: %w", seg, err)
+	}
+	return what, nil
 }
 
 // startOrRecover starts n; if it refuses to start (or dies starting), it
@@ -220,7 +223,7 @@ func startOrRecover(t *testing.T, n *node) error {
 // dir and starts n again; failed is why n is not running.
 func recoverAndStart(t *testing.T, n *node, failed error) error {
 	err := failed
-	n.p.kill()
+	n.p.Kill()
 	out, rerr := runLH(time.Minute, "recover", "--data-dir", n.dataDir, "--yes")
 	if rerr != nil {
 		return fmt.Errorf("the node did not start (%v), and recovery failed: %w", firstLine(err.Error()), rerr)
@@ -251,16 +254,26 @@ func truncateTail(seg string) (string, error) {
 	return fmt.Sprintf("truncated %s at offset %d (the last %d of %d commits gone)", seg, at, cut-1, len(commits)), nil
 }
 
-// flipMiddle inverts 8 bytes inside an entry in the middle of the segment,
-// as bit rot would.
-func flipMiddle(seg string) (string, error) {
+// entryFrames are the entry frames of a segment with enough of them (4)
+// to damage one in the middle.
+func entryFrames(seg string) ([]walFrame, error) {
 	frames, err := walFrames(seg)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	entries := ofType(frames, walFrameEntry)
 	if len(entries) < 4 {
-		return "", errors.New("too few entries")
+		return nil, errors.New("too few entries")
+	}
+	return entries, nil
+}
+
+// flipMiddle inverts 8 bytes inside an entry in the middle of the segment,
+// as bit rot would.
+func flipMiddle(seg string) (string, error) {
+	entries, err := entryFrames(seg)
+	if err != nil {
+		return "", err
 	}
 	var e walFrame
 	for _, f := range entries[len(entries)/2:] {
@@ -296,13 +309,9 @@ func flipMiddle(seg string) (string, error) {
 // segment: a reader that takes a zero header for the end of the data sees
 // a log that ends there.
 func zeroFrameHeader(seg string) (string, error) {
-	frames, err := walFrames(seg)
+	entries, err := entryFrames(seg)
 	if err != nil {
 		return "", err
-	}
-	entries := ofType(frames, walFrameEntry)
-	if len(entries) < 4 {
-		return "", errors.New("too few entries")
 	}
 	e := entries[len(entries)/2]
 	if err := writeAt(seg, e.offset, make([]byte, walFrameHeaderLen)); err != nil {

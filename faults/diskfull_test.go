@@ -112,9 +112,9 @@ func diskFull(t *testing.T, n *node, c *client.Client, h *history, mnt string) e
 	// stop on the full disk, or later).
 	want, restarts := w.acks.Load()+6, 0
 	err = checkFor(progressTimeout, func() error {
-		if n.p.exited() && restarts < 3 {
+		if n.p.Exited() && restarts < 3 {
 			restarts++
-			t.Logf("the node exited on the full disk (%v): %s; restarting it", n.p.err, why(n.p.stderr()))
+			t.Logf("the node exited on the full disk (%v): %s; restarting it", n.p.Err, why(n.p.Stderr()))
 			if err := n.start(); err != nil {
 				return fmt.Errorf("restart after freeing the space: %w", err)
 			}
@@ -126,8 +126,8 @@ func diskFull(t *testing.T, n *node, c *client.Client, h *history, mnt string) e
 	})
 	if err != nil {
 		state := "still running"
-		if n.p.exited() {
-			state = "exited: " + why(n.p.stderr())
+		if n.p.Exited() {
+			state = "exited: " + why(n.p.Stderr())
 		}
 		return fmt.Errorf("no write acknowledged within %v after the space was freed (node %s): %w", progressTimeout, state, err)
 	}

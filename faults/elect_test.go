@@ -10,31 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/procs"
 )
-
-// electTerm is one leader's command as it recorded itself.
-type electTerm struct {
-	candidate string
-	token     uint64
-	start     int64 // Unix ns
-	pgid      int
-}
-
-func electTerms(path string) []electTerm {
-	b, _ := os.ReadFile(path)
-	var out []electTerm
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 4 {
-			continue
-		}
-		tok, _ := strconv.ParseUint(f[1], 10, 64)
-		start, _ := strconv.ParseInt(f[2], 10, 64)
-		pgid, _ := strconv.Atoi(f[3])
-		out = append(out, electTerm{f[0], tok, start, pgid})
-	}
-	return out
-}
 
 // beats are the heartbeats (Unix ns) a candidate's command wrote.
 func beats(path string) []int64 {
@@ -60,9 +38,8 @@ func TestElectUnderFaults(t *testing.T) {
 	c := newClient(t, "", urls(nodes)...)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "terms")
-	const script = `echo "$CANDIDATE $LEASEHOLD_TOKEN $(date +%s%N) $$" >> "$TERMS"; trap "" TERM; ` +
-		`while :; do date +%s%N >> "$BEATS.$CANDIDATE"; sleep 0.02; done`
-	procs := map[string]*proc{}
+	script := procs.BeatingTerm
+	elects := map[string]*proc{}
 	for _, name := range []string{"a", "b", "c"} {
 		p, err := startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log, "BEATS="+filepath.Join(dir, "beats")), lhBin,
 			"elect", "--endpoints", strings.Join(urls(nodes), ","), "E", "--value", name, "--ttl", ttl.String(),
@@ -70,24 +47,24 @@ func TestElectUnderFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		procs[name] = p
+		elects[name] = p
 	}
 	t.Cleanup(func() {
-		for _, tm := range electTerms(log) {
-			syscall.Kill(-tm.pgid, syscall.SIGKILL)
+		for _, tm := range procs.Terms(log) {
+			syscall.Kill(-tm.Pgid, syscall.SIGKILL)
 		}
 	})
-	beating := func(round int) electTerm {
+	beating := func(round int) procs.Term {
 		t.Helper()
-		var cur electTerm
+		var cur procs.Term
 		if err := checkFor(progressTimeout, func() error {
-			ts := electTerms(log)
+			ts := procs.Terms(log)
 			if len(ts) != round {
 				return fmt.Errorf("%d terms, want %d", len(ts), round)
 			}
 			cur = ts[round-1]
-			if n := len(beats(filepath.Join(dir, "beats."+cur.candidate))); n < 3 {
-				return fmt.Errorf("%s: %d heartbeats", cur.candidate, n)
+			if n := len(beats(filepath.Join(dir, "beats."+cur.Candidate))); n < 3 {
+				return fmt.Errorf("%s: %d heartbeats", cur.Candidate, n)
 			}
 			return nil
 		}); err != nil {
@@ -102,7 +79,7 @@ func TestElectUnderFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("killing leader node %s", l.id)
-		if err := l.p.kill(); err != nil {
+		if err := l.p.Kill(); err != nil {
 			t.Fatal(err)
 		}
 		return l
@@ -114,11 +91,11 @@ func TestElectUnderFaults(t *testing.T) {
 	killed := killLeaderNode()
 	from := time.Now()
 	if err := checkFor(progressTimeout, func() error {
-		bs := beats(filepath.Join(dir, "beats."+first.candidate))
+		bs := beats(filepath.Join(dir, "beats."+first.Candidate))
 		if last := bs[len(bs)-1]; time.Duration(last-from.UnixNano()) < 2*ttl {
-			return fmt.Errorf("%s's command has beaten %v past the kill", first.candidate, time.Duration(last-from.UnixNano()))
+			return fmt.Errorf("%s's command has beaten %v past the kill", first.Candidate, time.Duration(last-from.UnixNano()))
 		}
-		if ts := electTerms(log); len(ts) != 1 {
+		if ts := procs.Terms(log); len(ts) != 1 {
 			return fmt.Errorf("a new term began across a node kill: %v", ts)
 		}
 		return nil
@@ -131,28 +108,28 @@ func TestElectUnderFaults(t *testing.T) {
 
 	// 2. The leading candidate stops; 3. the next one stops as its node
 	// leader dies.
-	procs[first.candidate].signal(syscall.SIGSTOP)
+	elects[first.Candidate].Signal(syscall.SIGSTOP)
 	second := beating(2)
-	procs[second.candidate].signal(syscall.SIGSTOP)
+	elects[second.Candidate].Signal(syscall.SIGSTOP)
 	killed = killLeaderNode()
 	beating(3)
 	if err := killed.start(); err != nil {
 		t.Fatal(err)
 	}
 
-	ts := electTerms(log)
-	sort.Slice(ts, func(i, j int) bool { return ts[i].start < ts[j].start })
+	ts := procs.Terms(log)
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Start < ts[j].Start })
 	for i := 1; i < len(ts); i++ {
 		prev, next := ts[i-1], ts[i]
-		bs := beats(filepath.Join(dir, "beats."+prev.candidate))
+		bs := beats(filepath.Join(dir, "beats."+prev.Candidate))
 		last := bs[len(bs)-1]
-		t.Logf("term %d: %s (token %d) beat last %v before %s (token %d) started", i, prev.candidate, prev.token,
-			time.Duration(next.start-last).Round(time.Millisecond), next.candidate, next.token)
-		if last >= next.start {
-			t.Errorf("%s's command beat at %d, at or after %s's command started at %d", prev.candidate, last, next.candidate, next.start)
+		t.Logf("term %d: %s (token %d) beat last %v before %s (token %d) started", i, prev.Candidate, prev.Token,
+			time.Duration(next.Start-last).Round(time.Millisecond), next.Candidate, next.Token)
+		if last >= next.Start {
+			t.Errorf("%s's command beat at %d, at or after %s's command started at %d", prev.Candidate, last, next.Candidate, next.Start)
 		}
-		if next.token <= prev.token {
-			t.Errorf("term of %s has token %d, not above %d", next.candidate, next.token, prev.token)
+		if next.Token <= prev.Token {
+			t.Errorf("term of %s has token %d, not above %d", next.Candidate, next.Token, prev.Token)
 		}
 	}
 }

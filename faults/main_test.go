@@ -1,15 +1,12 @@
 package faults
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
+
+	"github.com/leasehold/leasehold/internal/procs"
 )
 
 // lhBin is the leasehold binary built by TestMain.
@@ -36,32 +33,14 @@ func TestMain(m *testing.M) {
 
 func testMain(m *testing.M) int {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "leasehold-faults-")
+	bin, remove, err := procs.Build("leasehold-faults-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
 		return 2
 	}
-	defer os.RemoveAll(dir)
-	lhBin = filepath.Join(dir, "leasehold")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	args := []string{"build", "-o", lhBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/leasehold/leasehold/cmd/leasehold")
-	if out, err := exec.CommandContext(ctx, goTool(), args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "faults: go %s: %v\n%s", strings.Join(args, " "), err, out)
-		return 2
-	}
+	defer remove()
+	lhBin = bin
 	code := m.Run()
 	printReport(os.Stdout) // go test shows it with -v, or when the suite fails
 	return code
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return "/usr/local/go/bin/go"
 }

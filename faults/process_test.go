@@ -89,13 +89,13 @@ var pauseFor = time.Duration(rounds(2, 6)) * time.Second
 // pause stops the node (SIGSTOP) for pauseFor, checks the others keep
 // acknowledging writes meanwhile, and wakes it.
 func pause(n *node, w *workload) error {
-	if err := n.p.signal(syscall.SIGSTOP); err != nil {
+	if err := n.p.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
 	until := time.Now().Add(pauseFor)
 	err := w.waitAcks(3, progressTimeout)
 	time.Sleep(time.Until(until)) // the fault's length, not a wait for an event
-	if e := n.p.signal(syscall.SIGCONT); e != nil {
+	if e := n.p.Signal(syscall.SIGCONT); e != nil {
 		return e
 	}
 	if err != nil {
@@ -107,7 +107,7 @@ func pause(n *node, w *workload) error {
 // killRestart SIGKILLs the node, checks the others keep acknowledging
 // writes, and starts it again on its data dir.
 func killRestart(n *node, w *workload) error {
-	if err := n.p.kill(); err != nil {
+	if err := n.p.Kill(); err != nil {
 		return err
 	}
 	if err := w.waitAcks(3, progressTimeout); err != nil {
@@ -152,21 +152,31 @@ func nodeFault(t *testing.T, nodes []*node, c *client.Client, h *history, prefix
 	return nil
 }
 
+// startWritingClient starts a client process that holds resource, and
+// waits until it has been granted it and has written 3 times.
+func startWritingClient(t *testing.T, resource string, nodes []*node) (*clientProc, error) {
+	cp := startClientProc(t, resource, urls(nodes))
+	if err := cp.waitOutput(progressTimeout, "been granted and written 3 times", func(o clientOutput) bool {
+		return o.token != 0 && len(o.acks) >= 3
+	}); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
 // clientPause stops a client process that holds a lease until the lease
 // expires and another holder takes the resource, then wakes it: the
 // writes it goes on sending with its old token must all be refused.
 func clientPause(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
 	for round := range rounds(1, 4) {
 		resource := fmt.Sprintf("%s/r%d", prefix, round)
-		cp := startClientProc(t, resource, urls(nodes))
-		if err := cp.waitOutput(progressTimeout, "been granted and written 3 times", func(o clientOutput) bool {
-			return o.token != 0 && len(o.acks) >= 3
-		}); err != nil {
+		cp, err := startWritingClient(t, resource, nodes)
+		if err != nil {
 			return err
 		}
 		o := cp.output()
 		h.granted(resource, o.leaseID, o.token)
-		if err := cp.signal(syscall.SIGSTOP); err != nil {
+		if err := cp.Signal(syscall.SIGSTOP); err != nil {
 			return err
 		}
 		// The paused holder stops renewing; once its lease expires the
@@ -175,7 +185,7 @@ func clientPause(t *testing.T, nodes []*node, c *client.Client, h *history, pref
 		l, err := c.Acquire(ctx, resource, client.TTL(workloadTTL), client.Wait(progressTimeout-5*time.Second))
 		cancel()
 		if err != nil {
-			cp.signal(syscall.SIGCONT)
+			cp.Signal(syscall.SIGCONT)
 			return fmt.Errorf("acquire %s from the paused holder: %w", resource, err)
 		}
 		h.granted(resource, l.ID(), l.Token())
@@ -188,13 +198,13 @@ func clientPause(t *testing.T, nodes []*node, c *client.Client, h *history, pref
 			return fmt.Errorf("the new holder's write: %w", err)
 		}
 		before := cp.output()
-		if err := cp.signal(syscall.SIGCONT); err != nil {
+		if err := cp.Signal(syscall.SIGCONT); err != nil {
 			return err
 		}
 		err = cp.waitOutput(progressTimeout, "written 3 more times after waking", func(o clientOutput) bool {
 			return len(o.acks)+o.refused >= len(before.acks)+before.refused+3
 		})
-		cp.kill()
+		cp.Kill()
 		for _, w := range cp.output().acks {
 			h.wrote(w) // a write applied after the new grant counts as stale
 		}
@@ -212,13 +222,11 @@ func clientPause(t *testing.T, nodes []*node, c *client.Client, h *history, pref
 func clientKill(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
 	for round := range rounds(1, 4) {
 		resource := fmt.Sprintf("%s/r%d", prefix, round)
-		cp := startClientProc(t, resource, urls(nodes))
-		if err := cp.waitOutput(progressTimeout, "been granted and written 3 times", func(o clientOutput) bool {
-			return o.token != 0 && len(o.acks) >= 3
-		}); err != nil {
+		cp, err := startWritingClient(t, resource, nodes)
+		if err != nil {
 			return err
 		}
-		if err := cp.kill(); err != nil {
+		if err := cp.Kill(); err != nil {
 			return err
 		}
 		o := cp.output()

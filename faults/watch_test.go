@@ -70,14 +70,14 @@ func TestWatchAcrossProcessKills(t *testing.T) {
 		}
 	}
 	more("before the kills")
-	if err := watched.p.kill(); err != nil {
+	if err := watched.p.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	more("with the watched follower killed")
 	if err := watched.start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := ld.p.kill(); err != nil {
+	if err := ld.p.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	more("with the leader killed")

@@ -129,6 +129,15 @@ func (c *Unblock) apply(s *State, ix uint64, now int64) Result     { return s.un
 
 func (c *Acquire) encode(e *encoder) {
 	e.str(c.RequestID)
+	c.encodeAsk(e)
+	e.hash(c.SecretHash)
+	e.str(c.Attempt)
+	e.str(c.Caller)
+}
+
+// encodeAsk writes what the acquire asks for: the middle of its encoding,
+// and all of its fingerprint but the election's value.
+func (c *Acquire) encodeAsk(e *encoder) {
 	e.strs(c.Resources)
 	e.str(c.Owner)
 	e.str(c.Operation)
@@ -137,9 +146,6 @@ func (c *Acquire) encode(e *encoder) {
 	e.varint(int64(c.LockDelay))
 	e.varint(int64(c.MaxHold))
 	e.strMap(c.Metadata)
-	e.hash(c.SecretHash)
-	e.str(c.Attempt)
-	e.str(c.Caller)
 }
 
 func (c *Acquire) decode(d *decoder) {

@@ -83,10 +83,9 @@ func (c *Proclaim) decode(d *decoder) {
 func (c *Proclaim) key() string { return requestKey(c.Caller, c.SecretHash, c.RequestID) }
 
 func (c *Proclaim) sum(e *encoder) fingerprint {
-	if c.RequestID == "" {
+	if !e.startSum(false, c.RequestID) { // never legacy
 		return fingerprint{}
 	}
-	e.b = e.b[:0]
 	e.uvarint(c.LeaseID)
 	e.str(string(c.Value))
 	return sumOf(e)

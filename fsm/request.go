@@ -34,6 +34,15 @@ func requestKey(caller string, secret [32]byte, id string) string {
 	return string(append(b, id...))
 }
 
+// scopedKey is a command's key: its request ID scoped to caller and
+// secret, or the bare ID of a legacy command.
+func scopedKey(legacy bool, caller string, secret [32]byte, id string) string {
+	if legacy {
+		return id
+	}
+	return requestKey(caller, secret, id)
+}
+
 // fingerprint identifies what a request asks for, so a retry that reuses
 // a request ID for something else is refused. The zero fingerprint means
 // unknown (a legacy record) and matches anything.
@@ -46,29 +55,26 @@ func sumOf(e *encoder) fingerprint {
 	return fingerprint(h[:16])
 }
 
-// Key is the acquire's request ID scoped to its caller and secret.
-func (c *Acquire) Key() string {
-	if c.legacy {
-		return c.RequestID
+// startSum readies e for a fingerprint; false for a command that has none
+// (a legacy one, or one without a request ID): nothing to compare with.
+func (e *encoder) startSum(legacy bool, id string) bool {
+	if legacy || id == "" {
+		return false
 	}
-	return requestKey(c.Caller, c.SecretHash, c.RequestID)
+	e.b = e.b[:0]
+	return true
 }
+
+// Key is the acquire's request ID scoped to its caller and secret.
+func (c *Acquire) Key() string { return scopedKey(c.legacy, c.Caller, c.SecretHash, c.RequestID) }
 
 // sum covers what the acquire asks for; its secret and caller are in its
 // key already, and its attempt differs by design between retries.
 func (c *Acquire) sum(e *encoder) fingerprint {
-	if c.legacy || c.RequestID == "" {
-		return fingerprint{} // nothing to compare with
+	if !e.startSum(c.legacy, c.RequestID) {
+		return fingerprint{}
 	}
-	e.b = e.b[:0]
-	e.strs(c.Resources)
-	e.str(c.Owner)
-	e.str(c.Operation)
-	e.varint(int64(c.TTL))
-	e.varint(int64(c.Wait))
-	e.varint(int64(c.LockDelay))
-	e.varint(int64(c.MaxHold))
-	e.strMap(c.Metadata)
+	c.encodeAsk(e)
 	if c.Election { // only then: a plain acquire's fingerprint is as before
 		e.bool(true)
 		e.str(string(c.Value))
@@ -76,41 +82,24 @@ func (c *Acquire) sum(e *encoder) fingerprint {
 	return sumOf(e)
 }
 
-func (c *Renew) key() string {
-	if c.legacy {
-		return c.RequestID
-	}
-	return requestKey(c.Caller, c.SecretHash, c.RequestID)
-}
+func (c *Renew) key() string { return scopedKey(c.legacy, c.Caller, c.SecretHash, c.RequestID) }
 
-func (c *Release) key() string {
-	if c.legacy {
-		return c.RequestID
-	}
-	return requestKey(c.Caller, c.SecretHash, c.RequestID)
-}
+func (c *Release) key() string { return scopedKey(c.legacy, c.Caller, c.SecretHash, c.RequestID) }
 
 func (c *Release) sum(e *encoder) fingerprint {
-	if c.legacy || c.RequestID == "" {
-		return fingerprint{} // nothing to compare with
+	if !e.startSum(c.legacy, c.RequestID) {
+		return fingerprint{}
 	}
-	e.b = e.b[:0]
 	e.uvarint(c.LeaseID)
 	return sumOf(e)
 }
 
-func (c *Put) key() string {
-	if c.legacy {
-		return c.RequestID
-	}
-	return requestKey(c.Caller, [32]byte{}, c.RequestID)
-}
+func (c *Put) key() string { return scopedKey(c.legacy, c.Caller, [32]byte{}, c.RequestID) }
 
 func (c *Put) sum(e *encoder) fingerprint {
-	if c.legacy || c.RequestID == "" {
-		return fingerprint{} // nothing to compare with
+	if !e.startSum(c.legacy, c.RequestID) {
+		return fingerprint{}
 	}
-	e.b = e.b[:0]
 	e.str(c.Key)
 	e.uvarint(uint64(len(c.Value)))
 	e.b = append(e.b, c.Value...)
@@ -120,18 +109,12 @@ func (c *Put) sum(e *encoder) fingerprint {
 	return sumOf(e)
 }
 
-func (c *Delete) key() string {
-	if c.legacy {
-		return c.RequestID
-	}
-	return requestKey(c.Caller, [32]byte{}, c.RequestID)
-}
+func (c *Delete) key() string { return scopedKey(c.legacy, c.Caller, [32]byte{}, c.RequestID) }
 
 func (c *Delete) sum(e *encoder) fingerprint {
-	if c.legacy || c.RequestID == "" {
-		return fingerprint{} // nothing to compare with
+	if !e.startSum(c.legacy, c.RequestID) {
+		return fingerprint{}
 	}
-	e.b = e.b[:0]
 	e.str(c.Key)
 	e.bool(c.HasIfVersion)
 	e.uvarint(c.IfVersion)
@@ -140,18 +123,12 @@ func (c *Delete) sum(e *encoder) fingerprint {
 }
 
 // A forced release is scoped to its actor, the authenticated identity.
-func (c *ForceRelease) key() string {
-	if c.legacy {
-		return c.RequestID
-	}
-	return requestKey(c.Actor, [32]byte{}, c.RequestID)
-}
+func (c *ForceRelease) key() string { return scopedKey(c.legacy, c.Actor, [32]byte{}, c.RequestID) }
 
 func (c *ForceRelease) sum(e *encoder) fingerprint {
-	if c.legacy || c.RequestID == "" {
-		return fingerprint{} // nothing to compare with
+	if !e.startSum(c.legacy, c.RequestID) {
+		return fingerprint{}
 	}
-	e.b = e.b[:0]
 	e.str(c.Resource)
 	e.uvarint(c.LeaseID)
 	e.str(c.Reason)

@@ -165,10 +165,9 @@ func (c *Txn) key() string { return requestKey(c.Caller, [32]byte{}, c.RequestID
 // sum covers the whole request: its encoding without the request ID and
 // caller, which are in its key.
 func (c *Txn) sum(e *encoder) fingerprint {
-	if c.RequestID == "" {
+	if !e.startSum(false, c.RequestID) { // never legacy
 		return fingerprint{}
 	}
-	e.b = e.b[:0]
 	id, caller := c.RequestID, c.Caller
 	c.RequestID, c.Caller = "", ""
 	c.encode(e)

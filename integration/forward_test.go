@@ -32,23 +32,14 @@ func TestFollowerForwardsWaitingAcquire(t *testing.T) {
 
 	// 1. The Go client, through a follower only.
 	waiterVia := newTestClient(t, time.Second, c.URL(f1))
-	type result struct {
-		l   *client.Lease
-		err error
-		at  time.Time
-	}
-	got := make(chan result, 1)
-	go func() {
-		l, err := waiterVia.Acquire(context.Background(), "fwd/x", client.TTL(30*time.Second), client.Wait(5*time.Second), client.ManualRenew())
-		got <- result{l, err, time.Now()}
-	}()
+	got := acquireInBackground(waiterVia, "fwd/x", 20*time.Second, client.TTL(30*time.Second), client.Wait(5*time.Second))
 	waitWaiters(t, holderVia, "fwd/x", 1)
 	releaseVia := newTestClient(t, time.Second, c.URL(f2))
 	releasing := time.Now()
 	if err := releaseVia.ReleaseByID(ctxFor(t, 10*time.Second), holder.ID(), holder.Secret()); err != nil {
 		t.Fatalf("release through the other follower: %v", err)
 	}
-	var w result
+	var w acquireResult
 	select {
 	case w = <-got:
 	case <-time.After(8 * time.Second):
@@ -137,6 +128,26 @@ func TestFollowerForwardsWaitingAcquire(t *testing.T) {
 	t.Logf("one request ID through %s, %s and %s: one lease %d (token %d)", c.ID(f1), c.ID(f2), c.ID(lead), first.GetId(), first.GetToken())
 }
 
+// acquireResult is the answer to an Acquire made in the background.
+type acquireResult struct {
+	l   *client.Lease
+	err error
+	at  time.Time // when it came
+}
+
+// acquireInBackground sends a (manually renewed) Acquire of resource
+// through c, bounded by timeout, and returns where its answer will come.
+func acquireInBackground(c *client.Client, resource string, timeout time.Duration, opts ...client.Option) <-chan acquireResult {
+	got := make(chan acquireResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		l, err := c.Acquire(ctx, resource, append(opts, client.ManualRenew())...)
+		got <- acquireResult{l, err, time.Now()}
+	}()
+	return got
+}
+
 // waitWaiters waits until resource has exactly n waiters.
 func waitWaiters(t *testing.T, cl *client.Client, resource string, n int) {
 	t.Helper()
@@ -166,17 +177,7 @@ func TestForwardedWaitSurvivesLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiterVia := newTestClient(t, time.Second, c.URL(f)) // the follower only
-	type result struct {
-		l   *client.Lease
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		l, err := waiterVia.Acquire(ctx, "fwd/kill", client.TTL(10*time.Second), client.Wait(15*time.Second), client.ManualRenew())
-		got <- result{l, err}
-	}()
+	got := acquireInBackground(waiterVia, "fwd/kill", 20*time.Second, client.TTL(10*time.Second), client.Wait(15*time.Second))
 	waitWaiters(t, holderVia, "fwd/kill", 1)
 	killed := time.Now()
 	c.Kill(lead)
@@ -210,17 +211,7 @@ func TestForwardedWaitSurvivesLinkCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiterVia := newTestClient(t, time.Second, c.URL(f)) // the follower only
-	type result struct {
-		l   *client.Lease
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		l, err := waiterVia.Acquire(ctx, "fwd/cut", client.TTL(10*time.Second), client.Wait(15*time.Second), client.ManualRenew())
-		got <- result{l, err}
-	}()
+	got := acquireInBackground(waiterVia, "fwd/cut", 20*time.Second, client.TTL(10*time.Second), client.Wait(15*time.Second))
 	waitWaiters(t, holderVia, "fwd/cut", 1)
 	c.Net.Cut(c.RaftAddr(f), c.RaftAddr(lead))
 	time.Sleep(300 * time.Millisecond)

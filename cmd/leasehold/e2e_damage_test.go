@@ -43,7 +43,7 @@ func TestServeRefusesDamagedLogAndRecovers(t *testing.T) {
 	if err == nil {
 		t.Fatal("serve started on a log that lost acknowledged entries")
 	}
-	msg := n.p.stderr()
+	msg := n.p.Stderr()
 	for _, want := range []string{"the log is damaged in " + tail, "intact up to index", "leasehold recover --data-dir " + n.dataDir, "Failure semantics"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("serve's refusal does not say %q:\n%s", want, msg)

@@ -66,17 +66,17 @@ func TestServeDiskFullExitsAndRestartKeepsAcknowledged(t *testing.T) {
 			t.Fatalf("acquires still succeed on a full disk after %d", len(acked))
 		}
 	}
-	if !n.p.wait(30 * time.Second) {
-		t.Fatalf("serve did not exit after its log write failed:\n%s", tail(n.p.stderr(), 3000))
+	if !n.p.Wait(30 * time.Second) {
+		t.Fatalf("serve did not exit after its log write failed:\n%s", tail(n.p.Stderr(), 3000))
 	}
 	checkDiskFullExit(t, n.p, n.dataDir)
-	t.Logf("serve exited %v after the first refusal", n.p.exitedAt.Sub(refused).Round(time.Millisecond))
+	t.Logf("serve exited %v after the first refusal", n.p.ExitedAt.Sub(refused).Round(time.Millisecond))
 
 	// Still full: a restart fails at once, as clearly.
 	if err := n.tryStart(); err == nil {
 		t.Fatal("serve started on a full disk")
 	}
-	if !n.p.wait(exitTimeout) {
+	if !n.p.Wait(exitTimeout) {
 		t.Fatal("serve not reaped")
 	}
 	checkDiskFullExit(t, n.p, n.dataDir)
@@ -114,10 +114,10 @@ func TestServeSmallDiskFirstStart(t *testing.T) {
 	if err := n.tryStart(); err == nil {
 		t.Fatal("serve started with a 64 MiB segment on a 16 MiB disk")
 	}
-	if !n.p.wait(exitTimeout) {
+	if !n.p.Wait(exitTimeout) {
 		t.Fatal("serve not reaped")
 	}
-	stderr := n.p.stderr()
+	stderr := n.p.Stderr()
 	for _, want := range []string{"disk full", n.dataDir, "64 MiB", "preallocat", "--wal-segment-size"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("first start on a small disk: stderr lacks %q:\n%s", want, tail(stderr, 2000))
@@ -131,17 +131,17 @@ func TestServeSmallDiskFirstStart(t *testing.T) {
 // dataDir is full, without a panic.
 func checkDiskFullExit(t *testing.T, p *proc, dataDir string) {
 	t.Helper()
-	stderr := p.stderr()
-	if p.code() == 0 {
-		t.Errorf("%s exited 0", p.name)
+	stderr := p.Stderr()
+	if p.Code() == 0 {
+		t.Errorf("%s exited 0", p.Name)
 	}
 	for _, want := range []string{"leasehold: ", "disk full", dataDir, "free space"} {
 		if !strings.Contains(stderr, want) {
-			t.Errorf("%s: stderr lacks %q:\n%s", p.name, want, tail(stderr, 3000))
+			t.Errorf("%s: stderr lacks %q:\n%s", p.Name, want, tail(stderr, 3000))
 		}
 	}
 	if strings.Contains(stderr, "panic") {
-		t.Errorf("%s panicked:\n%s", p.name, tail(stderr, 3000))
+		t.Errorf("%s panicked:\n%s", p.Name, tail(stderr, 3000))
 	}
 }
 

@@ -3,41 +3,15 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/procs"
 )
-
-// term is one leader's child as it recorded itself: who, with which
-// token, from when (Unix ns).
-type term struct {
-	candidate string
-	token     uint64
-	start     int64
-	pgid      int
-}
-
-// terms reads the children's start lines ("candidate token start pgid").
-func terms(path string) []term {
-	b, _ := os.ReadFile(path)
-	var out []term
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 4 {
-			continue
-		}
-		tok, _ := strconv.ParseUint(f[1], 10, 64)
-		start, _ := strconv.ParseInt(f[2], 10, 64)
-		pgid, _ := strconv.Atoi(f[3])
-		out = append(out, term{f[0], tok, start, pgid})
-	}
-	return out
-}
 
 // TestElectStopsChildBeforeNextLeader is the safety test for elect: three
 // candidates run `leasehold elect E -- CMD`; the leading candidate's elect
@@ -51,74 +25,73 @@ func TestElectStopsChildBeforeNextLeader(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "terms")
 	// Each child records its term, then beats into its own file until killed.
-	const script = `echo "$CANDIDATE $LEASEHOLD_TOKEN $(date +%s%N) $$" >> "$TERMS"; trap "" TERM; ` +
-		`while :; do date +%s%N >> "$BEATS.$CANDIDATE"; sleep 0.02; done`
+	script := procs.BeatingTerm
 	watcher := startProc(t, dir, "observe", childEnv(), "elect", "--endpoints", n.url, "E", "--observe", "--json")
-	procs := map[string]*proc{}
+	elects := map[string]*proc{}
 	for _, name := range []string{"a", "b", "c"} {
 		p := startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log, "BEATS="+filepath.Join(dir, "beats")),
 			"elect", "--endpoints", n.url, "E", "--value", name, "--ttl", ttl.String(), "--grace", "300ms", "--cgroup", "off",
 			"--", "sh", "-c", script)
-		procs[name] = p
-		t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) })
+		elects[name] = p
+		t.Cleanup(func() { p.Cmd.Process.Signal(syscall.SIGCONT) })
 	}
 	t.Cleanup(func() {
-		for _, tm := range terms(log) {
-			syscall.Kill(-tm.pgid, syscall.SIGKILL)
+		for _, tm := range procs.Terms(log) {
+			syscall.Kill(-tm.Pgid, syscall.SIGKILL)
 		}
 	})
 
 	for round := 1; round <= 2; round++ {
-		var cur term
+		var cur procs.Term
 		checkFor(t, 20*time.Second, func() error {
-			ts := terms(log)
+			ts := procs.Terms(log)
 			if len(ts) != round {
 				return fmt.Errorf("%d terms started, want %d", len(ts), round)
 			}
 			cur = ts[round-1]
-			if _, nb := lastBeat(filepath.Join(dir, "beats."+cur.candidate)); nb < 3 {
-				return fmt.Errorf("%s: %d heartbeats so far", cur.candidate, nb)
+			if _, nb := lastBeat(filepath.Join(dir, "beats."+cur.Candidate)); nb < 3 {
+				return fmt.Errorf("%s: %d heartbeats so far", cur.Candidate, nb)
 			}
 			return nil
 		})
-		leader := procs[cur.candidate]
+		leader := elects[cur.Candidate]
 		tStop := time.Now()
-		leader.cmd.Process.Signal(syscall.SIGSTOP)
+		leader.Cmd.Process.Signal(syscall.SIGSTOP)
 
-		var next term
+		var next procs.Term
 		checkFor(t, ttl+20*time.Second, func() error {
-			ts := terms(log)
+			ts := procs.Terms(log)
 			if len(ts) <= round {
-				return fmt.Errorf("no new term %v after stopping %s's elect", time.Since(tStop), cur.candidate)
+				return fmt.Errorf("no new term %v after stopping %s's elect", time.Since(tStop), cur.Candidate)
 			}
 			next = ts[round]
 			return nil
 		})
 		// Judged once the old group is dead: its last heartbeat is final.
-		if groupAlive(cur.pgid) {
-			t.Errorf("round %d: the stopped leader %s's child group %d is still alive while %s leads", round, cur.candidate, cur.pgid, next.candidate)
+		if groupAlive(cur.Pgid) {
+			t.Errorf("round %d: the stopped leader %s's child group %d is still alive while %s leads", round, cur.Candidate, cur.Pgid, next.Candidate)
 		}
-		last, _ := lastBeat(filepath.Join(dir, "beats."+cur.candidate))
+		last, _ := lastBeat(filepath.Join(dir, "beats."+cur.Candidate))
 		t.Logf("round %d: %s (token %d) stopped; its last heartbeat %v after the stop; %s (token %d) started %v after the stop, %v after that heartbeat",
-			round, cur.candidate, cur.token, time.Duration(last-tStop.UnixNano()).Round(time.Millisecond), next.candidate, next.token,
-			time.Duration(next.start-tStop.UnixNano()).Round(time.Millisecond), time.Duration(next.start-last).Round(time.Millisecond))
-		if last >= next.start {
+			round, cur.Candidate, cur.Token, time.Duration(last-tStop.UnixNano()).Round(time.Millisecond), next.Candidate, next.Token,
+			time.Duration(next.Start-tStop.UnixNano()).Round(time.Millisecond), time.Duration(next.Start-last).Round(time.Millisecond))
+		if last >= next.Start {
 			t.Errorf("round %d: %s's child beat at %d, at or after %s's child started at %d: two leaders' commands ran at once",
-				round, cur.candidate, last, next.candidate, next.start)
+				round, cur.Candidate, last, next.Candidate, next.Start)
 		}
-		if next.token <= cur.token {
-			t.Errorf("round %d: token %d of %s's term is not above %d of %s's", round, next.token, next.candidate, cur.token, cur.candidate)
+		if next.Token <= cur.Token {
+			t.Errorf("round %d: token %d of %s's term is not above %d of %s's", round, next.Token, next.Candidate, cur.Token, cur.Candidate)
 		}
-		if next.candidate == cur.candidate {
-			t.Errorf("round %d: the stopped candidate %s leads again", round, cur.candidate)
+		if next.Candidate == cur.Candidate {
+			t.Errorf("round %d: the stopped candidate %s leads again", round, cur.Candidate)
 		}
 	}
 
 	// The observer printed each term's leader, in order.
-	ts := terms(log)
+	ts := procs.Terms(log)
 	checkFor(t, 10*time.Second, func() error {
 		var seen []string
-		for _, line := range strings.Split(watcher.stdout(), "\n") {
+		for _, line := range strings.Split(watcher.Stdout(), "\n") {
 			var l struct {
 				Leading bool   `json:"leading"`
 				Value   string `json:"value"`
@@ -130,10 +103,10 @@ func TestElectStopsChildBeforeNextLeader(t *testing.T) {
 		}
 		var want []string
 		for _, tm := range ts {
-			want = append(want, fmt.Sprintf("%s/%d", tm.candidate, tm.token))
+			want = append(want, fmt.Sprintf("%s/%d", tm.Candidate, tm.Token))
 		}
 		if !slices.Equal(seen, want) {
-			return fmt.Errorf("the observer printed leaders %v; want %v\n%s", seen, want, watcher.stdout())
+			return fmt.Errorf("the observer printed leaders %v; want %v\n%s", seen, want, watcher.Stdout())
 		}
 		return nil
 	})
@@ -150,8 +123,8 @@ func TestElectStopsChildBeforeNextLeader(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &e); err != nil {
 		t.Fatalf("elections --json: %v\n%s", err, out)
 	}
-	if last := ts[len(ts)-1]; e.Name != "E" || e.Value != last.candidate || e.Token != last.token || e.Candidates != 0 {
-		t.Errorf("elections --json: %s; want E led by %s with token %d and no candidate (the others are stopped)", out, last.candidate, last.token)
+	if last := ts[len(ts)-1]; e.Name != "E" || e.Value != last.Candidate || e.Token != last.Token || e.Candidates != 0 {
+		t.Errorf("elections --json: %s; want E led by %s with token %d and no candidate (the others are stopped)", out, last.Candidate, last.Token)
 	}
 }
 
@@ -170,44 +143,44 @@ func TestElectFailoverTime(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "terms")
 	const script = `echo "$CANDIDATE $LEASEHOLD_TOKEN $(date +%s%N) $$" >> "$TERMS"; exec sleep 1000`
-	procs := map[string]*proc{}
+	elects := map[string]*proc{}
 	for i := range runs + 1 {
 		name := fmt.Sprintf("c%d", i)
-		procs[name] = startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log),
+		elects[name] = startProc(t, dir, "elect-"+name, childEnv("CANDIDATE="+name, "TERMS="+log),
 			"elect", "--endpoints", n.url, "F", "--value", name, "--ttl", ttl.String(), "--grace", "300ms", "--cgroup", "off",
 			"--", "sh", "-c", script)
 	}
 	t.Cleanup(func() {
-		for _, tm := range terms(log) {
-			syscall.Kill(-tm.pgid, syscall.SIGKILL)
+		for _, tm := range procs.Terms(log) {
+			syscall.Kill(-tm.Pgid, syscall.SIGKILL)
 		}
 	})
 	var took []time.Duration
 	for run := 1; run <= runs; run++ {
-		var cur term
+		var cur procs.Term
 		checkFor(t, 20*time.Second, func() error {
-			if ts := terms(log); len(ts) != run {
+			if ts := procs.Terms(log); len(ts) != run {
 				return fmt.Errorf("%d terms, want %d", len(ts), run)
 			}
-			cur = terms(log)[run-1]
+			cur = procs.Terms(log)[run-1]
 			return nil
 		})
 		killed := time.Now()
-		procs[cur.candidate].cmd.Process.Kill()
-		var next term
+		elects[cur.Candidate].Cmd.Process.Kill()
+		var next procs.Term
 		checkFor(t, ttl+20*time.Second, func() error {
-			ts := terms(log)
+			ts := procs.Terms(log)
 			if len(ts) <= run {
-				return fmt.Errorf("no new leader %v after killing %s", time.Since(killed), cur.candidate)
+				return fmt.Errorf("no new leader %v after killing %s", time.Since(killed), cur.Candidate)
 			}
 			next = ts[run]
 			return nil
 		})
-		d := time.Duration(next.start - killed.UnixNano())
+		d := time.Duration(next.Start - killed.UnixNano())
 		took = append(took, d)
-		t.Logf("run %d: killed %s (token %d); %s (token %d) led %v later", run, cur.candidate, cur.token, next.candidate, next.token, d.Round(time.Millisecond))
-		if next.token <= cur.token {
-			t.Errorf("run %d: token %d is not above %d", run, next.token, cur.token)
+		t.Logf("run %d: killed %s (token %d); %s (token %d) led %v later", run, cur.Candidate, cur.Token, next.Candidate, next.Token, d.Round(time.Millisecond))
+		if next.Token <= cur.Token {
+			t.Errorf("run %d: token %d is not above %d", run, next.Token, cur.Token)
 		}
 	}
 	slices.Sort(took)

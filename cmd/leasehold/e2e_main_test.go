@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/internal/procs"
 	"github.com/leasehold/leasehold/internal/testutil"
 )
 
@@ -40,36 +41,18 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "leasehold-e2e-")
+	start := time.Now()
+	bin, remove, err := procs.Build("leasehold-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 2
 	}
-	defer os.RemoveAll(dir)
-	lhBin = filepath.Join(dir, "leasehold")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	args := []string{"build", "-o", lhBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/leasehold/leasehold/cmd/leasehold")
-	start := time.Now()
-	if out, err := exec.CommandContext(ctx, goTool(), args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go %s: %v\n%s", strings.Join(args, " "), err, out)
-		return 2
-	}
+	defer remove()
+	lhBin = bin
 	if testing.Verbose() {
-		fmt.Fprintf(os.Stderr, "e2e: built %s (race=%v) in %v\n", lhBin, raceEnabled, time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "e2e: built %s (race=%v) in %v\n", lhBin, procs.RaceEnabled(), time.Since(start).Round(time.Millisecond))
 	}
 	return m.Run()
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return "/usr/local/go/bin/go"
 }
 
 // checkFor polls f until it returns nil, and fails the test with f's last
@@ -82,108 +65,21 @@ func checkFor(t testing.TB, timeout time.Duration, f func() error) {
 // freeAddr is for child processes, which are given addresses, not listeners.
 var freeAddr = testutil.FreeAddr
 
-// childEnv is the environment of every child: the test's own, without any
-// LEASEHOLD_ variable that could leak in from the caller's shell, and
-// without the race runtime's default 1s sleep at exit (which would add a
-// second to every CLI command).
-func childEnv(extra ...string) []string {
-	var env []string
-	gorace := "atexit_sleep_ms=0"
-	for _, kv := range os.Environ() {
-		switch {
-		case strings.HasPrefix(kv, "LEASEHOLD_"):
-		case strings.HasPrefix(kv, "GORACE="):
-			gorace = strings.TrimPrefix(kv, "GORACE=") + " " + gorace
-		default:
-			env = append(env, kv)
-		}
-	}
-	return append(append(env, "GORACE="+gorace), extra...)
-}
+// The child processes: shared with the faults suite.
+type proc = procs.Proc
 
-// proc is a child process whose output goes to files (so a grandchild that
-// keeps them open cannot block Wait).
-type proc struct {
-	name     string
-	cmd      *exec.Cmd
-	outPath  string
-	errPath  string
-	done     chan struct{} // closed once reaped
-	err      error         // Wait's error, valid after done
-	exitedAt time.Time     // when Wait returned, valid after done
-}
+var childEnv = procs.ChildEnv
 
 // startProc starts lhBin with args; the process is SIGKILLed (after a
 // SIGCONT, in case it was stopped) when the test ends.
 func startProc(t testing.TB, dir, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, outPath: filepath.Join(dir, name+".stdout"), errPath: filepath.Join(dir, name+".stderr"),
-		done: make(chan struct{})}
-	stdout, err := os.Create(p.outPath)
+	p, err := procs.Start(t, dir, name, env, lhBin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stdout.Close()
-	stderr, err := os.Create(p.errPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stderr.Close()
-	p.cmd = exec.Command(lhBin, args...)
-	p.cmd.Stdout, p.cmd.Stderr, p.cmd.Env = stdout, stderr, env
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		p.exitedAt = time.Now()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			p.cmd.Process.Signal(syscall.SIGCONT)
-			p.cmd.Process.Kill()
-			if !p.wait(exitTimeout) {
-				t.Errorf("%s (pid %d) not reaped %v after SIGKILL", name, p.cmd.Process.Pid, exitTimeout)
-			}
-		}
-		for _, path := range []string{p.outPath, p.errPath} {
-			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte("WARNING: DATA RACE")) {
-				t.Errorf("%s reported a data race:\n%s", name, b)
-			}
-		}
-	})
 	return p
 }
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// wait waits up to timeout for the process to be reaped.
-func (p *proc) wait(timeout time.Duration) bool {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-// code is the exit status (-1 if killed by a signal); only after done.
-func (p *proc) code() int { return p.cmd.ProcessState.ExitCode() }
-
-func (p *proc) stdout() string { b, _ := os.ReadFile(p.outPath); return string(b) }
-func (p *proc) stderr() string { b, _ := os.ReadFile(p.errPath); return string(b) }
 
 // node is a `leasehold serve` process with a fixed data dir and fixed ports
 // across restarts.
@@ -226,7 +122,7 @@ func startNode(t testing.TB) *node {
 		if err == nil {
 			return n
 		}
-		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+		if attempt == 3 || !strings.Contains(n.p.Stderr(), "address already in use") {
 			t.Fatal(err)
 		}
 		t.Logf("serve could not bind (%v); trying other ports", err)
@@ -250,26 +146,7 @@ func (n *node) tryStart() error {
 	n.starts++
 	n.p = startProc(n.t, n.dir, fmt.Sprintf("serve-%d", n.starts), childEnv(),
 		append([]string{"serve", "--data-dir", n.dataDir, "--api-addr", n.apiAddr, "--raft-addr", n.raftAddr}, n.args...)...)
-	p := n.p
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	var exitErr error
-	checkFor(n.t, readyTimeout, func() error {
-		if p.exited() {
-			exitErr = fmt.Errorf("serve exited before it was ready: %v\n%s", p.err, p.stderr())
-			return nil
-		}
-		resp, err := hc.Get(n.url + "/readyz")
-		if err != nil {
-			return err
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz: %s: %s", resp.Status, b)
-		}
-		return nil
-	})
-	return exitErr
+	return procs.WaitReady(n.p, n.url, readyTimeout)
 }
 
 // knownBug marks a check that fails because of a reported bug: the test is
@@ -285,7 +162,7 @@ func knownBug(t testing.TB, format string, args ...any) {
 // signal sends sig to the current serve process.
 func (n *node) signal(sig syscall.Signal) {
 	n.t.Helper()
-	if err := n.p.cmd.Process.Signal(sig); err != nil {
+	if err := n.p.Cmd.Process.Signal(sig); err != nil {
 		n.t.Fatalf("signal %v to serve: %v", sig, err)
 	}
 }
@@ -293,10 +170,11 @@ func (n *node) signal(sig syscall.Signal) {
 // kill SIGKILLs serve and waits until it is reaped.
 func (n *node) kill() {
 	n.t.Helper()
-	n.p.cmd.Process.Signal(syscall.SIGCONT)
-	n.signal(syscall.SIGKILL)
-	if !n.p.wait(exitTimeout) {
-		n.t.Fatalf("serve not reaped %v after SIGKILL", exitTimeout)
+	if n.p.Exited() {
+		n.t.Fatalf("serve exited before it was killed: %v", n.p.Err)
+	}
+	if err := n.p.Kill(); err != nil {
+		n.t.Fatal(err)
 	}
 }
 

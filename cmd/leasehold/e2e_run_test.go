@@ -70,19 +70,19 @@ func TestRunPassesEnvAndExitStatus(t *testing.T) {
 			"--ttl", "2s", "--grace", "300ms", "--",
 			"sh", "-c", `trap 'echo got TERM; exit 3' TERM; touch "$READY"; while :; do sleep 0.05; done`)
 		checkFor(t, 10*time.Second, func() error {
-			if p.exited() {
-				t.Fatalf("run exited early: %v\n%s", p.err, p.stderr())
+			if p.Exited() {
+				t.Fatalf("run exited early: %v\n%s", p.Err, p.Stderr())
 			}
 			_, err := os.Stat(ready)
 			return err
 		})
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		if !p.wait(10 * time.Second) {
+		p.Cmd.Process.Signal(syscall.SIGTERM)
+		if !p.Wait(10 * time.Second) {
 			t.Fatalf("run still going 10s after SIGTERM")
 		}
-		if p.code() != 3 || !strings.Contains(p.stdout(), "got TERM") {
+		if p.Code() != 3 || !strings.Contains(p.Stdout(), "got TERM") {
 			t.Errorf("want the child to get SIGTERM and run to exit with its status 3; got %v\nstdout: %s\nstderr: %s",
-				p.err, p.stdout(), p.stderr())
+				p.Err, p.Stdout(), p.Stderr())
 		}
 		if s := n.lhOK("status", "S"); strings.TrimSpace(s.stdout) != "S: free" {
 			t.Errorf("after run exited, status S: %q, want free", s.stdout)
@@ -98,8 +98,8 @@ func TestRunPassesEnvAndExitStatus(t *testing.T) {
 			"sh", "-c", fmt.Sprintf("echo $LEASEHOLD_TOKEN $LEASEHOLD_LEASE_ID; sleep %d; echo done", int(sleep.Seconds())))
 		var tok, id string
 		var renewals uint64
-		for deadline := start.Add(sleep + 10*time.Second); !p.exited() && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			f := strings.Fields(p.stdout())
+		for deadline := start.Add(sleep + 10*time.Second); !p.Exited() && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			f := strings.Fields(p.Stdout())
 			if len(f) < 2 {
 				continue
 			}
@@ -114,13 +114,13 @@ func TestRunPassesEnvAndExitStatus(t *testing.T) {
 			}
 			renewals = max(renewals, g.Holder.RenewCount)
 		}
-		if !p.wait(5 * time.Second) {
+		if !p.Wait(5 * time.Second) {
 			t.Fatalf("run still going %v after it started a %v child", time.Since(start), sleep)
 		}
-		took := p.exitedAt.Sub(start)
-		t.Logf("run took %v; the lease was renewed %d times; run's stderr: %q", took.Round(time.Millisecond), renewals, p.stderr())
-		if p.code() != 0 || !strings.Contains(p.stdout(), "done") {
-			t.Fatalf("want the child to finish (\"done\") and run to exit 0; got %v\nstdout: %s\nstderr: %s", p.err, p.stdout(), p.stderr())
+		took := p.ExitedAt.Sub(start)
+		t.Logf("run took %v; the lease was renewed %d times; run's stderr: %q", took.Round(time.Millisecond), renewals, p.Stderr())
+		if p.Code() != 0 || !strings.Contains(p.Stdout(), "done") {
+			t.Fatalf("want the child to finish (\"done\") and run to exit 0; got %v\nstdout: %s\nstderr: %s", p.Err, p.Stdout(), p.Stderr())
 		}
 		if took < sleep {
 			t.Errorf("run exited after %v, before its child could have slept %v", took, sleep)
@@ -169,13 +169,13 @@ func TestRunKillsChildBeforeDeadline(t *testing.T) {
 			const script = `echo $$ > "$PIDFILE"; trap "" TERM; while :; do date +%s%N >> "$BEATS"; sleep 0.02; done`
 			p := startProc(t, dir, "run", childEnv("BEATS="+beats, "PIDFILE="+pidFile),
 				"run", "--endpoints", n.url, "R", "--ttl", ttl.String(), "--grace", "300ms", "--", "sh", "-c", script)
-			t.Cleanup(func() { n.p.cmd.Process.Signal(syscall.SIGCONT) })
+			t.Cleanup(func() { n.p.Cmd.Process.Signal(syscall.SIGCONT) })
 
 			// Wait for beats and for at least one renewal.
 			var pgid int
 			checkFor(t, 15*time.Second, func() error {
-				if p.exited() {
-					t.Fatalf("run exited early: %v\n%s", p.err, p.stderr())
+				if p.Exited() {
+					t.Fatalf("run exited early: %v\n%s", p.Err, p.Stderr())
 				}
 				if pgid == 0 {
 					b, _ := os.ReadFile(pidFile)
@@ -231,15 +231,15 @@ func TestRunKillsChildBeforeDeadline(t *testing.T) {
 			}
 
 			// run reports that it had to stop the child: EX_TEMPFAIL.
-			if !p.wait(ttl + 15*time.Second) {
-				t.Fatalf("run still going %v after T_stop\n%s", time.Since(tStop), p.stderr())
+			if !p.Wait(ttl + 15*time.Second) {
+				t.Fatalf("run still going %v after T_stop\n%s", time.Since(tStop), p.Stderr())
 			}
-			t.Logf("run exited %v after T_stop with %v", p.exitedAt.Sub(tStop).Round(time.Millisecond), p.err)
-			if p.code() != 75 {
-				t.Errorf("run exited with %v, want status 75\n%s", p.err, p.stderr())
+			t.Logf("run exited %v after T_stop with %v", p.ExitedAt.Sub(tStop).Round(time.Millisecond), p.Err)
+			if p.Code() != 75 {
+				t.Errorf("run exited with %v, want status 75\n%s", p.Err, p.Stderr())
 			}
-			if !strings.Contains(p.stderr(), "could not be kept") {
-				t.Errorf("run's stderr does not say why it stopped the child:\n%s", p.stderr())
+			if !strings.Contains(p.Stderr(), "could not be kept") {
+				t.Errorf("run's stderr does not say why it stopped the child:\n%s", p.Stderr())
 			}
 			if again, _ := lastBeat(beats); again != last {
 				t.Errorf("a heartbeat at %v came after the child's group was seen dead", time.Unix(0, again))
@@ -279,7 +279,7 @@ func TestRunLeavesNoProcessBehind(t *testing.T) {
 		const script = `echo $$ > "$PIDFILE"; (while :; do date +%s%N >> "$BEATS"; sleep 0.02; done) & sleep 0.3; exit 0`
 		p := startProc(t, dir, "run", childEnv("BEATS="+beats, "PIDFILE="+pidFile),
 			"run", "--endpoints", n.url, "B", "--ttl", ttl.String(), "--grace", "300ms", "--", "sh", "-c", script)
-		if !p.wait(15 * time.Second) {
+		if !p.Wait(15 * time.Second) {
 			t.Fatalf("run still going 15s after it started a 0.3s child")
 		}
 		b, _ := os.ReadFile(pidFile)
@@ -288,8 +288,8 @@ func TestRunLeavesNoProcessBehind(t *testing.T) {
 			t.Fatalf("the child wrote no pid: %q", b)
 		}
 		t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
-		if p.code() != 0 {
-			t.Fatalf("run: %v\n%s", p.err, p.stderr())
+		if p.Code() != 0 {
+			t.Fatalf("run: %v\n%s", p.Err, p.Stderr())
 		}
 		if s := n.lhOK("status", "B"); strings.TrimSpace(s.stdout) != "B: free" {
 			t.Fatalf("after run exited, status B: %q, want free", s.stdout)
@@ -313,8 +313,8 @@ func TestRunLeavesNoProcessBehind(t *testing.T) {
 			"run", "--endpoints", n.url, "P", "--ttl", ttl.String(), "--grace", "300ms", "--", "sh", "-c", script)
 		var pgid int
 		checkFor(t, 10*time.Second, func() error {
-			if p.exited() {
-				t.Fatalf("run exited early: %v\n%s", p.err, p.stderr())
+			if p.Exited() {
+				t.Fatalf("run exited early: %v\n%s", p.Err, p.Stderr())
 			}
 			b, _ := os.ReadFile(pidFile)
 			if pgid, _ = strconv.Atoi(strings.TrimSpace(string(b))); pgid == 0 {
@@ -328,8 +328,8 @@ func TestRunLeavesNoProcessBehind(t *testing.T) {
 		t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
 
 		tKill := time.Now()
-		p.cmd.Process.Kill()
-		if !p.wait(exitTimeout) {
+		p.Cmd.Process.Kill()
+		if !p.Wait(exitTimeout) {
 			t.Fatalf("run not reaped after SIGKILL")
 		}
 		// No renewal is sent after tKill, so the server may hand P to

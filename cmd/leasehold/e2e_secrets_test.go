@@ -96,12 +96,12 @@ func TestSecretsStaySecret(t *testing.T) {
 	add("/metrics", string(metrics))
 
 	n.signal(syscall.SIGTERM)
-	if !n.p.wait(10 * time.Second) {
+	if !n.p.Wait(10 * time.Second) {
 		t.Fatal("serve did not stop")
 	}
-	add("server log", n.p.stdout()+n.p.stderr())
-	if !strings.Contains(n.p.stderr(), "force") {
-		t.Fatalf("the server log does not mention the forced release; is it logging at all?\n%s", n.p.stderr())
+	add("server log", n.p.Stdout()+n.p.Stderr())
+	if !strings.Contains(n.p.Stderr(), "force") {
+		t.Fatalf("the server log does not mention the forced release; is it logging at all?\n%s", n.p.Stderr())
 	}
 
 	for _, o := range outputs {

@@ -116,7 +116,7 @@ func TestServeKillRestart(t *testing.T) {
 	}
 
 	n.kill()
-	t.Logf("serve SIGKILLed: %v", n.p.err)
+	t.Logf("serve SIGKILLed: %v", n.p.Err)
 	n.start()
 
 	after := n.list()
@@ -183,18 +183,18 @@ func TestServeGracefulSIGTERM(t *testing.T) {
 
 	start := time.Now()
 	n.signal(syscall.SIGTERM)
-	if !n.p.wait(15 * time.Second) {
-		t.Fatalf("serve still running 15s after SIGTERM\n%s", n.p.stderr())
+	if !n.p.Wait(15 * time.Second) {
+		t.Fatalf("serve still running 15s after SIGTERM\n%s", n.p.Stderr())
 	}
-	took := n.p.exitedAt.Sub(start)
+	took := n.p.ExitedAt.Sub(start)
 	t.Logf("serve exited %v after SIGTERM", took.Round(time.Millisecond))
-	if n.p.code() != 0 {
-		t.Errorf("serve exited with %v after SIGTERM, want status 0\n%s", n.p.err, n.p.stderr())
+	if n.p.Code() != 0 {
+		t.Errorf("serve exited with %v after SIGTERM, want status 0\n%s", n.p.Err, n.p.Stderr())
 	}
 	if took > 5*time.Second {
 		t.Errorf("serve took %v to exit after SIGTERM, want a few seconds at most", took)
 	}
-	log := n.p.stderr()
+	log := n.p.Stderr()
 	for _, want := range []string{"shutting down", "stopped"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("serve's log lacks %q:\n%s", want, log)
@@ -376,7 +376,7 @@ func TestCLIAcquireReleaseStatusList(t *testing.T) {
 
 	// Invariant 9: no secret in inspection output or in the server's log.
 	inspect := n.lhOK("list").stdout + n.lhOK("list", "--json").stdout + n.lhOK("status", "--json", "env/1").stdout
-	serveLog, _ := os.ReadFile(n.p.errPath)
+	serveLog, _ := os.ReadFile(n.p.ErrPath)
 	for _, s := range secrets {
 		if strings.Contains(inspect, s) {
 			t.Errorf("a lease secret appears in list/status output")

@@ -33,7 +33,7 @@ func TestE2EWatchPrintsEachChangeUntilInterrupted(t *testing.T) {
 	var lines []line
 	checkFor(t, 10*time.Second, func() error {
 		lines = lines[:0]
-		for _, l := range strings.Split(strings.TrimSpace(w.stdout()), "\n") {
+		for _, l := range strings.Split(strings.TrimSpace(w.Stdout()), "\n") {
 			if l == "" {
 				continue
 			}
@@ -44,7 +44,7 @@ func TestE2EWatchPrintsEachChangeUntilInterrupted(t *testing.T) {
 			lines = append(lines, e)
 		}
 		if len(lines) < 2 {
-			return fmt.Errorf("%d lines so far: %q (stderr %q)", len(lines), w.stdout(), w.stderr())
+			return fmt.Errorf("%d lines so far: %q (stderr %q)", len(lines), w.Stdout(), w.Stderr())
 		}
 		return nil
 	})
@@ -53,12 +53,12 @@ func TestE2EWatchPrintsEachChangeUntilInterrupted(t *testing.T) {
 		lines[1].Index <= lines[0].Index {
 		t.Fatalf("watch a/ printed %+v; want a/x granted (lease %d) then released", lines, a.LeaseID)
 	}
-	if strings.Contains(w.stdout(), a.Secret) {
+	if strings.Contains(w.Stdout(), a.Secret) {
 		t.Fatal("the watch printed the lease's secret")
 	}
-	w.cmd.Process.Signal(syscall.SIGINT)
-	if !w.wait(exitTimeout) || w.code() != 0 {
-		t.Fatalf("watch after SIGINT: exited=%v code=%d stderr=%q", w.exited(), w.code(), w.stderr())
+	w.Cmd.Process.Signal(syscall.SIGINT)
+	if !w.Wait(exitTimeout) || w.Code() != 0 {
+		t.Fatalf("watch after SIGINT: exited=%v code=%d stderr=%q", w.Exited(), w.Code(), w.Stderr())
 	}
 }
 

@@ -59,7 +59,7 @@ func TestRunWatchdogFaults(t *testing.T) {
 			t.Run(fmt.Sprintf("cgroup %s/%s", mode, f.name), func(t *testing.T) {
 				n := startNode(t)
 				dir := t.TempDir()
-				t.Cleanup(func() { n.p.cmd.Process.Signal(syscall.SIGCONT) })
+				t.Cleanup(func() { n.p.Cmd.Process.Signal(syscall.SIGCONT) })
 				p := startProc(t, dir, "run", childEnv("DIR="+dir),
 					"run", "--endpoints", n.url, "R", "--ttl", ttl.String(), "--grace", grace.String(), "--cgroup", mode,
 					"--", "sh", "-c", faultTree)
@@ -72,12 +72,12 @@ func TestRunWatchdogFaults(t *testing.T) {
 				var lastRenewal time.Time
 				beats := [2]string{filepath.Join(dir, "beats1"), filepath.Join(dir, "beats2")}
 				checkFor(t, 20*time.Second, func() error {
-					if p.exited() {
-						t.Fatalf("run exited early: %v\n%s", p.err, p.stderr())
+					if p.Exited() {
+						t.Fatalf("run exited early: %v\n%s", p.Err, p.Stderr())
 					}
-					m := runLine.FindStringSubmatch(p.stderr())
+					m := runLine.FindStringSubmatch(p.Stderr())
 					if m == nil {
-						return fmt.Errorf("run has not said what guards the command: %q", p.stderr())
+						return fmt.Errorf("run has not said what guards the command: %q", p.Stderr())
 					}
 					watchdogPid, _ = strconv.Atoi(m[1])
 					cgroup = m[4]
@@ -111,7 +111,7 @@ func TestRunWatchdogFaults(t *testing.T) {
 					t.Fatalf("the command's tree (%v) does not run before the fault", pids)
 				}
 
-				target := map[string]int{"run": p.pid(), "watchdog": watchdogPid, "server": n.p.pid()}[f.target]
+				target := map[string]int{"run": p.Pid(), "watchdog": watchdogPid, "server": n.p.Pid()}[f.target]
 				tFault := time.Now()
 				if err := syscall.Kill(target, f.sig); err != nil {
 					t.Fatalf("%v to %s (pid %d): %v", f.sig, f.target, target, err)
@@ -133,7 +133,7 @@ func TestRunWatchdogFaults(t *testing.T) {
 					}
 					if time.Now().After(end) {
 						t.Fatalf("%v after the fault: the tree is gone at %v, R granted to another at %v; tree alive: %v, %v\nrun: %s",
-							time.Since(tFault), goneAt, grantedAt, procAlive(pids[0]), procAlive(pids[1]), p.stderr())
+							time.Since(tFault), goneAt, grantedAt, procAlive(pids[0]), procAlive(pids[1]), p.Stderr())
 					}
 					if goneAt.IsZero() && !procAlive(pids[0]) && !procAlive(pids[1]) {
 						goneAt = time.Now()
@@ -187,19 +187,19 @@ func TestRunWatchdogFaults(t *testing.T) {
 				// Resumed, run does not restart anything, and says why it
 				// stopped the command.
 				if f.target == "run" && f.sig == syscall.SIGSTOP {
-					p.cmd.Process.Signal(syscall.SIGCONT)
+					p.Cmd.Process.Signal(syscall.SIGCONT)
 				}
-				if !p.wait(20 * time.Second) {
-					t.Fatalf("run still going %v after the fault\n%s", time.Since(tFault), p.stderr())
+				if !p.Wait(20 * time.Second) {
+					t.Fatalf("run still going %v after the fault\n%s", time.Since(tFault), p.Stderr())
 				}
 				if f.target == "run" && f.sig == syscall.SIGKILL {
-					if p.code() != -1 {
-						t.Errorf("run exited with %v after SIGKILL", p.err)
+					if p.Code() != -1 {
+						t.Errorf("run exited with %v after SIGKILL", p.Err)
 					}
-				} else if p.code() != 75 {
-					t.Errorf("run exited with %v, want 75\n%s", p.err, p.stderr())
+				} else if p.Code() != 75 {
+					t.Errorf("run exited with %v, want 75\n%s", p.Err, p.Stderr())
 				}
-				t.Logf("run: %v\n%s", p.err, p.stderr())
+				t.Logf("run: %v\n%s", p.Err, p.Stderr())
 				before := [2]int{}
 				for i, path := range beats {
 					_, before[i] = lastBeat(path)
@@ -265,16 +265,16 @@ while [ ! -s "$DIR/beats2" ]; do sleep 0.01; done; exit 0`
 			// below, not hang a pipe.
 			p := startProc(t, dir, "run", childEnv("DIR="+dir), "run", "--endpoints", n.url, "D", "--ttl", "3s", "--grace", "500ms",
 				"--cgroup", mode, "--", "sh", "-c", script)
-			if !p.wait(cliTimeout) {
+			if !p.Wait(cliTimeout) {
 				t.Fatalf("run still going %v after it started a child that exits at once", cliTimeout)
 			}
 			pid := readInt(filepath.Join(dir, "pid2"))
 			if pid == 0 {
-				t.Fatalf("the grandchild wrote no pid: %v\n%s", p.err, p.stderr())
+				t.Fatalf("the grandchild wrote no pid: %v\n%s", p.Err, p.Stderr())
 			}
 			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-			if p.code() != 0 {
-				t.Fatalf("want run to exit 0 with its child: %v\n%s", p.err, p.stderr())
+			if p.Code() != 0 {
+				t.Fatalf("want run to exit 0 with its child: %v\n%s", p.Err, p.Stderr())
 			}
 			if procAlive(pid) {
 				t.Errorf("run exited and released D while the child's daemonized grandchild (pid %d) still runs", pid)

@@ -1,5 +1,5 @@
 //go:build !race
 
-package faults
+package procs
 
 const raceEnabled = false

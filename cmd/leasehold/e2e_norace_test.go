@@ -1,6 +1,0 @@
-//go:build !race
-
-package main_test
-
-// raceEnabled: see e2e_race_test.go.
-const raceEnabled = false
