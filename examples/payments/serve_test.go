@@ -1,32 +1,25 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/procs"
 	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // A 3-node cluster of real `leasehold serve` processes, so a leader can be
-// SIGKILLed. This is the smallest helper the leader-kill test needs; it
-// should move to the shared test-support package for the binary once that
-// lands (branch cleanup: internal/procs).
+// SIGKILLed.
 
 // serveNode is one `leasehold serve` process.
 type serveNode struct {
 	id, url string
-	cmd     *exec.Cmd
-	stderr  bytes.Buffer
-	done    chan struct{}
+	*procs.Proc
 }
 
 // startServeCluster starts three serve processes bootstrapped from one peer
@@ -40,34 +33,22 @@ func startServeCluster(t *testing.T) []*serveNode {
 		apiAddrs = append(apiAddrs, testutil.FreeAddr(t))
 		raftAddrs = append(raftAddrs, testutil.FreeAddr(t))
 		peers = append(peers, id+"="+raftAddrs[i])
-		nodes[i] = &serveNode{id: id, url: "http://" + apiAddrs[i], done: make(chan struct{})}
+		nodes[i] = &serveNode{id: id, url: "http://" + apiAddrs[i]}
 	}
+	dir := t.TempDir()
 	for i, n := range nodes {
-		n.cmd = exec.Command(leaseholdBin, "serve", "--node-id", n.id, "--data-dir", filepath.Join(t.TempDir(), "data"),
-			"--api-addr", apiAddrs[i], "--raft-addr", raftAddrs[i], "--peers", strings.Join(peers, ","), "--log-level", "warn")
-		n.cmd.Stderr = &n.stderr
-		n.cmd.WaitDelay = 5 * time.Second
-		if err := n.cmd.Start(); err != nil {
+		p, err := procs.Start(t, dir, "leasehold-"+n.id, procs.ChildEnv(), leaseholdBin, "serve", "--node-id", n.id,
+			"--data-dir", filepath.Join(dir, n.id), "--api-addr", apiAddrs[i], "--raft-addr", raftAddrs[i],
+			"--peers", strings.Join(peers, ","), "--log-level", "warn")
+		if err != nil {
 			t.Fatal(err)
 		}
-		go func() { n.cmd.Wait(); close(n.done) }()
-		t.Cleanup(func() {
-			n.cmd.Process.Kill()
-			<-n.done
-			if t.Failed() {
-				t.Logf("leasehold %s stderr:\n%s", n.id, n.stderr.String())
-			}
-		})
+		n.Proc = p
 	}
 	for _, n := range nodes {
-		testutil.Eventually(t, 60*time.Second, "leasehold "+n.id+" is ready", func() bool {
-			res, err := http.Get(n.url + "/readyz")
-			if err != nil {
-				return false
-			}
-			res.Body.Close()
-			return res.StatusCode == http.StatusOK
-		})
+		if err := procs.WaitReady(n.Proc, n.url, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return nodes
 }
@@ -85,13 +66,9 @@ func serveLeader(t *testing.T, nodes []*serveNode, c *client.Client) *serveNode 
 		}
 		for _, m := range members {
 			for _, n := range nodes {
-				if m.Leader && m.ID == n.id {
-					select {
-					case <-n.done: // a dead node still listed as leader
-					default:
-						found = n
-						return true
-					}
+				if m.Leader && m.ID == n.id && !n.Exited() { // a dead node may still be listed as leader
+					found = n
+					return true
 				}
 			}
 		}
@@ -103,12 +80,7 @@ func serveLeader(t *testing.T, nodes []*serveNode, c *client.Client) *serveNode 
 // kill SIGKILLs the node and waits for its process to end.
 func (n *serveNode) kill(t *testing.T) {
 	t.Helper()
-	if err := n.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := n.Kill(); err != nil {
 		t.Fatal(err)
-	}
-	select {
-	case <-n.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("leasehold %s still runs 30s after SIGKILL", n.id)
 	}
 }
