@@ -477,10 +477,9 @@ func (s *State) queueAck(now int64, c *QueueAck) Result {
 }
 
 func (c *QueueAck) sum(e *encoder) fingerprint {
-	if c.RequestID == "" {
+	if !e.startSum(false, c.RequestID) {
 		return fingerprint{}
 	}
-	e.b = e.b[:0]
 	e.str(c.Queue)
 	e.uvarint(c.Seq)
 	e.uvarint(c.Token)
