@@ -190,12 +190,14 @@ func (k *consumer) settle(m *Message, ack bool, note string, delay time.Duration
 	defer cancel()
 	if ack {
 		if err := k.c.Ack(ctx, m.d); err != nil {
-			k.o.log.Warn("queue ack refused", "queue", k.name, "key", m.Key, "sequence", m.Sequence, "token", m.Token, "err", err)
+			k.o.log.Warn("queue ack refused", "queue", k.name, "key", m.Key, "sequence", m.Sequence, "token", m.Token,
+				"code", leasehold.CodeOf(err).String(), "err", err)
 		}
 		return
 	}
 	if err := k.c.Nack(ctx, m.d, delay, truncate(note, noteMax)); err != nil {
-		k.o.log.Warn("queue nack refused", "queue", k.name, "key", m.Key, "sequence", m.Sequence, "token", m.Token, "err", err)
+		k.o.log.Warn("queue nack refused", "queue", k.name, "key", m.Key, "sequence", m.Sequence, "token", m.Token,
+			"code", leasehold.CodeOf(err).String(), "err", err)
 	}
 }
 
