@@ -224,6 +224,8 @@ type Delivery struct {
 	Body     []byte // shared with the state: read it, never change it
 	SentAt   time.Time
 	Consumer string // the Receive's caller
+	// Visibility is the delivery's visibility, as given or extended.
+	Visibility time.Duration
 }
 
 // QueueResult is what a queue command answers besides an error.
@@ -440,7 +442,7 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 		q.inflight[m.seq] = m
 		q.consumers[m.consumer]++
 		res.Deliveries = append(res.Deliveries, Delivery{Queue: c.Queue, Key: k.name, Seq: m.seq, Token: m.token,
-			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer})
+			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: vis})
 		if obs != nil {
 			obs.QueueDelivered(c.Queue, m.seq, m.token, vis)
 		}

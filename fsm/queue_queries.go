@@ -61,7 +61,7 @@ func (s *State) InFlight(name string, limit int) []Delivery {
 	out := make([]Delivery, 0, len(q.inflight))
 	for _, m := range q.inflight {
 		out = append(out, Delivery{Queue: name, Key: m.key.name, Seq: m.seq, Token: m.token,
-			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer})
+			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: m.vis})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	if limit > 0 && len(out) > limit {
