@@ -124,8 +124,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("bench: clients is %d; it must be at least 1", c.Clients)
 	case c.Workload == Queue && (c.Batch < 0 || c.Batch > 100):
 		return fmt.Errorf("bench: batch is %d; it must be 1 to 100", c.Batch)
-	case c.Workload == Queue && (c.BodyBytes < 0 || c.BodyBytes > 1<<20):
-		return fmt.Errorf("bench: body bytes is %d; it must be 8 to 1 MiB", c.BodyBytes)
+	case c.Workload == Queue && (c.BodyBytes < 16 && c.BodyBytes != 0 || c.BodyBytes > 1<<20):
+		return fmt.Errorf("bench: body bytes is %d; it must be 16 (a send time and a run id) to 1 MiB", c.BodyBytes)
 	case (c.Workload == Lock || c.Workload == Queue) && c.Resources < 1:
 		return fmt.Errorf("bench: resources is %d; it must be at least 1", c.Resources)
 	case c.Workload == Renew && c.Leases < 1:

@@ -39,11 +39,14 @@ type queueWorkload struct {
 	keys      []string
 	backlog   int64
 	pending   atomic.Int64 // sent, not yet acked
+	// run marks this run's messages (their bytes 8-15): a message another
+	// run left is acked but not counted.
+	run uint64
 }
 
 func newQueueWorkload(r *runner) (workload, error) {
 	cfg := r.cfg
-	w := &queueWorkload{r: r, backlog: int64(cfg.Clients * cfg.Batch)}
+	w := &queueWorkload{r: r, backlog: int64(cfg.Clients * cfg.Batch), run: rand.Uint64()}
 	w.keys = make([]string, cfg.Resources)
 	for i := range w.keys {
 		w.keys[i] = fmt.Sprintf("key-%d", i)
@@ -81,7 +84,14 @@ func (w *queueWorkload) opNames() []string          { return []string{"send", "r
 func (w *queueWorkload) unit() string               { return "messages" }
 func (w *queueWorkload) setupDone() <-chan struct{} { return nil }
 func (w *queueWorkload) progress() string           { return "" }
-func (w *queueWorkload) finish(*Report, []*stats)   {}
+
+// finish drops what the run left in the queue (up to a batch per
+// producer), so that a next run starts from an empty queue.
+func (w *queueWorkload) finish(*Report, []*stats) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w.producers[0].PurgeQueue(ctx, benchQueue, "leasehold bench: the end of a queue run")
+}
 
 // worker runs worker i's producer beside its consumer; the producer's
 // figures join the worker's stats when both are done.
@@ -101,7 +111,8 @@ func (w *queueWorkload) produce(i int, st *stats) {
 	r := w.r
 	c := w.producers[i]
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(i)))
-	body := make([]byte, max(r.cfg.BodyBytes, 8))
+	body := make([]byte, max(r.cfg.BodyBytes, 16))
+	binary.LittleEndian.PutUint64(body[8:], w.run)
 	for !r.stopping() && r.opCtx.Err() == nil {
 		if w.pending.Load() >= w.backlog {
 			r.sleep(time.Millisecond)
@@ -167,6 +178,9 @@ func (w *queueWorkload) consume(i int, st *stats) {
 				err := c.Ack(actx, d)
 				a1 := time.Now()
 				cancel()
+				if len(d.Body) < 16 || binary.LittleEndian.Uint64(d.Body[8:]) != w.run {
+					return // left by another run: not this run's figures
+				}
 				w.pending.Add(-1)
 				mu.Lock()
 				defer mu.Unlock()
@@ -176,10 +190,8 @@ func (w *queueWorkload) consume(i int, st *stats) {
 				}
 				if r.complete() {
 					st.ops[opAck].Record(a1.Sub(a0))
-					if len(d.Body) >= 8 {
-						sent := time.Unix(0, int64(binary.LittleEndian.Uint64(d.Body)))
-						st.ops[opE2E].Record(a1.Sub(sent))
-					}
+					sent := time.Unix(0, int64(binary.LittleEndian.Uint64(d.Body)))
+					st.ops[opE2E].Record(a1.Sub(sent))
 				}
 			})
 		}
