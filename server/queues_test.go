@@ -139,6 +139,34 @@ func TestQueueVisibilityExpiryRedelivers(t *testing.T) {
 	}
 }
 
+// An Extend restarts a delivery's countdown: the deadline of its first
+// visibility passes without a redelivery (that timer is stale), and the
+// extended one expires it.
+func TestQueueExtendPostponesRedelivery(t *testing.T) {
+	n := startNode(t)
+	c := queuesClient(t, n.URL)
+	createQueue(t, c, "jobs", nil)
+	sendMsg(t, c, "jobs", "k", "m1")
+	start := time.Now()
+	d := receive(t, c, &pb.QueuesReceiveRequest{Queue: "jobs", Visibility: dur(2 * time.Second)})[0]
+	if _, err := c.Extend(ctxFor(t, callTimeout), connect.NewRequest(&pb.QueuesExtendRequest{Queue: "jobs",
+		Sequence: d.Sequence, Token: d.Token, Visibility: dur(6 * time.Second), Progress: "half done"})); err != nil {
+		t.Fatal(err)
+	}
+	// Past the first deadline (2s), well before the extended one (6s).
+	if ds := receive(t, c, &pb.QueuesReceiveRequest{Queue: "jobs", Wait: dur(time.Until(start.Add(4 * time.Second)))}); len(ds) != 0 {
+		t.Fatalf("redelivered %v after %v, before the extended visibility ran out", ds, time.Since(start))
+	}
+	var again []*pb.QueueDelivery
+	deadline := time.Now().Add(20 * time.Second)
+	for len(again) == 0 && time.Now().Before(deadline) {
+		again = receive(t, c, &pb.QueuesReceiveRequest{Queue: "jobs", Wait: dur(5 * time.Second)})
+	}
+	if len(again) != 1 || again[0].Token <= d.Token {
+		t.Fatalf("after the extended visibility: %v, want a redelivery with a larger token", again)
+	}
+}
+
 // A message nacked max_receives times becomes a dead letter with its
 // error note; its key goes on to the next message (skip, the default);
 // Redrive puts it back and it is delivered again.
