@@ -331,3 +331,38 @@ func TestSendRefusedForBackpressureCarriesRetryAfter(t *testing.T) {
 		t.Fatalf("depth %d after refused sends, want 2", q.Depth)
 	}
 }
+
+// queue.Send waits out backpressure: refused while the queue is full, it
+// sends again after the hint and is accepted once a message was acked.
+func TestSendWaitsOutBackpressure(t *testing.T) {
+	c := setup(t, client.QueueSettings{MaxDepth: 1})
+	send(t, c, "a", "1")
+	ctx := testutil.Context(t, 30*time.Second)
+	ds, err := c.Receive(ctx, "q", 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive: %v %v", ds, err)
+	}
+	acked := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		c.Ack(ctx, ds[0])
+		acked <- time.Now()
+	}()
+	sent, err := queue.Send(ctx, c, "q", client.Message{Key: "b", Body: []byte("2")})
+	done := time.Now()
+	if err != nil || len(sent) != 1 || sent[0].Duplicate {
+		t.Fatalf("queue.Send: %v %v", sent, err)
+	}
+	if at := <-acked; done.Before(at) {
+		t.Fatalf("the send was accepted at %v, before the queue had room at %v", done, at)
+	}
+	if q := depth(t, c); q.Depth != 1 {
+		t.Fatalf("depth %d, want 1 (the second message, once)", q.Depth)
+	}
+	// A send that cannot get room before ctx ends returns the refusal.
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if _, err := queue.Send(short, c, "q", client.Message{Key: "c"}); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, leasehold.ErrLimit) {
+		t.Fatalf("a send into a queue that stays full: %v, want the deadline and the last refusal", err)
+	}
+}
