@@ -263,7 +263,7 @@ func TestConsumeDrainsWithinItsBound(t *testing.T) {
 	send(t, c, "stuck", "s")
 	started := make(chan string, 2)
 	release := make(chan struct{})
-	var stuckCause atomic.Value
+	stuckCause := make(chan error, 1)
 	const drain = 1500 * time.Millisecond
 	stop := consume(t, c, func(ctx context.Context, m *queue.Message) error {
 		started <- m.Key
@@ -272,7 +272,7 @@ func TestConsumeDrainsWithinItsBound(t *testing.T) {
 			return nil
 		}
 		<-ctx.Done()
-		stuckCause.Store(context.Cause(ctx))
+		stuckCause <- context.Cause(ctx)
 		return ctx.Err()
 	}, queue.Concurrency(2), queue.PollWait(time.Second), queue.DrainTimeout(drain))
 	for range 2 {
@@ -291,8 +291,13 @@ func TestConsumeDrainsWithinItsBound(t *testing.T) {
 	if took < drain || took > drain+10*time.Second {
 		t.Fatalf("Consume returned %v after its context ended; the drain bound is %v", took, drain)
 	}
-	if cause, _ := stuckCause.Load().(error); !errors.Is(cause, queue.ErrDraining) {
-		t.Fatalf("the stuck handler's context ended with %v, want ErrDraining", cause)
+	select {
+	case cause := <-stuckCause:
+		if !errors.Is(cause, queue.ErrDraining) {
+			t.Fatalf("the stuck handler's context ended with %v, want ErrDraining", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stuck handler's context did not end")
 	}
 	q := depth(t, c)
 	if q.Depth != 1 || q.InFlight != 0 {
