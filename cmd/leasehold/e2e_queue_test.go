@@ -27,7 +27,7 @@ type cliDelivery struct {
 	Receives     int    `json:"receives"`
 	Body         string `json:"body"`
 	SentAt       string `json:"sent_at"`
-	VisibleUntil string `json:"visible_until"`
+	SafeDeadline string `json:"safe_deadline"`
 }
 
 // The queue commands end to end: send (with a dedup id and from a file),
@@ -62,7 +62,8 @@ func TestCLIQueue(t *testing.T) {
 	}
 	n.queueJSON(t, &got, "receive", "jobs", "--max", "10")
 	if len(got.Deliveries) != 1 || got.Deliveries[0].Body != "first" || got.Deliveries[0].DeliveryID != first ||
-		got.Deliveries[0].Token == 0 || !strings.HasSuffix(got.Deliveries[0].SentAt, "Z") {
+		got.Deliveries[0].Token == 0 || !strings.HasSuffix(got.Deliveries[0].SentAt, "Z") ||
+		!strings.HasSuffix(got.Deliveries[0].SafeDeadline, "Z") {
 		t.Fatalf("receive: %+v, want only key a's first message (one per key in flight)", got.Deliveries)
 	}
 	d := got.Deliveries[0]

@@ -21,20 +21,23 @@ func printOut(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// jsonTime is a time as "2026-12-01T09:00:00.123Z"; the zero time is null.
+// jsonTime is a time as "2026-12-01T09:00:00.123Z"; a zero time is left
+// out (omitzero), as a field the server did not set.
 type jsonTime time.Time
 
+func (t jsonTime) IsZero() bool { return time.Time(t).IsZero() }
+
 func (t jsonTime) MarshalJSON() ([]byte, error) {
-	if time.Time(t).IsZero() {
-		return []byte("null"), nil
-	}
 	return json.Marshal(time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 }
 
-// jsonDuration is a duration as a Go duration string ("1m30s").
+// jsonDuration is a duration as a Go duration string rounded to the
+// millisecond ("1m30.5s").
 type jsonDuration time.Duration
 
-func (d jsonDuration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+func (d jsonDuration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).Round(time.Millisecond).String())
+}
 
 type queueSettingsOut struct {
 	Visibility             jsonDuration `json:"visibility"`
@@ -53,13 +56,13 @@ type inFlightOut struct {
 	Token      uint64       `json:"token"`
 	Receives   int          `json:"receives"`
 	Consumer   string       `json:"consumer"`
-	SentAt     jsonTime     `json:"sent_at"`
+	SentAt     jsonTime     `json:"sent_at,omitzero"`
 	Visibility jsonDuration `json:"visibility"`
 }
 
 type queueOut struct {
 	Queue     string           `json:"queue"`
-	CreatedAt jsonTime         `json:"created_at"`
+	CreatedAt jsonTime         `json:"created_at,omitzero"`
 	Depth     int              `json:"depth"`
 	InFlight  int              `json:"in_flight"`
 	Dead      int              `json:"dead"`
@@ -104,15 +107,15 @@ type deliveryOut struct {
 	Sequence     uint64   `json:"sequence"`
 	Token        uint64   `json:"token"`
 	Receives     int      `json:"receives"`
-	SentAt       jsonTime `json:"sent_at"`
-	VisibleUntil jsonTime `json:"visible_until"` // the local safe deadline
+	SentAt       jsonTime `json:"sent_at,omitzero"`
+	SafeDeadline jsonTime `json:"safe_deadline,omitzero"` // the client's own deadline, before the server's
 	Body         *string  `json:"body,omitempty"`
 	BodyBase64   []byte   `json:"body_base64,omitempty"`
 }
 
 func deliveryOutOf(d client.Delivery) deliveryOut {
 	out := deliveryOut{Queue: d.Queue, Key: d.Key, DeliveryID: d.Sequence, Sequence: d.Sequence, Token: d.Token,
-		Receives: d.Receives, SentAt: jsonTime(d.SentAt), VisibleUntil: jsonTime(d.Deadline)}
+		Receives: d.Receives, SentAt: jsonTime(d.SentAt), SafeDeadline: jsonTime(d.Deadline)}
 	setBody(d.Body, &out.Body, &out.BodyBase64)
 	return out
 }
@@ -127,8 +130,8 @@ type deadLetterOut struct {
 	Key        string   `json:"key"`
 	Receives   int      `json:"receives"`
 	Note       string   `json:"note"`
-	SentAt     jsonTime `json:"sent_at"`
-	DiedAt     jsonTime `json:"died_at"`
+	SentAt     jsonTime `json:"sent_at,omitzero"`
+	DiedAt     jsonTime `json:"died_at,omitzero"`
 	Body       *string  `json:"body,omitempty"`
 	BodyBase64 []byte   `json:"body_base64,omitempty"`
 }
