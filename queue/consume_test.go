@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -139,41 +140,46 @@ func TestConsumeRunsKeysInParallelAndEachKeyInOrder(t *testing.T) {
 }
 
 // A handler that reports progress keeps its delivery past the visibility
-// timeout: it is not redelivered, and its context does not end.
+// timeout: it is not redelivered, and its context does not end; a note
+// longer than the server takes (1 KiB) is cut, not refused.
 func TestConsumeExtendsWhileTheHandlerProgresses(t *testing.T) {
-	c := setup(t, client.QueueSettings{})
-	send(t, c, "k", "slow")
-	const vis = 2 * time.Second
-	var receives atomic.Int32
-	var ctxErr atomic.Value
-	done := make(chan struct{})
-	stop := consume(t, c, func(ctx context.Context, m *queue.Message) error {
-		receives.Add(1)
-		end := time.Now().Add(3 * vis)
-		for time.Now().Before(end) {
-			m.Progress("working")
+	for name, note := range map[string]string{"short note": "working", "long note": strings.Repeat("é", 1500)} {
+		t.Run(name, func(t *testing.T) {
+			c := setup(t, client.QueueSettings{})
+			send(t, c, "k", "slow")
+			const vis = 2 * time.Second
+			var receives atomic.Int32
+			var ctxErr atomic.Value
+			done := make(chan struct{})
+			stop := consume(t, c, func(ctx context.Context, m *queue.Message) error {
+				receives.Add(1)
+				end := time.Now().Add(3 * vis)
+				for time.Now().Before(end) {
+					m.Progress(note)
+					select {
+					case <-ctx.Done():
+						ctxErr.Store(context.Cause(ctx))
+						return ctx.Err()
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+				close(done)
+				return nil
+			}, queue.Visibility(vis), queue.PollWait(time.Second), queue.Concurrency(2))
 			select {
-			case <-ctx.Done():
-				ctxErr.Store(context.Cause(ctx))
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the handler did not finish (its context ended with %v)", ctxErr.Load())
 			}
-		}
-		close(done)
-		return nil
-	}, queue.Visibility(vis), queue.PollWait(time.Second), queue.Concurrency(2))
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the handler did not finish")
-	}
-	testutil.Eventually(t, 30*time.Second, "the message is acked", func() bool { return depth(t, c).Depth == 0 })
-	stop()
-	if err := ctxErr.Load(); err != nil {
-		t.Fatalf("the handler's context ended while it reported progress: %v", err)
-	}
-	if n := receives.Load(); n != 1 {
-		t.Fatalf("the message was delivered %d times while its handler reported progress", n)
+			testutil.Eventually(t, 30*time.Second, "the message is acked", func() bool { return depth(t, c).Depth == 0 })
+			stop()
+			if err := ctxErr.Load(); err != nil {
+				t.Fatalf("the handler's context ended while it reported progress: %v", err)
+			}
+			if n := receives.Load(); n != 1 {
+				t.Fatalf("the message was delivered %d times while its handler reported progress", n)
+			}
+		})
 	}
 }
 

@@ -45,11 +45,16 @@ func newMessage(k *consumer, d client.Delivery) *Message {
 	return m
 }
 
+// progressMax is the longest progress note the server takes.
+const progressMax = 1024
+
 // Progress reports that the handler is getting on, with a short note
-// shown to operators: the delivery's visibility is extended at the next
-// renewal (every third of the visibility). Without progress it is not
+// shown to operators (up to 1 KiB; longer is cut): the delivery's
+// visibility is extended at the next renewal (every third of the
+// visibility). Without progress it is not
 // extended, and the handler's context ends at the deadline.
 func (m *Message) Progress(note string) {
+	note = truncate(note, progressMax)
 	m.mu.Lock()
 	m.progress, m.note = true, note
 	m.mu.Unlock()
