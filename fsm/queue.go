@@ -201,7 +201,8 @@ type QueueObserver interface {
 	QueueDelivered(queue string, seq, token uint64, visibility time.Duration)
 	QueueDeliveryEnded(queue string, seq, token uint64)
 	// QueueReady says a command left the queue with a key ready, maybe
-	// not before NextReady: a long-polling Receive can try again.
+	// not before NextReady, or deleted the queue: a long-polling Receive
+	// can try again.
 	QueueReady(queue string)
 	// QueueDeadLettered says a message used up its receives.
 	QueueDeadLettered(queue string, seq uint64)
@@ -717,6 +718,9 @@ func (s *State) queueDelete(ix uint64, now int64, c *QueueDelete) Result {
 	}
 	s.queueBytes -= q.bytes
 	delete(s.queuesByName, c.Queue)
+	if o := s.queueObs(); o != nil {
+		o.QueueReady(c.Queue) // wakes long polls, to answer that it is gone
+	}
 	s.auditQueue(ix, now, c.Actor, "queue-delete", c.Queue, c.Reason)
 	return Result{}
 }
