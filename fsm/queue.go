@@ -45,7 +45,7 @@ const (
 const MaxQueueBatch = 100
 
 // MaxQueueBody is the largest message body the state accepts. A node
-// refuses bodies over its own, smaller limit (--max-queue-body-bytes,
+// refuses bodies over its own, smaller limit (server.Config.MaxQueueBodyBytes,
 // default 256 KiB) at the API edge; the state checks only this ceiling,
 // so nodes configured apart still apply every entry alike.
 const MaxQueueBody = 1 << 20
