@@ -660,11 +660,12 @@ func (s *State) queuePurge(ix uint64, now int64, c *QueuePurge) Result {
 	return Result{Queue: &QueueResult{Moved: moved}}
 }
 
-func (s *State) queueRetire(c *QueueRetire) Result {
+func (s *State) queueRetire(now int64, c *QueueRetire) Result {
 	q, err := s.queueOf(c.Queue)
 	if err != nil {
 		return Result{Err: err}
 	}
+	q.evictDedup(now) // else ids past the window wait for the queue's next send
 	dropped := 0
 	dead := q.dead[:0]
 	for _, dl := range q.dead {
