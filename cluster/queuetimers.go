@@ -20,8 +20,8 @@ import (
 // redelivered early. It is part of timers and guarded by timers.mu.
 //
 // retire is the leader's periodic QueueRetire: every retireEvery it
-// proposes one for each queue holding messages, dropping those past the
-// queue's retention.
+// proposes one for each queue holding messages past its retention or
+// dedup ids past its window (which a send also drops).
 type visibility struct {
 	due     visHeap
 	current map[delivered]visDue // by delivery: its live deadline
@@ -171,14 +171,15 @@ func (t *timers) stopVisibility() {
 
 // retirements lists a QueueRetire for each queue with a message sent
 // before now less the queue's retention (or with dead letters, whose
-// send times the counts do not show).
+// send times the counts do not show), or with dedup ids past its window.
 func (m *machine) retirements(now time.Time) []fsm.Command {
 	var out []fsm.Command
 	m.read(func(st *fsm.State) {
 		for _, name := range st.Queues() {
 			q, _ := st.Queue(name)
 			before := now.Add(-q.Settings.Retention)
-			if q.Dead > 0 || (!q.OldestAt.IsZero() && q.OldestAt.Before(before)) {
+			dedupDue := q.DedupIDs > 0 && !q.OldestDedupAt.After(now.Add(-q.Settings.DedupWindow))
+			if q.Dead > 0 || dedupDue || (!q.OldestAt.IsZero() && q.OldestAt.Before(before)) {
 				out = append(out, &fsm.QueueRetire{Queue: name, Before: before.UnixNano()})
 			}
 		}

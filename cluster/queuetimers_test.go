@@ -88,3 +88,15 @@ func TestQueueRetireFollowsRetention(t *testing.T) {
 		t.Fatalf("left after retirement: %+v, want only the young message", left)
 	}
 }
+
+// The leader's minute check also retires dedup ids past their window on
+// a queue nobody sends to.
+func TestQueueRetireForgetsDedupIDs(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	n := queueNode(t, fake, fsm.QueueSettings{DedupWindow: 10 * time.Second})
+	mustPropose(t, n, &fsm.QueueSend{Queue: "q", Messages: []fsm.QueueMessage{{Key: "k", DedupID: "d"}}})
+	r := mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 1})
+	mustPropose(t, n, &fsm.QueueAck{Queue: "q", Seq: r.Queue.Deliveries[0].Seq, Token: r.Queue.Deliveries[0].Token})
+	fake.Advance(61 * time.Second)
+	waitQueue(t, n, "the dedup id was forgotten", func(q fsm.QueueInfo) bool { return q.DedupIDs == 0 })
+}

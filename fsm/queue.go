@@ -45,7 +45,7 @@ const (
 const MaxQueueBatch = 100
 
 // MaxQueueBody is the largest message body the state accepts. A node
-// refuses bodies over its own, smaller limit (--max-queue-body-bytes,
+// refuses bodies over its own, smaller limit (server.Config.MaxQueueBodyBytes,
 // default 256 KiB) at the API edge; the state checks only this ceiling,
 // so nodes configured apart still apply every entry alike.
 const MaxQueueBody = 1 << 20
@@ -201,7 +201,8 @@ type QueueObserver interface {
 	QueueDelivered(queue string, seq, token uint64, visibility time.Duration)
 	QueueDeliveryEnded(queue string, seq, token uint64)
 	// QueueReady says a command left the queue with a key ready, maybe
-	// not before NextReady: a long-polling Receive can try again.
+	// not before NextReady, or deleted the queue: a long-polling Receive
+	// can try again.
 	QueueReady(queue string)
 	// QueueDeadLettered says a message used up its receives.
 	QueueDeadLettered(queue string, seq uint64)
@@ -659,11 +660,12 @@ func (s *State) queuePurge(ix uint64, now int64, c *QueuePurge) Result {
 	return Result{Queue: &QueueResult{Moved: moved}}
 }
 
-func (s *State) queueRetire(c *QueueRetire) Result {
+func (s *State) queueRetire(now int64, c *QueueRetire) Result {
 	q, err := s.queueOf(c.Queue)
 	if err != nil {
 		return Result{Err: err}
 	}
+	q.evictDedup(now) // else ids past the window wait for the queue's next send
 	dropped := 0
 	dead := q.dead[:0]
 	for _, dl := range q.dead {
@@ -717,6 +719,9 @@ func (s *State) queueDelete(ix uint64, now int64, c *QueueDelete) Result {
 	}
 	s.queueBytes -= q.bytes
 	delete(s.queuesByName, c.Queue)
+	if o := s.queueObs(); o != nil {
+		o.QueueReady(c.Queue) // wakes long polls, to answer that it is gone
+	}
 	s.auditQueue(ix, now, c.Actor, "queue-delete", c.Queue, c.Reason)
 	return Result{}
 }

@@ -16,6 +16,10 @@ type QueueInfo struct {
 	Bytes     int
 	Keys      int       // keys with a message queued or in flight (or blocked)
 	OldestAt  time.Time // the send time of the oldest message not dead; zero if none
+	// DedupIDs are the dedup ids remembered, the oldest sent at
+	// OldestDedupAt (zero if none).
+	DedupIDs      int
+	OldestDedupAt time.Time
 }
 
 // Queue returns a queue's settings and counts.
@@ -33,6 +37,9 @@ func (s *State) Queue(name string) (QueueInfo, bool) {
 		}
 	}
 	info.OldestAt = nanosTime(oldest)
+	if info.DedupIDs = len(q.dedupLog); info.DedupIDs > 0 {
+		info.OldestDedupAt = nanosTime(q.dedupLog[0].at)
+	}
 	return info, true
 }
 

@@ -336,3 +336,22 @@ func TestQueueBodyCeiling(t *testing.T) {
 		t.Fatalf("a body over the ceiling: %v, want invalid", r.Err)
 	}
 }
+
+// A retirement also forgets the dedup ids past the window, so an idle
+// queue does not keep them until its next send.
+func TestQueueRetireForgetsDedupIDs(t *testing.T) {
+	q := newQueueRig(t, DefaultConfig(), nil)
+	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{DedupWindow: 2 * time.Second}})
+	q.ok(&QueueSend{Queue: "q", Messages: []QueueMessage{{Key: "a", DedupID: "d"}}})
+	if info, _ := q.s.Queue("q"); info.DedupIDs != 1 || info.OldestDedupAt != nanosTime(q.now) {
+		t.Fatalf("after a send: %d dedup ids, oldest %v", info.DedupIDs, info.OldestDedupAt)
+	}
+	q.ok(&QueueRetire{Queue: "q"}) // 1s later: inside the window
+	if info, _ := q.s.Queue("q"); info.DedupIDs != 1 {
+		t.Fatalf("a retirement inside the window forgot the id: %d left", info.DedupIDs)
+	}
+	q.ok(&QueueRetire{Queue: "q"}) // 2s after the send: past it
+	if info, _ := q.s.Queue("q"); info.DedupIDs != 0 || !info.OldestDedupAt.IsZero() {
+		t.Fatalf("a retirement past the window kept %d ids", info.DedupIDs)
+	}
+}

@@ -99,6 +99,33 @@ func TestQueueLongPollWakesOnSend(t *testing.T) {
 	}
 }
 
+// A Receive waiting on a queue that is deleted answers not_found then,
+// not at the end of its wait.
+func TestQueueLongPollEndsOnDelete(t *testing.T) {
+	n := startNode(t)
+	c := queuesClient(t, n.URL)
+	createQueue(t, c, "jobs", nil)
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := c.Receive(ctxFor(t, 30*time.Second), connect.NewRequest(&pb.QueuesReceiveRequest{Queue: "jobs", Wait: dur(20 * time.Second)}))
+		errc <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // let it wait (a delete before that is also answered not_found)
+	if _, err := c.Delete(ctxFor(t, callTimeout), connect.NewRequest(&pb.QueuesDeleteRequest{Queue: "jobs", Reason: "test"})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		wantCode(t, err, connect.CodeNotFound, `"jobs"`)
+		if waited := time.Since(start); waited > 10*time.Second {
+			t.Fatalf("answered after %v: the delete did not wake it", waited)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("the Receive was not answered")
+	}
+}
+
 // A delivery not acked within its visibility is delivered again (not
 // before), with a larger token; an Ack with the old token is refused as
 // stale, and the new one is taken.

@@ -515,8 +515,8 @@ func (x *QueueDeadLetter) GetDiedAt() *timestamppb.Timestamp {
 }
 
 // The detail of a Send refused with ResourceExhausted: when to try again
-// (a hint: the time the consumers need, at their recent pace, to make
-// room, at least 1s) and which limit was reached.
+// (a hint, at least 1s: consumers free room continuously, so come back
+// then and back off exponentially from there) and which limit was reached.
 type QueueRetryAfter struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	RetryAfter *durationpb.Duration   `protobuf:"bytes,1,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
@@ -1081,7 +1081,7 @@ type QueueMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Messages of one key are delivered in send order: 1 to 256 bytes.
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	// Up to the node's --max-queue-body-bytes (default 256 KiB).
+	// Up to the node's limit (default 256 KiB, at most 1 MiB).
 	Body []byte `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
 	// Up to 256 bytes; empty: no deduplication.
 	DedupId string `protobuf:"bytes,3,opt,name=dedup_id,json=dedupId,proto3" json:"dedup_id,omitempty"`
