@@ -147,13 +147,15 @@ func TestConsumeExtendsWhileTheHandlerProgresses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := setup(t, client.QueueSettings{})
 			send(t, c, "k", "slow")
-			const vis = 2 * time.Second
+			// Roomy for a loaded machine: an extension every second, each
+			// with 2s before the deadline; the handler runs two visibilities.
+			const vis = 3 * time.Second
 			var receives atomic.Int32
 			var ctxErr atomic.Value
 			done := make(chan struct{})
 			stop := consume(t, c, func(ctx context.Context, m *queue.Message) error {
 				receives.Add(1)
-				end := time.Now().Add(3 * vis)
+				end := time.Now().Add(2 * vis)
 				for time.Now().Before(end) {
 					m.Progress(note)
 					select {
