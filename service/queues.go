@@ -48,7 +48,8 @@ func (s *Service) QueueCommand(ctx context.Context, cmd fsm.Command) (Result, er
 
 // QueueReceive proposes cmd once a message of its queue is ready, waiting
 // up to wait for one; it answers no deliveries if none was ready by then.
-// It commits at most one log entry: while nothing is ready it waits on
+// It commits at most one log entry, and none when it answers empty
+// without having found a message ready: while nothing is ready it waits on
 // the node's queue bell (rung by every applied entry that leaves the
 // queue with a message ready) and on a timer for the next delayed
 // message, never polling the log. A Receive that loses a message to a
@@ -67,8 +68,14 @@ func (s *Service) QueueReceive(ctx context.Context, cmd *QueueReceive, wait time
 			at, ready = st.NextReady(cmd.Queue)
 		})
 		now := time.Now()
-		if wait <= 0 || !exists || !s.node.IsLeader() || (ready && !at.After(now)) {
+		if !exists || !s.node.IsLeader() || (ready && !at.After(now)) {
 			return s.node.Propose(ctx, cmd)
+		}
+		if wait <= 0 {
+			// Nothing to hand out: an empty answer costs no entry. (An
+			// empty answer is never wrong: a message sent meanwhile could
+			// as well have gone to another consumer.)
+			return Result{Queue: &fsm.QueueResult{}}, nil
 		}
 		if done, err := s.awaitReady(ctx, bell, deadline.C, at, ready); done {
 			return Result{Queue: &fsm.QueueResult{}}, err // nothing came: an empty answer
