@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -102,6 +103,7 @@ type session struct {
 	fn       Func
 	parts    map[int]*part
 	finished chan *part
+	acks     sync.WaitGroup // acknowledgements under way
 }
 
 // run follows the member's assignments until the session ends, is at
@@ -140,6 +142,7 @@ func (s *session) run(ctx context.Context) {
 	for len(s.parts) > 0 {
 		s.done(sctx, <-s.finished, log)
 	}
+	s.acks.Wait()
 	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer lcancel()
 	if err := s.m.Leave(lctx); err != nil && !errors.Is(err, client.ErrLeaseLost) {
@@ -198,7 +201,7 @@ func (s *session) apply(ctx context.Context, u client.AssignmentUpdate, log *slo
 				p.stop(ErrRevoked, true)
 			} else {
 				// Not running here under that epoch: nothing to wait for.
-				go s.ack(ctx, a.Partition, a.Epoch, log)
+				s.acks.Go(func() { s.ack(ctx, a.Partition, a.Epoch, log) })
 			}
 		case client.Removed:
 			if p, ok := s.parts[a.Partition]; ok {
@@ -235,7 +238,7 @@ func (s *session) done(ctx context.Context, p *part, log *slog.Logger) {
 	delete(s.parts, p.n)
 	log.Info("partition stopped", "partition", p.n, "epoch", p.epoch, "why", context.Cause(p.ctx))
 	if p.ackDue {
-		go s.ack(ctx, p.n, p.epoch, log)
+		s.acks.Go(func() { s.ack(ctx, p.n, p.epoch, log) })
 	}
 	if p.next != 0 && ctx.Err() == nil {
 		s.start(ctx, p.n, p.next, log)
