@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -79,7 +80,7 @@ func groupsRun(ctx context.Context, g *globals, f *groupsRunFlags, group string,
 	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		fmt.Fprintf(os.Stderr, "leasehold groups run: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			return exitError{code: exitGroupsNoCommand}
 		}
 		return exitError{code: exitGroupsNotExecutable}
