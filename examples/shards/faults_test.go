@@ -150,6 +150,19 @@ func (e *env) waitHandedOff(member string, lost time.Time) {
 	})
 }
 
+// refusedWithin waits up to d for the fence to refuse a write of member
+// to shard, by the member's log.
+func (e *env) refusedWithin(member string, shard int, d time.Duration) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, r := range e.ownership().refused {
+			if r.Member == member && r.Partition == shard {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // writes reads the accepted writes in commit order: per shard, the epochs.
 func (e *env) writes() (map[int][]uint64, int) {
 	ctx := testutil.Context(e.t, 10*time.Second)
@@ -216,14 +229,11 @@ func TestShardsUnderFaults(t *testing.T) {
 	if err := e.workers["w1"].Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 20*time.Second, "w1's stale write is refused by the fence", func() bool {
-		for _, r := range e.ownership().refused {
-			if r.Member == "w1" && r.Partition == stalledShard {
-				return true
-			}
-		}
-		return false
-	})
+	// Not fatal: without the fence the write goes through, and the checks
+	// below say what it did.
+	if !e.refusedWithin("w1", stalledShard, 20*time.Second) {
+		t.Errorf("w1's write to shard %d with its old epoch was not refused by the fence within 20s", stalledShard)
+	}
 	stopHandOffs := e.handOffs("w1", stoppedAt)
 	e.settled(4, 30*time.Second) // w1 joined again
 
