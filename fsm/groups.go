@@ -79,9 +79,10 @@ type partition struct {
 	revoking  bool
 }
 
-// target is the session the assignment gives p to.
+// target is the session the assignment gives p to: while revoking, or
+// unowned after its revoking owner ended, the next in line.
 func (p *partition) target() uint64 {
-	if p.revoking {
+	if p.revoking || p.lease == 0 {
 		return p.next
 	}
 	return p.lease
@@ -384,7 +385,9 @@ func (s *State) groupMemberEnded(l *lease) {
 		if !ps.revoking {
 			ps.waitSince = s.now
 		}
-		ps.lease, ps.next, ps.revoking = 0, 0, false
+		// A revoking partition keeps its next in line: the assignment
+		// stands, only the hand-off comes sooner.
+		ps.lease, ps.revoking = 0, false
 	}
 	s.rebalance(s.lastIndex, s.now, name, g)
 }
@@ -456,18 +459,18 @@ func (s *State) rebalance(ix uint64, now int64, name string, g *group) {
 	}
 	changed := false
 	for p := range g.parts {
-		if before[p] == target[p] {
-			continue
-		}
-		changed = true
-		if before[p] != -1 {
-			g.moved++
+		if before[p] != target[p] {
+			changed = true
+			if before[p] != -1 {
+				g.moved++
+			}
 		}
 		ps := &g.parts[p]
 		t := g.members[names[target[p]]]
 		switch {
 		case ps.lease == 0:
 			s.grantPartition(name, g, uint32(p), t)
+		case before[p] == target[p]:
 		case ps.revoking:
 			ps.next = t
 		default:

@@ -155,3 +155,22 @@ func TestGroupSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("restored owners %q, want %q", got, want)
 	}
 }
+
+// A member that leaves while its partitions are being revoked to others
+// hands them straight to those others: only its own share moves (found
+// by TestGroupProperties: the hand-off used to forget the next in line
+// and share everything out anew).
+func TestGroupLeaveOfARevokingOwnerKeepsTheAssignment(t *testing.T) {
+	h := newHarness(t)
+	h.one(&GroupCreate{Group: "g", Partitions: 3})
+	m0 := h.one(join("g", "m0"))
+	h.one(join("g", "m1"))
+	h.one(join("g", "m2"))
+	if got, want := targets(h.s), []string{"m0", "m2", "m1"}; !slices.Equal(got, want) {
+		t.Fatalf("targets before the leave: %q, want %q", got, want)
+	}
+	h.one(&GroupLeave{LeaseID: m0.Lease.ID, SecretHash: secret("m0")})
+	if got, want := owners(h.s, "g"), []string{"m1", "m2", "m1"}; !slices.Equal(got, want) {
+		t.Fatalf("owners after m0 left: %q, want %q (only m0's own partition moves)", got, want)
+	}
+}

@@ -52,7 +52,7 @@ func readGroups(s *State, d *decoder, v byte) error {
 		for _, id := range g.members {
 			live[id] = true
 		}
-		n := d.count(7)
+		n := d.count(6) // a partition takes six bytes at least
 		if d.err != nil {
 			return nil
 		}

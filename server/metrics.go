@@ -29,7 +29,8 @@ type Metrics struct {
 	Campaigns         *prometheus.CounterVec // campaigns answered by this node, by outcome
 	LeaderChanges     prometheus.Counter     // election leader changes (applied on this node)
 
-	idemLapsed prometheus.Counter // idempotency attempts whose lease expired (idem.go)
+	idemLapsed   prometheus.Counter   // idempotency attempts whose lease expired (idem.go)
+	groupHandOff prometheus.Histogram // partition hand-off time (group_metrics.go)
 
 	reg prometheus.Registerer // for WatchNode
 }
@@ -86,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, c := range []prometheus.Collector{m.Acquisitions, m.AcquireWait, m.LeasesGranted, m.LeasesEnded, m.Renewals,
 		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused, m.Txns,
-		m.Campaigns, m.LeaderChanges, m.newIdemLapsed()} {
+		m.Campaigns, m.LeaderChanges, m.newIdemLapsed(), m.newGroupHandOff()} {
 		f(c)
 	}
 	return m

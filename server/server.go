@@ -184,6 +184,7 @@ func New(cfg Config) (*Server, error) {
 		registerWatchMetrics(cfg.Registry, cfg.Hub)
 	}
 	mount(leaseholdv1connect.NewIdempotencyHandler(newIdemAPI(s, cfg.Registry), guard, large, codec))
+	mount(leaseholdv1connect.NewGroupsHandler(newGroupsAPI(s, cfg.Registry), guard, small, codec))
 	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MetricsAuth {
 		if cfg.Auth == nil {
