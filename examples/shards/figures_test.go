@@ -43,12 +43,12 @@ func TestFiguresHandOff(t *testing.T) {
 		e.start(victim)
 		e.settled(4, 60*time.Second)
 		time.Sleep(time.Second) // a few writes under the new assignment
-		killed := time.Now()
+		term, killed := e.term(), time.Now()
 		if err := e.workers[victim].Kill(); err != nil {
 			t.Fatal(err)
 		}
 		e.waitHandedOff(victim, killed)
-		hs := e.handOffs(victim, killed)
+		hs := e.handOffs(victim, killed, term)
 		all = append(all, hs...)
 		perRun = append(perRun, slices.Max(hs))
 		e.settled(3, 60*time.Second)
