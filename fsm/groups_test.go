@@ -141,6 +141,7 @@ func TestGroupJoinRules(t *testing.T) {
 func TestGroupSnapshotRoundTrip(t *testing.T) {
 	h := newHarness(t)
 	h.one(&GroupCreate{Group: "g", Partitions: 7, RevokeTimeout: time.Second})
+	h.one(&GroupCreate{Group: "single", Partitions: 1}) // the smallest section a group writes
 	h.one(join("g", "a"))
 	h.one(join("g", "b"))
 	snap := h.s.Snapshot()
