@@ -64,7 +64,7 @@ type group struct {
 	createdAt     int64
 	members       map[string]uint64 // member -> session lease
 	rebalances    uint64            // assignment changes
-	moved         uint64            // partitions that changed target member
+	moved         uint64            // partitions that changed target member (or lost it to a leave)
 	lapsed        uint64            // revocations ended by the bound
 }
 
@@ -372,6 +372,9 @@ func (s *State) groupMemberEnded(l *lease) {
 	o := s.groupObs()
 	for p := range g.parts {
 		ps := &g.parts[p]
+		if ps.target() == l.ID && len(g.members) > 0 {
+			g.moved++ // to whoever the rebalance below gives it
+		}
 		if ps.next == l.ID {
 			ps.next = 0
 		}

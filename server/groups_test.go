@@ -101,6 +101,18 @@ func TestGroupsJoinAckLeave(t *testing.T) {
 			t.Fatalf("partition %d came back to a with epoch %d, not above b's %d", p.Partition, p.Epoch, epochs[p.Partition])
 		}
 	}
+	// Two hand-offs after acknowledgements, two after b's leave; two
+	// partitions moved to b and two back; one member left.
+	m := series(scrape(t, httpClient(t), n))
+	for name, want := range map[string]float64{"leasehold_group_handoff_seconds_count": 4, "leasehold_group_partitions_moved_total": 4,
+		"leasehold_group_members": 1, "leasehold_group_pending_revocations": 0, "leasehold_group_revocations_lapsed_total": 0} {
+		if m[name] != want {
+			t.Errorf("%s = %v, want %v", name, m[name], want)
+		}
+	}
+	if m["leasehold_group_rebalances_total"] < 2 {
+		t.Errorf("leasehold_group_rebalances_total = %v, want at least 2", m["leasehold_group_rebalances_total"])
+	}
 
 	bad := []struct {
 		what string
@@ -329,5 +341,33 @@ func TestGroupsUnacknowledgedRevocationEndsTheSession(t *testing.T) {
 	owners, got := groupOwners(t, c, "lapse")
 	if strings.Join(owners, ",") != "b,b" || len(got.Members) != 1 {
 		t.Fatalf("after the lapse: %q, members %v", owners, got.Members)
+	}
+}
+
+// TestGroupsAssignmentsResume: a stream cut off resumes from the last
+// index it answered, with no initial message, and gets exactly the changes
+// applied after it.
+func TestGroupsAssignmentsResume(t *testing.T) {
+	n := startNode(t)
+	c := leaseholdv1connect.NewGroupsClient(httpClient(t), n.URL)
+	if _, err := c.Create(ctxFor(t, callTimeout), connect.NewRequest(&pb.GroupsCreateRequest{Group: "r", Partitions: 2})); err != nil {
+		t.Fatal(err)
+	}
+	a := joinGroup(t, c, "r", "a", 30*time.Second)
+	req := &pb.GroupsAssignmentsRequest{Group: "r", Member: "a", LeaseId: a.Lease.Id}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := c.Assignments(ctx, connect.NewRequest(req))
+	if err != nil || !stream.Receive() {
+		t.Fatalf("assignments: %v %v", err, stream.Err())
+	}
+	last := stream.Msg().Index
+	cancel() // cut off
+	stream.Close()
+	joinGroup(t, c, "r", "b", 30*time.Second) // revokes partition 1 from a, while no stream runs
+	req.FromIndex = &last
+	resumed := assignmentsOf(t, n.URL, req)
+	m := nextChange(t, resumed, callTimeout)
+	if m.Initial || describe(m) != "REVOKING:1" || m.Index <= last {
+		t.Fatalf("the resumed stream's first change: %v (%s)", m, describe(m))
 	}
 }
