@@ -197,10 +197,19 @@ func (s *session) apply(ctx context.Context, u client.AssignmentUpdate, log *slo
 		case client.Added:
 			s.start(ctx, a.Partition, a.Epoch, log)
 		case client.Revoking:
-			if p, ok := s.parts[a.Partition]; ok && p.epoch == a.Epoch {
+			p, ok := s.parts[a.Partition]
+			switch {
+			case ok && p.epoch == a.Epoch:
 				p.stop(ErrRevoked, true)
-			} else {
-				// Not running here under that epoch: nothing to wait for.
+			case ok:
+				// An older grant's function still stops here, and this one
+				// waited for it: never started, acknowledged once it is gone.
+				if p.next == a.Epoch {
+					p.next = 0
+				}
+				p.ackAfter = append(p.ackAfter, a.Epoch)
+			default:
+				// Nothing runs on the partition here: nothing to wait for.
 				s.acks.Go(func() { s.ack(ctx, a.Partition, a.Epoch, log) })
 			}
 		case client.Removed:
@@ -240,6 +249,9 @@ func (s *session) done(ctx context.Context, p *part, log *slog.Logger) {
 	if p.ackDue {
 		s.acks.Go(func() { s.ack(ctx, p.n, p.epoch, log) })
 	}
+	for _, epoch := range p.ackAfter {
+		s.acks.Go(func() { s.ack(ctx, p.n, epoch, log) })
+	}
 	if p.next != 0 && ctx.Err() == nil {
 		s.start(ctx, p.n, p.next, log)
 	}
@@ -272,8 +284,9 @@ type part struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	// Owned by the session's goroutine.
-	ackDue bool   // revoked: acknowledge once fn returned
-	next   uint64 // a newer grant to start once fn returned
+	ackDue   bool     // revoked: acknowledge once fn returned
+	next     uint64   // a newer grant to start once fn returned
+	ackAfter []uint64 // newer grants revoked before they started: acknowledge once fn returned
 }
 
 // stop cancels the function; ack says a revocation awaits its return.
