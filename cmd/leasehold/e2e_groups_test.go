@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/procs"
 )
 
 // The groups commands against a real node: create, show and list in JSON
@@ -174,5 +176,85 @@ func TestGroupsRunMissingCommand(t *testing.T) {
 	n.lhOK("groups", "create", "g", "--partitions", "1")
 	if r := n.lh("groups", "run", "g", "--member", "a", "--", "/nonexistent/cmd"); r.code != 127 {
 		t.Fatalf("a missing command: %s, want exit 127", r)
+	}
+}
+
+// The safety test for groups run: two members of a one-partition group;
+// the owner's `groups run` process is SIGSTOPped past its TTL. Its child,
+// which ignores SIGTERM, is killed by the watchdog before the session's
+// deadline: its last heartbeat comes before the other member's child
+// starts, with a larger epoch. Resumed, the stopped member joins again and
+// owns nothing while the other holds the partition.
+func TestGroupsRunStopsChildBeforeNextOwner(t *testing.T) {
+	const ttl = 2 * time.Second
+	n := startNode(t)
+	n.lhOK("groups", "create", "solo", "--partitions", "1")
+	dir := t.TempDir()
+	log := filepath.Join(dir, "terms")
+	runs := map[string]*proc{}
+	for _, m := range []string{"a", "b"} {
+		p := startProc(t, dir, "run-"+m, childEnv("CANDIDATE="+m, "TERMS="+log, "BEATS="+filepath.Join(dir, "beats")),
+			"groups", "--endpoints", n.url, "run", "solo", "--member", m, "--ttl", ttl.String(), "--grace", "300ms",
+			"--cgroup", "off", "--", "sh", "-c", procs.BeatingTerm)
+		runs[m] = p
+		t.Cleanup(func() { p.Cmd.Process.Signal(syscall.SIGCONT) })
+	}
+	t.Cleanup(func() {
+		for _, tm := range procs.Terms(log) {
+			syscall.Kill(-tm.Pgid, syscall.SIGKILL)
+		}
+	})
+	var cur procs.Term
+	checkFor(t, 20*time.Second, func() error {
+		ts := procs.Terms(log)
+		if len(ts) != 1 {
+			return fmt.Errorf("%d children started, want 1", len(ts))
+		}
+		cur = ts[0]
+		if _, nb := lastBeat(filepath.Join(dir, "beats."+cur.Candidate)); nb < 3 {
+			return fmt.Errorf("%s: %d heartbeats so far", cur.Candidate, nb)
+		}
+		return nil
+	})
+	owner := runs[cur.Candidate]
+	tStop := time.Now()
+	owner.Signal(syscall.SIGSTOP)
+	var next procs.Term
+	checkFor(t, ttl+20*time.Second, func() error {
+		ts := procs.Terms(log)
+		if len(ts) < 2 {
+			return fmt.Errorf("no new owner %v after stopping %s's groups run", time.Since(tStop), cur.Candidate)
+		}
+		next = ts[1]
+		return nil
+	})
+	if groupAlive(cur.Pgid) {
+		t.Errorf("the stopped owner %s's child group %d is still alive while %s owns the partition", cur.Candidate, cur.Pgid, next.Candidate)
+	}
+	last, _ := lastBeat(filepath.Join(dir, "beats."+cur.Candidate))
+	t.Logf("%s (epoch %d) stopped; its last heartbeat %v after the stop; %s (epoch %d) started %v after the stop, %v after that heartbeat",
+		cur.Candidate, cur.Token, time.Duration(last-tStop.UnixNano()).Round(time.Millisecond), next.Candidate, next.Token,
+		time.Duration(next.Start-tStop.UnixNano()).Round(time.Millisecond), time.Duration(next.Start-last).Round(time.Millisecond))
+	if last >= next.Start {
+		t.Errorf("%s's child beat at %d, at or after %s's child started at %d: two owners' children ran at once", cur.Candidate, last, next.Candidate, next.Start)
+	}
+	if next.Candidate == cur.Candidate || next.Token <= cur.Token {
+		t.Errorf("the next child: %+v, after %+v; want the other member with a larger epoch", next, cur)
+	}
+	owner.Signal(syscall.SIGCONT)
+	checkFor(t, 20*time.Second, func() error {
+		var g struct {
+			Members int `json:"members"`
+		}
+		if err := json.Unmarshal([]byte(n.lhOK("groups", "show", "solo", "--json").stdout), &g); err != nil {
+			return err
+		}
+		if g.Members != 2 {
+			return fmt.Errorf("%d members, want 2 (the resumed one joined again)", g.Members)
+		}
+		return nil
+	})
+	if ts := procs.Terms(log); len(ts) != 2 {
+		t.Errorf("%d children started, want 2: the resumed member must not start one while the other owns the partition", len(ts))
 	}
 }
