@@ -95,13 +95,14 @@ func (s *Service) Assignments(ctx context.Context, group, member string, lease u
 	deadline := time.Now().Add(catchUp)
 	for {
 		var last uint64
+		issued := false // the session's lease id is a token this node has seen issued
 		s.node.ReadLocal(func(st *fsm.State) {
-			last = st.LastIndex()
+			last, issued = st.LastIndex(), st.LastToken() >= lease
 			a.Current, a.Partitions, found = st.GroupAssignments(group, member, lease)
 			a.RevokeWithin = st.GroupRevokeTimeout(group, lease)
 			a.Index = last
 		})
-		if found || last >= lease || time.Now().After(deadline) || (resume && last >= from) {
+		if found || (issued && (!resume || last >= from)) || time.Now().After(deadline) {
 			break
 		}
 		select { // this node has not applied the Join yet

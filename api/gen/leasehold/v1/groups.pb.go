@@ -600,7 +600,8 @@ type GroupsJoinRequest struct {
 	// Session time to live: 100ms to 1h. Default 15s. Renew it with
 	// Leases.Renew.
 	Ttl *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	// Shown to operators and other members: up to 16 entries, 4 KiB in all.
+	// Shown to operators and other members: keys and values up to 4 KiB
+	// in all.
 	Metadata map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// As AcquireRequest.secret.
 	Secret        string `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`

@@ -55,13 +55,15 @@ const (
 
 // GroupsClient is a client for the leasehold.v1.Groups service.
 type GroupsClient interface {
-	// Create makes a group with a number of partitions. AlreadyExists: a
-	// group of that name exists.
+	// Create makes a group with a number of partitions; a group of that
+	// name with the same settings is answered as it is (so a retry is
+	// safe). AlreadyExists: it exists with other settings.
 	Create(context.Context, *connect.Request[v1.GroupsCreateRequest]) (*connect.Response[v1.GroupsCreateResponse], error)
 	// Grow raises a group's partition count; never lowers it
 	// (FailedPrecondition). The new partitions are shared out at once.
 	Grow(context.Context, *connect.Request[v1.GroupsGrowRequest]) (*connect.Response[v1.GroupsGrowResponse], error)
-	// Delete removes a group and ends every member's session (admin, audited).
+	// Delete removes a group and ends every member's session (admin; the
+	// audit log records who and why).
 	Delete(context.Context, *connect.Request[v1.GroupsDeleteRequest]) (*connect.Response[v1.GroupsDeleteResponse], error)
 	// List shows every group, by name.
 	List(context.Context, *connect.Request[v1.GroupsListRequest]) (*connect.Response[v1.GroupsListResponse], error)
@@ -213,13 +215,15 @@ func (c *groupsClient) Assignments(ctx context.Context, req *connect.Request[v1.
 
 // GroupsHandler is an implementation of the leasehold.v1.Groups service.
 type GroupsHandler interface {
-	// Create makes a group with a number of partitions. AlreadyExists: a
-	// group of that name exists.
+	// Create makes a group with a number of partitions; a group of that
+	// name with the same settings is answered as it is (so a retry is
+	// safe). AlreadyExists: it exists with other settings.
 	Create(context.Context, *connect.Request[v1.GroupsCreateRequest]) (*connect.Response[v1.GroupsCreateResponse], error)
 	// Grow raises a group's partition count; never lowers it
 	// (FailedPrecondition). The new partitions are shared out at once.
 	Grow(context.Context, *connect.Request[v1.GroupsGrowRequest]) (*connect.Response[v1.GroupsGrowResponse], error)
-	// Delete removes a group and ends every member's session (admin, audited).
+	// Delete removes a group and ends every member's session (admin; the
+	// audit log records who and why).
 	Delete(context.Context, *connect.Request[v1.GroupsDeleteRequest]) (*connect.Response[v1.GroupsDeleteResponse], error)
 	// List shows every group, by name.
 	List(context.Context, *connect.Request[v1.GroupsListRequest]) (*connect.Response[v1.GroupsListResponse], error)
