@@ -6,28 +6,43 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Partition group series. Members, rebalances, moves and lapses are read
-// from the applied state at scrape time (the same on every node); the
-// hand-off time is observed as this node applies each new grant.
+// Partition group series. Members, pending revocations, rebalances, moves
+// and lapses are read from this node's applied state once per scrape (the
+// same on every node, for the groups that exist); the hand-off time is
+// observed as this node applies each new grant.
 
 func registerGroupMetrics(reg prometheus.Registerer, svc GroupsService) {
-	gauge := func(name, help string, f func() float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	reg.MustRegister(groupsCollector{svc})
+}
+
+type groupsCollector struct{ svc GroupsService }
+
+var (
+	groupMembersDesc = prometheus.NewDesc("leasehold_group_members",
+		"Members with a live session, over every partition group.", nil, nil)
+	groupPendingDesc = prometheus.NewDesc("leasehold_group_pending_revocations",
+		"Partitions being revoked from their owner, waiting for its acknowledgement.", nil, nil)
+	groupRebalancesDesc = prometheus.NewDesc("leasehold_group_rebalances_total",
+		"Assignment changes of the partition groups that exist.", nil, nil)
+	groupMovedDesc = prometheus.NewDesc("leasehold_group_partitions_moved_total",
+		"Partitions moved from one member to another (by a rebalance or a member's end).", nil, nil)
+	groupLapsedDesc = prometheus.NewDesc("leasehold_group_revocations_lapsed_total",
+		"Revocations not acknowledged in time, which ended the member's session.", nil, nil)
+)
+
+func (groupsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{groupMembersDesc, groupPendingDesc, groupRebalancesDesc, groupMovedDesc, groupLapsedDesc} {
+		ch <- d
 	}
-	counter := func(name, help string, f func() float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
-	}
-	reg.MustRegister(
-		gauge("leasehold_group_members", "Members with a live session, over every partition group.",
-			func() float64 { return float64(svc.GroupStats().Members) }),
-		gauge("leasehold_group_pending_revocations", "Partitions being revoked from their owner, waiting for its acknowledgement.",
-			func() float64 { return float64(svc.GroupStats().Pending) }),
-		counter("leasehold_group_rebalances_total", "Assignment changes of partition groups (of the groups that exist).",
-			func() float64 { return float64(svc.GroupStats().Rebalances) }),
-		counter("leasehold_group_partitions_moved_total", "Partitions moved from one member to another by a rebalance.",
-			func() float64 { return float64(svc.GroupStats().Moved) }),
-		counter("leasehold_group_revocations_lapsed_total", "Revocations not acknowledged in time, which ended the member's session.",
-			func() float64 { return float64(svc.GroupStats().Lapsed) }))
+}
+
+func (c groupsCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.svc.GroupStats()
+	ch <- prometheus.MustNewConstMetric(groupMembersDesc, prometheus.GaugeValue, float64(st.Members))
+	ch <- prometheus.MustNewConstMetric(groupPendingDesc, prometheus.GaugeValue, float64(st.Pending))
+	ch <- prometheus.MustNewConstMetric(groupRebalancesDesc, prometheus.CounterValue, float64(st.Rebalances))
+	ch <- prometheus.MustNewConstMetric(groupMovedDesc, prometheus.CounterValue, float64(st.Moved))
+	ch <- prometheus.MustNewConstMetric(groupLapsedDesc, prometheus.CounterValue, float64(st.Lapsed))
 }
 
 func (m *Metrics) newGroupHandOff() prometheus.Histogram {

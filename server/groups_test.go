@@ -371,3 +371,34 @@ func TestGroupsAssignmentsResume(t *testing.T) {
 		t.Fatalf("the resumed stream's first change: %v (%s)", m, describe(m))
 	}
 }
+
+// TestGroupsAssignmentsOfAnEndedSessionAnswersAtOnce: the stream of a
+// session that ended is refused with NotFound at once, even when its lease
+// id (a token) is above the node's last index, as a session joined after
+// grants of many partitions is: only a session this node has not seen
+// issued is waited for (catch-up of a lagging follower).
+func TestGroupsAssignmentsOfAnEndedSessionAnswersAtOnce(t *testing.T) {
+	n := startNode(t)
+	c := leaseholdv1connect.NewGroupsClient(httpClient(t), n.URL)
+	if _, err := c.Create(ctxFor(t, callTimeout), connect.NewRequest(&pb.GroupsCreateRequest{Group: "t", Partitions: 64})); err != nil {
+		t.Fatal(err)
+	}
+	joinGroup(t, c, "t", "a", 30*time.Second) // 64 tokens in one entry
+	b := joinGroup(t, c, "t", "b", 30*time.Second)
+	if _, err := c.Leave(ctxFor(t, callTimeout), connect.NewRequest(&pb.GroupsLeaveRequest{LeaseId: b.Lease.Id, Secret: b.Secret})); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	stream, err := c.Assignments(ctxFor(t, callTimeout), connect.NewRequest(&pb.GroupsAssignmentsRequest{Group: "t", Member: "b", LeaseId: b.Lease.Id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if stream.Receive() {
+		t.Fatalf("a stream of an ended session answered %v", stream.Msg())
+	}
+	wantCode(t, stream.Err(), connect.CodeNotFound)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("NotFound took %v: the node waited to catch up with a session it had seen end", took)
+	}
+}
