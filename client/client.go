@@ -141,6 +141,7 @@ func New(cfg Config) (*Client, error) {
 			watch:     leaseholdv1connect.NewWatchClient(cfg.HTTPClient, e, opts...),
 			idem:      leaseholdv1connect.NewIdempotencyClient(cfg.HTTPClient, e, opts...),
 			queues:    leaseholdv1connect.NewQueuesClient(cfg.HTTPClient, e, opts...),
+			groups:    leaseholdv1connect.NewGroupsClient(cfg.HTTPClient, e, opts...),
 		})
 	}
 	return c, nil
@@ -157,6 +158,7 @@ type endpoint struct {
 	watch     leaseholdv1connect.WatchClient
 	idem      leaseholdv1connect.IdempotencyClient
 	queues    leaseholdv1connect.QueuesClient
+	groups    leaseholdv1connect.GroupsClient
 }
 
 // Service pickers for call.

@@ -93,6 +93,7 @@ func newRoot() *cobra.Command {
 		newLocks(g), newForceRelease(g), newAudit(g),
 		newIdem(g),
 		newQueue(g),
+		newGroups(g),
 		newRecover(),
 	)
 	return root
