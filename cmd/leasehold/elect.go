@@ -2,17 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 type electFlags struct {
@@ -78,14 +77,11 @@ func observe(cmd *cobra.Command, g *globals, name string, asJSON bool) error {
 	}
 	o := c.Observe(cmd.Context(), name)
 	w := cmd.OutOrStdout()
-	enc := json.NewEncoder(w)
 	for l := range o.Leaders() {
 		if asJSON {
-			out := struct {
-				Index uint64 `json:"index"`
-				electionJSON
-			}{l.Index, electionWire(l.ElectionInfo)}
-			if err := enc.Encode(out); err != nil {
+			e := cliout.FromElection(l.ElectionInfo)
+			e.Index = l.Index
+			if err := writeJSONLine(w, e); err != nil {
 				return err
 			}
 			continue
@@ -132,7 +128,7 @@ func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []s
 }
 
 func newElections(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	var prefix string
 	cmd := &cobra.Command{
 		Use:   "elections",
@@ -150,54 +146,25 @@ func newElections(g *globals) *cobra.Command {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(w)
-				for _, e := range es {
-					if err := enc.Encode(electionWire(e)); err != nil {
-						return err
-					}
-				}
-				return nil
+			if out.JSON() {
+				return writeJSON(w, cliout.FromElections(es))
 			}
 			if len(es) == 0 {
 				fmt.Fprintln(w, "no election has a leader or candidates")
 				return nil
 			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ELECTION\tLEADER VALUE\tTOKEN\tOWNER\tSINCE\tCANDIDATES")
+			t := newTable(w, "ELECTION", "LEADER VALUE", "TOKEN", "OWNER", "SINCE", "CANDIDATES")
 			for _, e := range es {
-				token := "-"
+				token := ""
 				if e.LeaseID != 0 {
 					token = strconv.FormatUint(e.Token, 10)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", e.Name, orDash(clip(e.Value, 40)), token, orDash(e.Owner),
-					stamp(e.Since, "2006-01-02 15:04:05"), e.Candidates)
+				t.row(e.Name, clip(e.Value, 40), token, e.Owner, stamp(e.Since, "2006-01-02 15:04:05"), e.Candidates)
 			}
-			return tw.Flush()
+			return t.flush()
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only elections starting with this")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per election")
+	out = addOutput(cmd)
 	return cmd
-}
-
-// electionJSON is an election as --json prints it.
-type electionJSON struct {
-	Name       string `json:"name"`
-	Leading    bool   `json:"leading"`
-	Value      string `json:"value,omitempty"`
-	Token      uint64 `json:"token,omitempty"`
-	LeaseID    uint64 `json:"lease_id,omitempty"`
-	Owner      string `json:"owner,omitempty"`
-	Since      string `json:"since,omitempty"`
-	Candidates int    `json:"candidates"`
-}
-
-func electionWire(e client.ElectionInfo) electionJSON {
-	out := electionJSON{Name: e.Name, Leading: e.LeaseID != 0, Value: e.Value, Token: e.Token, LeaseID: e.LeaseID,
-		Owner: e.Owner, Candidates: e.Candidates}
-	if !e.Since.IsZero() {
-		out.Since = e.Since.UTC().Format(time.RFC3339Nano)
-	}
-	return out
 }

@@ -2,26 +2,21 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
-	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
+	"github.com/spf13/cobra"
 )
 
 type acquireFlags struct {
 	ttl, wait, lockDelay, maxHold time.Duration
 	owner, operation              string
-	json                          bool
+	out                           *output
 }
 
 func defaultOwner() string {
@@ -49,20 +44,21 @@ func newAcquire(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := struct {
-				LeaseID   uint64   `json:"lease_id"`
-				Secret    string   `json:"secret"`
-				Token     uint64   `json:"token"`
-				Resources []string `json:"resources"`
-				ExpiresIn string   `json:"expires_in"`
-			}{l.ID(), l.Secret(), l.Token(), l.Resources(), time.Until(l.Deadline()).Round(time.Millisecond).String()}
-			w := cmd.OutOrStdout()
-			if f.json {
-				return json.NewEncoder(w).Encode(out)
+			deadline := l.Deadline()
+			a := cliout.Acquired{
+				LeaseID: l.ID(), Secret: l.Secret(), Token: l.Token(), Resources: l.Resources(),
+				TTL: cliout.Dur(f.ttl), ExpiresIn: cliout.Dur(f.ttl),
+				SafeDeadline: cliout.Time(deadline), SafeFor: cliout.Dur(time.Until(deadline)),
 			}
-			fmt.Fprintf(w, "lease_id:  %d\nsecret:    %s\ntoken:     %d\nresources: %s\nexpires:   in %s (unless renewed)\n",
-				out.LeaseID, out.Secret, out.Token, strings.Join(out.Resources, ", "), out.ExpiresIn)
-			return nil
+			return f.out.print(cmd.OutOrStdout(), a, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "lease_id:   %d\nsecret:     %s\ntoken:      %d\nresources:  %s\n"+
+					"expires:    in %s on the server (its countdown; unless renewed)\n"+
+					"safe until: %s (in %s): this client's own deadline, earlier than the server's\n"+
+					"            expiry by the request's round trip and a clock-drift allowance; stop work by then\n",
+					a.LeaseID, a.Secret, a.Token, strings.Join(a.Resources, ", "), a.ExpiresIn,
+					deadline.Format("15:04:05.000"), a.SafeFor)
+				return err
+			})
 		},
 	}
 	fl := cmd.Flags()
@@ -72,13 +68,14 @@ func newAcquire(g *globals) *cobra.Command {
 	fl.DurationVar(&f.maxHold, "max-hold", 0, "end the lease at this age however often it is renewed")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the holder does (shown to operators)")
-	fl.BoolVar(&f.json, "json", false, "print JSON")
+	f.out = addOutput(cmd)
 	return cmd
 }
 
 func newRelease(g *globals) *cobra.Command {
 	var id uint64
 	var secret string
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "release --lease ID --secret S",
 		Short: "Release a lease (only its holder can)",
@@ -98,26 +95,20 @@ func newRelease(g *globals) *cobra.Command {
 			if err := c.ReleaseByID(ctx, id, secret); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "released lease %d\n", id)
-			return nil
+			return out.print(cmd.OutOrStdout(), cliout.Released{LeaseID: id, Released: true}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "released lease %d\n", id)
+				return err
+			})
 		},
 	}
+	out = addOutput(cmd)
 	cmd.Flags().Uint64Var(&id, "lease", 0, "lease id")
 	cmd.Flags().StringVar(&secret, "secret", "", "lease secret (or env LEASEHOLD_SECRET, which ps does not show)")
 	return cmd
 }
 
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: false}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
-}
-
 func newStatus(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "status RESOURCE",
 		Short: "Show a resource's holder, fencing token, expiry and waiters",
@@ -133,8 +124,8 @@ func newStatus(g *globals) *cobra.Command {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(w, resourceWire(r))
+			if out.JSON() {
+				return writeJSON(w, cliout.FromResource(r))
 			}
 			if r.Holder == nil {
 				fmt.Fprintf(w, "%s: free\n", r.Resource)
@@ -155,12 +146,12 @@ func newStatus(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out = addOutput(cmd)
 	return cmd
 }
 
 func newList(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	var prefix string
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -176,20 +167,24 @@ func newList(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(w, &pb.ListResponse{Leases: leasesWire(all)})
-			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "LEASE\tTOKEN\tRESOURCES\tOWNER\tOPERATION\tEXPIRES IN\tRENEWALS")
-			for _, l := range all {
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\n", l.ID, l.Token, strings.Join(l.Resources, ","),
-					l.Owner, l.Operation, expiresIn(&l), l.RenewCount)
-			}
-			return tw.Flush()
+			return out.print(cmd.OutOrStdout(), cliout.FromLeases(all), func(w io.Writer) error {
+				headers := []string{"LEASE", "TOKEN", "RESOURCES", "OWNER", "OPERATION", "EXPIRES IN", "RENEWALS"}
+				if out.Wide() {
+					headers = append(headers, "TTL", "ACQUIRED", "PROGRESS", "METADATA")
+				}
+				t := newTable(w, headers...)
+				for _, l := range all {
+					cells := []any{l.ID, l.Token, strings.Join(l.Resources, ","), l.Owner, l.Operation, expiresIn(&l), l.RenewCount}
+					if out.Wide() {
+						cells = append(cells, pdur(l.TTL), stamp(l.AcquiredAt, "2006-01-02 15:04:05"), l.Progress, metadataText(l.Metadata))
+					}
+					t.row(cells...)
+				}
+				return t.flush()
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out = addOutput(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only leases on resources with this prefix")
 	return cmd
 }

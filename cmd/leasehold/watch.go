@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 func newWatch(g *globals) *cobra.Command {
@@ -57,25 +57,9 @@ func newWatch(g *globals) *cobra.Command {
 	return cmd
 }
 
-// eventJSON is an event's --json line (the value as a string when it is
-// text, else base64 by encoding/json's []byte rule).
-type eventJSON struct {
-	Index     uint64   `json:"index"`
-	Kind      string   `json:"kind"`
-	LeaseID   uint64   `json:"lease_id,omitempty"`
-	Token     uint64   `json:"token,omitempty"`
-	Resources []string `json:"resources,omitempty"`
-	Owner     string   `json:"owner,omitempty"`
-	Operation string   `json:"operation,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
-	Key       string   `json:"key,omitempty"`
-	Value     []byte   `json:"value,omitempty"`
-	Version   uint64   `json:"version,omitempty"`
-}
-
 func printEvent(w io.Writer, e client.Event, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(eventJSON(e))
+		return writeJSONLine(w, cliout.FromEvent(e))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s", e.Index, e.Kind)
