@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
@@ -248,14 +248,11 @@ func metadataText(md map[string]string) string {
 }
 
 // stdinIsTerminal reports whether r is an interactive terminal, where a
-// person can answer a confirmation.
+// person can answer a confirmation. /dev/null is a character device but
+// no terminal: term.IsTerminal asks the tty driver.
 var stdinIsTerminal = func(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func newForceRelease(g *globals) *cobra.Command {
@@ -276,10 +273,10 @@ func newForceRelease(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			resource := args[0]
 			if leaseID == 0 {
-				return errors.New("--lease is required: the id of the lease holding the resource (leasehold locks show " + resource + ")")
+				return usagef("--lease is required: the id of the lease holding the resource (leasehold locks show %s)", resource)
 			}
 			if strings.TrimSpace(reason) == "" {
-				return errors.New("--reason is required: why the release is forced (kept in the audit log)")
+				return usagef("--reason is required: why the release is forced (kept in the audit log)")
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -292,7 +289,7 @@ func newForceRelease(g *globals) *cobra.Command {
 			}
 			h := l.Holder
 			if h == nil {
-				return fmt.Errorf("%s is not held: nothing to release", resource)
+				return fmt.Errorf("%s is not held: nothing to release (%w)", resource, errLeaseGone)
 			}
 			if h.ID != leaseID {
 				return fmt.Errorf("%s is held by lease %d (owner %s, operation %s), not lease %d: look again with leasehold locks show %s",

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
@@ -141,7 +142,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		cfg.LogIndex = func() uint64 { return node.Node.Stats().CommitIndex }
 		cfg.Target = "embedded node (single voter, fsync'd raft-wal log in a temp dir)"
 	}
-	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+	if term.IsTerminal(int(os.Stderr.Fd())) {
 		cfg.Progress = os.Stderr
 	}
 	// The CPU profile and the execution trace, if asked for, cover the run.
@@ -184,7 +185,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		fmt.Fprintln(cmd.ErrOrStderr(), "plot written to", f.plot)
 	}
 	if rep.Interrupted {
-		return exitError{130}
+		return exitError{code: 130}
 	}
 	return nil
 }

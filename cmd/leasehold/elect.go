@@ -32,8 +32,8 @@ LEASEHOLD_ELECTION and LEASEHOLD_LEASE_ID in its environment. Leadership is a
 lease and CMD is kept exactly as by "leasehold run": if leadership cannot be
 kept, CMD's whole tree is stopped before its local safe deadline, by a watchdog
 process that holds that deadline even if elect itself is stopped or killed. On
-CMD's exit elect resigns and exits with CMD's status (75 if CMD had to be
-stopped).
+CMD's exit elect resigns and exits with CMD's status (124 if CMD had to be
+stopped; see leasehold help exit-codes).
 
 With --observe it campaigns for nothing: it prints the election's leader, then
 each change (a new leader, a proclaimed value, nobody leading), one line each
@@ -100,6 +100,9 @@ func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []s
 		return fmt.Errorf("--grace %v is too long for --ttl %v: SIGTERM must come well before leadership can lapse; use a grace under %v",
 			f.grace, f.ttl, max(0, f.ttl/2-killMargin))
 	}
+	if _, err := lookCommand(argv[0]); err != nil {
+		return err
+	}
 	c, err := g.client()
 	if err != nil {
 		return err
@@ -114,7 +117,7 @@ func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []s
 		break
 	}
 	if err != nil {
-		return err
+		return noLease(err)
 	}
 	return guarded(l.Lease(), guardedChild{
 		name: "elect", what: fmt.Sprintf("leadership of %q", name), argv: argv,

@@ -85,7 +85,7 @@ func newRelease(g *globals) *cobra.Command {
 				secret = os.Getenv("LEASEHOLD_SECRET")
 			}
 			if id == 0 || secret == "" {
-				return fmt.Errorf("--lease and --secret (or env LEASEHOLD_SECRET) are required")
+				return usagef("--lease and --secret (or env LEASEHOLD_SECRET) are required")
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -93,7 +93,7 @@ func newRelease(g *globals) *cobra.Command {
 			}
 			defer cancel()
 			if err := c.ReleaseByID(ctx, id, secret); err != nil {
-				return err
+				return leaseGone(err)
 			}
 			return out.print(cmd.OutOrStdout(), cliout.Released{LeaseID: id, Released: true}, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "released lease %d\n", id)

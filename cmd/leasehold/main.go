@@ -21,23 +21,18 @@ import (
 
 const defaultEndpoint = "http://127.0.0.1:7420"
 
-// exitError carries a process exit status up to main.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRoot().ExecuteContext(ctx)
 	stop()
 	var ee exitError
-	switch {
-	case errors.As(err, &ee):
-		os.Exit(ee.code)
-	case err != nil:
+	if err != nil && (!errors.As(err, &ee) || ee.err != nil) {
 		fmt.Fprintln(os.Stderr, "leasehold:", err)
-		os.Exit(1)
+		if errors.As(err, new(usageError)) {
+			fmt.Fprintln(os.Stderr, "Run 'leasehold help' or 'leasehold COMMAND --help' for usage.")
+		}
 	}
+	os.Exit(exitCode(err))
 }
 
 type globals struct {
@@ -93,7 +88,9 @@ func newRoot() *cobra.Command {
 		newLocks(g), newForceRelease(g), newAudit(g),
 		newIdem(g),
 		newRecover(),
+		newExitCodesHelp(),
 	)
+	strictUsage(root)
 	return root
 }
 

@@ -17,10 +17,6 @@ import (
 // already have been sent SIGKILL: time for the kernel to end it.
 const killMargin = 250 * time.Millisecond
 
-// exitLeaseLost is run's status when it had to stop the child because the
-// lease could not be kept (EX_TEMPFAIL).
-const exitLeaseLost = 75
-
 type runFlags struct {
 	ttl, wait, grace time.Duration
 	owner, operation string
@@ -38,8 +34,9 @@ If renewal fails, CMD (its whole tree) gets SIGTERM early enough that, after
 --grace and a SIGKILL, it is gone before the lease's local safe deadline: it
 never runs while someone else may hold the lease. A watchdog process holds that
 deadline too, so this holds even if run itself is stopped or killed. On CMD's
-exit the lease is released and run exits with CMD's status (75 if CMD had to be
-stopped).`,
+exit the lease is released and run exits with CMD's status: 124 if CMD had to
+be stopped, 125 if the lease could not be had, 126 if CMD is not executable,
+127 if it was not found (leasehold help exit-codes).`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
@@ -73,7 +70,7 @@ func newWatchdog() *cobra.Command {
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if code := watchdog.Main(args); code != 0 {
-				return exitError{code}
+				return exitError{code: code}
 			}
 			return nil
 		},
@@ -94,6 +91,9 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 	if f.operation == "" {
 		f.operation = argv[0]
 	}
+	if _, err := lookCommand(argv[0]); err != nil {
+		return err
+	}
 	c, err := g.client()
 	if err != nil {
 		return err
@@ -104,7 +104,7 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 		client.Operation(f.operation), client.ProgressTimeout(0))
 	cancel()
 	if err != nil {
-		return err
+		return noLease(err)
 	}
 	return guarded(l, guardedChild{
 		name: "run", what: fmt.Sprintf("the lease on %q", resource), argv: argv,

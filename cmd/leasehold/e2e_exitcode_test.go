@@ -1,0 +1,126 @@
+package main_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestExitCodes: each failure exits with its own status (leasehold help
+// exit-codes), against one real node.
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	held := n.acquire("ex/held", "--ttl", "1m")
+	gone := n.acquire("ex/gone", "--ttl", "1m")
+	n.lhOK("release", "--lease", strconv.FormatUint(gone.LeaseID, 10), "--secret", gone.Secret)
+	id := strconv.FormatUint(held.LeaseID, 10)
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"unknown command", []string{"frobnicate"}, 2},
+		{"unknown subcommand of a group", []string{"cluster", "frobnicate"}, 2},
+		{"unknown flag", []string{"status", "--frobnicate", "x"}, 2},
+		{"missing argument", []string{"status"}, 2},
+		{"bad -o", []string{"list", "-o", "yaml"}, 2},
+		{"invalid request", []string{"acquire", "--ttl", "1ms", "ex/x"}, 2},
+		{"held", []string{"acquire", "ex/held"}, 3},
+		{"wait timed out", []string{"acquire", "--wait", "300ms", "ex/held"}, 4},
+		{"wrong secret", []string{"release", "--lease", id, "--secret", strings.Repeat("0", 32)}, 5},
+		{"lease gone", []string{"release", "--lease", strconv.FormatUint(gone.LeaseID, 10), "--secret", gone.Secret}, 5},
+		{"not found", []string{"idem", "show", "no/such/key"}, 6},
+		{"force-release without a terminal", []string{"force-release", "ex/held", "--lease", id, "--reason", "test"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := n.with(t).lh(tc.args...)
+			if r.code != tc.want {
+				t.Errorf("leasehold %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), r.code, tc.want, r)
+			}
+			if r.code != 0 && !strings.HasPrefix(r.stderr, "leasehold: ") {
+				t.Errorf("stderr does not start with a message: %q", r.stderr)
+			}
+		})
+	}
+	// force-release with stdin /dev/null (not a terminal) says why and
+	// released nothing.
+	if r := n.lh("force-release", "ex/held", "--lease", id, "--reason", "test"); !strings.Contains(r.stderr, "needs a terminal; pass --yes") {
+		t.Errorf("force-release with stdin /dev/null: want a refusal naming --yes:\n%s", r)
+	}
+	if g := n.status("ex/held"); g.Holder == nil || g.Holder.LeaseID != held.LeaseID {
+		t.Errorf("after force-release without a terminal or --yes, ex/held is held by %+v, want lease %d", g.Holder, held.LeaseID)
+	}
+
+	t.Run("unreachable", func(t *testing.T) {
+		r := lhEnv(t, childEnv(), "status", "--endpoints", "http://"+freeAddr(t), "--timeout", "1s", "x")
+		if r.code != 7 {
+			t.Errorf("status of an unreachable node: exit %d, want 7\n%s", r.code, r)
+		}
+	})
+}
+
+// TestRunExitCodes: run passes the child's status through and has its own
+// for a command not found (127), not executable (126), a lease it could
+// not get (125) and a lease lost mid-run (124).
+func TestRunExitCodes(t *testing.T) {
+	n := startNode(t)
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.acquire("run/held", "--ttl", "1m")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"child exits 3", []string{"run", "run/a", "--ttl", "3s", "--", "sh", "-c", "exit 3"}, 3},
+		{"command not found", []string{"run", "run/a", "--ttl", "3s", "--", "no-such-command-leasehold"}, 127},
+		{"not executable", []string{"run", "run/a", "--ttl", "3s", "--", notExec}, 126},
+		{"lease held", []string{"run", "run/held", "--ttl", "3s", "--wait", "0s", "--", "true"}, 125},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := n.with(t).lh(tc.args...)
+			if r.code != tc.want {
+				t.Errorf("leasehold %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), r.code, tc.want, r)
+			}
+		})
+	}
+	// A command that cannot start never took the lease.
+	if g := n.status("run/a"); g.Holder != nil {
+		t.Errorf("run/a is held by %+v after the runs ended", g.Holder)
+	}
+
+	t.Run("lease lost mid-run", func(t *testing.T) {
+		n := n.with(t)
+		ready := filepath.Join(dir, "ready")
+		p := startProc(t, dir, "run", childEnv("READY="+ready), "run", "--endpoints", n.url, "run/lost",
+			"--ttl", "3s", "--grace", "300ms", "--cgroup", "off", "--",
+			"sh", "-c", `touch "$READY"; while :; do sleep 0.05; done`)
+		checkFor(t, 15*time.Second, func() error {
+			if p.Exited() {
+				t.Fatalf("run exited early: %v\n%s", p.Err, p.Stderr())
+			}
+			_, err := os.Stat(ready)
+			return err
+		})
+		h := n.status("run/lost").Holder
+		if h == nil {
+			t.Fatal("run/lost is not held while run's child runs")
+		}
+		n.lhOK("force-release", "run/lost", "--lease", strconv.FormatUint(h.LeaseID, 10), "--reason", "exit code test", "--yes")
+		if !p.Wait(15 * time.Second) {
+			t.Fatalf("run did not end within 15s of its lease being force-released\n%s", p.Stderr())
+		}
+		if p.Code() != 124 {
+			t.Errorf("run exited %d after its lease was lost, want 124\n%s", p.Code(), p.Stderr())
+		}
+	})
+}
