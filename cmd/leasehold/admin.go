@@ -373,7 +373,7 @@ func newAudit(g *globals) *cobra.Command {
 			return t.flush()
 		},
 	}
-	cmd.Flags().DurationVar(&since, "since", 0, "only records from this long ago until now (0: every record kept)")
+	durationVar(cmd.Flags(), &since, "since", 0, "only records from this long ago until now (0: every record kept)")
 	cmd.Flags().IntVar(&limit, "limit", 100, "show at most the newest this many records (1 to 1000)")
 	out = addOutput(cmd)
 	return cmd

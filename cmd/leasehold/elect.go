@@ -60,8 +60,8 @@ with its log index, until interrupted.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.value, "value", "", "what this candidate announces while it leads (an address, say)")
-	fl.DurationVar(&f.ttl, "ttl", 15*time.Second, "leadership lease time to live")
-	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when leadership cannot be kept (less for a --ttl under 8.5s)")
+	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "leadership lease time to live")
+	durationVar(fl, &f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when leadership cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who campaigns (shown to operators)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")
 	fl.BoolVar(&f.observe, "observe", false, "print the leader and each change of leader instead of campaigning")

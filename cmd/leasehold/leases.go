@@ -62,10 +62,10 @@ func newAcquire(g *globals) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&f.ttl, "ttl", 15*time.Second, "lease time to live (100ms to 1h)")
-	fl.DurationVar(&f.wait, "wait", 0, "how long to queue if a resource is held (0: fail at once)")
-	fl.DurationVar(&f.lockDelay, "lock-delay", 0, "keep the resources blocked this long after an expiry")
-	fl.DurationVar(&f.maxHold, "max-hold", 0, "end the lease at this age however often it is renewed")
+	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "lease time to live (100ms to 1h)")
+	durationVar(fl, &f.wait, "wait", 0, "how long to queue if a resource is held (0: fail at once)")
+	durationVar(fl, &f.lockDelay, "lock-delay", 0, "keep the resources blocked this long after an expiry")
+	durationVar(fl, &f.maxHold, "max-hold", 0, "end the lease at this age however often it is renewed")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the holder does (shown to operators)")
 	f.out = addOutput(cmd)

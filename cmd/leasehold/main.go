@@ -66,7 +66,7 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.endpoints, "endpoints", def,
 		"comma-separated node URLs (env LEASEHOLD_ENDPOINTS)")
-	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second,
+	durationVar(root.PersistentFlags(), &g.timeout, "timeout", 10*time.Second,
 		"give up when the cluster cannot be reached for this long (on top of --wait; 0: never)")
 	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", os.Getenv("LEASEHOLD_TOKEN_FILE"),
 		"file holding the bearer token (env LEASEHOLD_TOKEN_FILE)")

@@ -52,9 +52,9 @@ be stopped, 125 if the lease could not be had, 126 if CMD is not executable,
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&f.ttl, "ttl", 15*time.Second, "lease time to live")
-	fl.DurationVar(&f.wait, "wait", time.Minute, "how long to queue for the resource")
-	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lease cannot be kept (less for a --ttl under 8.5s)")
+	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "lease time to live")
+	durationVar(fl, &f.wait, "wait", time.Minute, "how long to queue for the resource")
+	durationVar(fl, &f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lease cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the command does (default: the command's name)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")
