@@ -89,7 +89,10 @@ func newRoot() *cobra.Command {
 		newIdem(g),
 		newRecover(),
 		newExitCodesHelp(),
+		newVersion(),
 	)
+	root.Version = versionLine(buildVersion())
+	root.SetVersionTemplate("{{.Version}}\n")
 	strictUsage(root)
 	return root
 }

@@ -209,3 +209,13 @@ type IdemRecord struct {
 type IdemRecords struct {
 	Records []IdemRecord `json:"records"`
 }
+
+// Version is version's output, from the binary's build information.
+type Version struct {
+	Module    string `json:"module"`
+	Version   string `json:"version"`            // "(devel)" for a build from a checkout
+	Revision  string `json:"revision,omitempty"` // the VCS commit it was built from
+	Time      string `json:"time,omitempty"`     // the commit's time
+	Modified  bool   `json:"modified"`           // built with uncommitted changes
+	GoVersion string `json:"go_version"`
+}
