@@ -16,7 +16,24 @@ import (
 type acquireFlags struct {
 	ttl, wait, lockDelay, maxHold time.Duration
 	owner, operation              string
+	metadata                      []string
 	out                           *output
+}
+
+// parseMetadata turns repeated --metadata k=v flags into a map.
+func parseMetadata(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	md := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("--metadata %q: want KEY=VALUE, such as --metadata ticket=OPS-12", kv)
+		}
+		md[k] = v
+	}
+	return md, nil
 }
 
 func defaultOwner() string {
@@ -33,6 +50,10 @@ func newAcquire(g *globals) *cobra.Command {
 			"(leasehold release --lease ID --secret S). Keep the secret out of logs.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			md, err := parseMetadata(f.metadata)
+			if err != nil {
+				return err
+			}
 			c, ctx, cancel, err := g.session(cmd, f.wait)
 			if err != nil {
 				return err
@@ -40,7 +61,7 @@ func newAcquire(g *globals) *cobra.Command {
 			defer cancel()
 			l, err := c.AcquireMany(ctx, args, client.TTL(f.ttl), client.Wait(f.wait),
 				client.Owner(f.owner), client.Operation(f.operation), client.LockDelay(f.lockDelay),
-				client.MaxHold(f.maxHold), client.ManualRenew())
+				client.MaxHold(f.maxHold), client.Metadata(md), client.ManualRenew())
 			if err != nil {
 				return err
 			}
@@ -68,7 +89,55 @@ func newAcquire(g *globals) *cobra.Command {
 	durationVar(fl, &f.maxHold, "max-hold", 0, "end the lease at this age however often it is renewed")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the holder does (shown to operators)")
+	fl.StringArrayVar(&f.metadata, "metadata", nil, "KEY=VALUE shown to operators with the lease (repeatable)")
 	f.out = addOutput(cmd)
+	return cmd
+}
+
+// leaseSecret is --secret, or env LEASEHOLD_SECRET (which ps does not show).
+func leaseSecret(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv("LEASEHOLD_SECRET")
+}
+
+func newRenew(g *globals) *cobra.Command {
+	var id uint64
+	var secret, progress string
+	var out *output
+	cmd := &cobra.Command{
+		Use:   "renew --lease ID --secret S [--progress NOTE]",
+		Short: "Renew a lease (only its holder can), optionally reporting progress",
+		Long: "Restarts the lease's countdown from now on the server, as the Go client's renewals do,\n" +
+			"and records NOTE as its last progress (leasehold locks shows it). A lease acquired with\n" +
+			"leasehold acquire lives only as long as something renews it.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			secret = leaseSecret(secret)
+			if id == 0 || secret == "" {
+				return usagef("--lease and --secret (or env LEASEHOLD_SECRET) are required")
+			}
+			c, ctx, cancel, err := g.session(cmd, 0)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			_, expiresIn, err := c.RenewByID(ctx, id, secret, progress)
+			if err != nil {
+				return leaseGone(err)
+			}
+			r := cliout.Renewed{LeaseID: id, ExpiresIn: cliout.Dur(expiresIn), Progress: progress}
+			return out.print(cmd.OutOrStdout(), r, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "renewed lease %d: expires in %s on the server\n", id, r.ExpiresIn)
+				return err
+			})
+		},
+	}
+	cmd.Flags().Uint64Var(&id, "lease", 0, "lease id")
+	cmd.Flags().StringVar(&secret, "secret", "", "lease secret (or env LEASEHOLD_SECRET, which ps does not show)")
+	cmd.Flags().StringVar(&progress, "progress", "", "what the holder has done since the last renewal (shown to operators)")
+	out = addOutput(cmd)
 	return cmd
 }
 
@@ -81,9 +150,7 @@ func newRelease(g *globals) *cobra.Command {
 		Short: "Release a lease (only its holder can)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if secret == "" {
-				secret = os.Getenv("LEASEHOLD_SECRET")
-			}
+			secret = leaseSecret(secret)
 			if id == 0 || secret == "" {
 				return usagef("--lease and --secret (or env LEASEHOLD_SECRET) are required")
 			}

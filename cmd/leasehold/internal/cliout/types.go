@@ -219,3 +219,43 @@ type Version struct {
 	Modified  bool   `json:"modified"`           // built with uncommitted changes
 	GoVersion string `json:"go_version"`
 }
+
+// KeyValue is one key: kv get, and each key of kv list. Value is the value
+// when it is UTF-8 text; other bytes come as ValueBase64 instead.
+type KeyValue struct {
+	Key         string  `json:"key"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 []byte  `json:"value_base64,omitempty"`
+	Version     uint64  `json:"version"`
+	LeaseID     uint64  `json:"lease_id,omitempty"` // the lease it is bound to
+}
+
+// KeyValues is kv list's output.
+type KeyValues struct {
+	Keys []KeyValue `json:"keys"`
+}
+
+// KeyWritten is kv put's and kv delete's output (version 0: deleted).
+type KeyWritten struct {
+	Key     string `json:"key"`
+	Version uint64 `json:"version"`
+	Deleted bool   `json:"deleted,omitempty"`
+}
+
+// TxnResult is kv txn's output: which branch ran, each compare's outcome,
+// and the keys written with their new versions (0: deleted).
+type TxnResult struct {
+	Succeeded bool         `json:"succeeded"`
+	Compares  []bool       `json:"compares"`
+	Writes    []KeyWritten `json:"writes"`
+	Index     uint64       `json:"index"`
+}
+
+// FenceCheck is check-fence's output: whether a write fenced with Token on
+// Resource would be accepted now, and if not, why.
+type FenceCheck struct {
+	Resource string `json:"resource"`
+	Token    uint64 `json:"token"`
+	Current  bool   `json:"current"`
+	Reason   string `json:"reason,omitempty"`
+}
