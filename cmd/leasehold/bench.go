@@ -31,7 +31,7 @@ type benchFlags struct {
 	ops         int64
 	warmup      time.Duration
 	seed        uint64
-	json        bool
+	out         *output
 	plot        string
 	cpuprofile  string
 	trace       string
@@ -81,7 +81,7 @@ Operations finishing during --warmup are not counted. The run ends after
 	fl.Int64Var(&f.ops, "ops", 0, "measure this many operations (pairs, grants or renewals) instead of a duration")
 	durationVar(fl, &f.warmup, "warmup", time.Second, "time before measuring; its operations are not counted")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for the choice of resources")
-	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
+	f.out = addOutput(cmd)
 	fl.StringVar(&f.plot, "plot", "", "write a latency percentile plot to this .svg or .png file")
 	fl.BoolVar(&f.shared, "shared", false, "lock, contend: the clients share one Go client (goroutines of one process), so their concurrent calls go out together in batch requests")
 	fl.IntVar(&f.clientBatch, "client-max-batch", 0, "most calls a Go client sends in one batch request (0: client default; 1: no batching)")
@@ -170,7 +170,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	if f.json {
+	if f.out.JSON() {
 		err = rep.WriteJSON(out)
 	} else {
 		err = rep.WriteText(out)

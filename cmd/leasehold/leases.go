@@ -199,7 +199,7 @@ func newStatus(g *globals) *cobra.Command {
 			} else {
 				h := r.Holder
 				fmt.Fprintf(w, "%s: held by lease %d\n  owner:      %s\n  operation:  %s\n  token:      %d\n  ttl:        %s\n  expires in: %s\n  renewals:   %d\n",
-					r.Resource, h.ID, h.Owner, h.Operation, h.Token, pdur(h.TTL), expiresIn(h), h.RenewCount)
+					r.Resource, h.ID, orDash(h.Owner), orDash(h.Operation), h.Token, pdur(h.TTL), expiresIn(h), h.RenewCount)
 				if h.Progress != "" {
 					fmt.Fprintf(w, "  progress:   %s\n", h.Progress)
 				}

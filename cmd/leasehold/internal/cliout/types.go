@@ -213,7 +213,7 @@ type IdemRecords struct {
 // Version is version's output, from the binary's build information.
 type Version struct {
 	Module    string `json:"module"`
-	Version   string `json:"version"`            // "(devel)" for a build from a checkout
+	Version   string `json:"module_version"`     // "(devel)" for a build from a checkout
 	Revision  string `json:"revision,omitempty"` // the VCS commit it was built from
 	Time      string `json:"time,omitempty"`     // the commit's time
 	Modified  bool   `json:"modified"`           // built with uncommitted changes
