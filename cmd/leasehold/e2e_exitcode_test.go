@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 // TestExitCodes: each failure exits with its own status (leasehold help
@@ -93,6 +95,18 @@ func TestRunExitCodes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("json", func(t *testing.T) {
+		r := n.with(t).lh("run", "run/j", "--ttl", "3s", "--lock-delay", "1s", "--max-hold", "1m", "--json", "--",
+			"sh", "-c", "echo child output; exit 3")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		var res cliout.RunResult
+		if err := decodeStrict(lines[len(lines)-1], &res); err != nil || lines[0] != "child output" {
+			t.Fatalf("run --json: want the child's output, then a RunResult line (%v)\n%s", err, r)
+		}
+		if r.code != 3 || res.ExitCode != 3 || res.LeaseID == 0 || res.Token == 0 || res.LeaseLost || res.Resource != "run/j" {
+			t.Errorf("run --json of a child exiting 3: exit %d, %+v", r.code, res)
+		}
+	})
 	// A command that cannot start never took the lease.
 	if g := n.status("run/a"); g.Holder != nil {
 		t.Errorf("run/a is held by %+v after the runs ended", g.Holder)
@@ -102,7 +116,7 @@ func TestRunExitCodes(t *testing.T) {
 		n := n.with(t)
 		ready := filepath.Join(dir, "ready")
 		p := startProc(t, dir, "run", childEnv("READY="+ready), "run", "--endpoints", n.url, "run/lost",
-			"--ttl", "3s", "--grace", "300ms", "--cgroup", "off", "--",
+			"--ttl", "3s", "--grace", "300ms", "--cgroup", "off", "--json", "--",
 			"sh", "-c", `touch "$READY"; while :; do sleep 0.05; done`)
 		checkFor(t, 15*time.Second, func() error {
 			if p.Exited() {
@@ -121,6 +135,10 @@ func TestRunExitCodes(t *testing.T) {
 		}
 		if p.Code() != 124 {
 			t.Errorf("run exited %d after its lease was lost, want 124\n%s", p.Code(), p.Stderr())
+		}
+		var res cliout.RunResult
+		if err := decodeStrict(p.Stdout(), &res); err != nil || !res.LeaseLost || res.ExitCode != 124 || res.LeaseID != h.LeaseID {
+			t.Errorf("run --json after its lease was lost: %+v (%v); want lease_lost, exit_code 124, lease_id %d", res, err, h.LeaseID)
 		}
 	})
 }

@@ -259,3 +259,14 @@ type FenceCheck struct {
 	Current  bool   `json:"current"`
 	Reason   string `json:"reason,omitempty"`
 }
+
+// RunResult is run --json's last line of stdout, after the command's own
+// output: what became of the lease and the command.
+type RunResult struct {
+	Resource  string `json:"resource"`
+	LeaseID   uint64 `json:"lease_id,omitempty"` // left out if the lease was not had
+	Token     uint64 `json:"token,omitempty"`
+	ExitCode  int    `json:"exit_code"` // run's own status (leasehold help exit-codes)
+	LeaseLost bool   `json:"lease_lost"`
+	Error     string `json:"error,omitempty"`
+}
