@@ -154,9 +154,10 @@ func newLocks(g *globals) *cobra.Command {
 func newLocksShow(g *globals) *cobra.Command {
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "show RESOURCE",
-		Short: "Show one resource in full: its holder, health marks and every waiter",
-		Args:  cobra.ExactArgs(1),
+		Use:               "show RESOURCE",
+		Short:             "Show one resource in full: its holder, health marks and every waiter",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeResources(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -269,7 +270,8 @@ func newForceRelease(g *globals) *cobra.Command {
 			"are safe from it. The actor (your identity), the reason, the time, the lease and its\n" +
 			"token go to the replicated audit log (leasehold audit). Asks for confirmation unless\n" +
 			"--yes; without a terminal it needs --yes. Needs the admin role.",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeResources(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			resource := args[0]
 			if leaseID == 0 {

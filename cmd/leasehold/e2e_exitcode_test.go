@@ -3,6 +3,7 @@ package main_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,6 +58,15 @@ func TestExitCodes(t *testing.T) {
 	if g := n.status("ex/held"); g.Holder == nil || g.Holder.LeaseID != held.LeaseID {
 		t.Errorf("after force-release without a terminal or --yes, ex/held is held by %+v, want lease %d", g.Holder, held.LeaseID)
 	}
+
+	// Shell completion of resource names comes from the List API.
+	t.Run("completion", func(t *testing.T) {
+		r := lhEnv(t, childEnv("LEASEHOLD_ENDPOINTS="+n.url), "__complete", "status", "ex/")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || !slices.Contains(lines, "ex/held") || slices.Contains(lines, "ex/gone") || !strings.HasPrefix(lines[len(lines)-1], ":4") {
+			t.Errorf("completion of status ex/: want ex/held (held), not ex/gone (released), and no file completion (:4)\n%s", r)
+		}
+	})
 
 	t.Run("unreachable", func(t *testing.T) {
 		r := lhEnv(t, childEnv(), "status", "--endpoints", "http://"+freeAddr(t), "--timeout", "1s", "x")

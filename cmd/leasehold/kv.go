@@ -107,9 +107,10 @@ func valueText(b []byte, n int) string {
 func newKVGet(g *globals) *cobra.Command {
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "get KEY",
-		Short: "Print KEY's value (-o wide: with its version and lease)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "get KEY",
+		Short:             "Print KEY's value (-o wide: with its version and lease)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeKeys(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -149,9 +150,10 @@ func newKVDelete(g *globals) *cobra.Command {
 	var wf writeFlags
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "delete KEY",
-		Short: "Delete KEY",
-		Args:  cobra.ExactArgs(1),
+		Use:               "delete KEY",
+		Short:             "Delete KEY",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeKeys(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, err := wf.options(cmd)
 			if err != nil {
@@ -392,8 +394,9 @@ A compare is "key" and one of: "version" (equals; 0: absent), "version_greater",
 func newCheckFence(g *globals) *cobra.Command {
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "check-fence RESOURCE TOKEN",
-		Short: "Say whether a write fenced with TOKEN on RESOURCE would be accepted now",
+		Use:               "check-fence RESOURCE TOKEN",
+		Short:             "Say whether a write fenced with TOKEN on RESOURCE would be accepted now",
+		ValidArgsFunction: completeResources(g),
 		Long: "Asks what a fence (the guards, a fenced KV write) would say for TOKEN on RESOURCE:\n" +
 			"current (exit 0) while TOKEN belongs to the lease holding RESOURCE, else stale (exit 5).",
 		Args: cobra.ExactArgs(2),

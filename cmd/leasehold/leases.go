@@ -177,9 +177,10 @@ func newRelease(g *globals) *cobra.Command {
 func newStatus(g *globals) *cobra.Command {
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "status RESOURCE",
-		Short: "Show a resource's holder, fencing token, expiry and waiters",
-		Args:  cobra.ExactArgs(1),
+		Use:               "status RESOURCE",
+		Short:             "Show a resource's holder, fencing token, expiry and waiters",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeResources(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
