@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
+	"github.com/leasehold/leasehold/server"
 )
 
 // TestExitCodes: each failure exits with its own status (leasehold help
@@ -151,4 +153,61 @@ func TestRunExitCodes(t *testing.T) {
 			t.Errorf("run --json after its lease was lost: %+v (%v); want lease_lost, exit_code 124, lease_id %d", res, err, h.LeaseID)
 		}
 	})
+}
+
+// TestExitCodesPermissionAndLimits: 8 for a caller without the right token,
+// 9 for a request over a limit, against a node with auth and a waiter limit.
+func TestExitCodesPermissionAndLimits(t *testing.T) {
+	t.Parallel()
+	const workerTok, adminTok = "wrk-0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f", "adm-0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f"
+	dir := t.TempDir()
+	authFile := filepath.Join(dir, "auth.json")
+	auth := fmt.Sprintf(`{"tokens":[{"name":"w","sha256":%q,"role":"worker","prefixes":["jobs/"]},{"name":"a","sha256":%q,"role":"admin"}]}`,
+		server.HashToken(workerTok), server.HashToken(adminTok))
+	tokFile, adminFile := filepath.Join(dir, "token"), filepath.Join(dir, "admin-token")
+	if os.WriteFile(authFile, []byte(auth), 0o600) != nil || os.WriteFile(tokFile, []byte(workerTok+"\n"), 0o600) != nil ||
+		os.WriteFile(adminFile, []byte(adminTok+"\n"), 0o600) != nil {
+		t.Fatal("cannot write the auth files")
+	}
+	n := newNode(t)
+	n.args = []string{"--auth-file", authFile, "--max-waiters-per-resource", "1"}
+	n.start()
+	lh := func(withToken bool, args ...string) cliResult {
+		env := childEnv()
+		if withToken {
+			env = append(env, "LEASEHOLD_TOKEN_FILE="+tokFile)
+		}
+		return lhEnv(t, env, append([]string{args[0], "--endpoints", n.url}, args[1:]...)...)
+	}
+	if r := lh(true, "acquire", "--ttl", "1m", "jobs/a"); r.code != 0 {
+		t.Fatalf("acquire jobs/a with the worker's token: %s", r)
+	}
+	waiter := startProc(t, dir, "waiter", append(childEnv(), "LEASEHOLD_TOKEN_FILE="+tokFile),
+		"acquire", "--endpoints", n.url, "--wait", "1m", "jobs/a")
+	checkFor(t, 10*time.Second, func() error {
+		if waiter.Exited() {
+			t.Fatalf("the waiter ended: %s", waiter.Stderr())
+		}
+		r := lhEnv(t, append(childEnv(), "LEASEHOLD_TOKEN_FILE="+adminFile), "status", "--endpoints", n.url, "--json", "jobs/a")
+		if !strings.Contains(r.stdout, `"queued_at"`) {
+			return fmt.Errorf("no waiter yet: %s", r)
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		name      string
+		withToken bool
+		args      []string
+		want      int
+	}{
+		{"no token", false, []string{"status", "jobs/a"}, 8},
+		{"outside the token's prefixes", true, []string{"acquire", "other/a"}, 8},
+		{"over the waiter limit", true, []string{"acquire", "--wait", "1m", "jobs/a"}, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if r := lh(tc.withToken, tc.args...); r.code != tc.want {
+				t.Errorf("leasehold %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), r.code, tc.want, r)
+			}
+		})
+	}
 }
