@@ -30,6 +30,7 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 	// a waiter, keys, an idempotency key, an election, a forced release.
 	a := n.acquire("j/held", "--ttl", "1m", "--metadata", "ticket=OPS-1", "--operation", "backup")
 	lid, secret, tok := strconv.FormatUint(a.LeaseID, 10), a.Secret, strconv.FormatUint(a.Token, 10)
+	rel := n.acquire("j/rel", "--ttl", "1m")
 	victim := n.acquire("j/victim", "--ttl", "1m")
 	n.lhOK("force-release", "j/victim", "--lease", strconv.FormatUint(victim.LeaseID, 10), "--reason", "json test", "--yes")
 	waiter := startProc(t, dir, "waiter", childEnv(), "acquire", "--endpoints", n.url, "--wait", "1m", "j/held")
@@ -79,7 +80,7 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 		{"check-fence", []string{"check-fence", "j/held", tok}, "", &cliout.FenceCheck{}},
 		{"version", []string{"version"}, "", &cliout.Version{}},
 		{"bench", []string{"bench", "--duration", "500ms", "--warmup", "0s", "--clients", "2", "--resources", "8"}, "", &bench.Report{}},
-		{"release", []string{"release", "--lease", lid, "--secret", secret}, "", &cliout.Released{}},
+		{"release", []string{"release", "--lease", strconv.FormatUint(rel.LeaseID, 10), "--secret", rel.Secret}, "", &cliout.Released{}},
 	}
 	var docs []string
 	for _, tc := range cases {
@@ -99,6 +100,10 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 			}
 			docs = append(docs, r.stdout)
 		}
+	}
+	// renew (run twice above) renewed the lease and kept its progress note.
+	if h := n.status("j/held").Holder; h == nil || h.RenewCount < 2 || h.Progress != "rows 1-10" {
+		t.Errorf("after two renews with --progress, j/held's holder is %+v; want renew_count 2 and the note", h)
 	}
 	// force-release, the streams: one object per line.
 	b := n.acquire("j/fr", "--ttl", "1m")
