@@ -61,6 +61,11 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("after force-release without a terminal or --yes, ex/held is held by %+v, want lease %d", g.Holder, held.LeaseID)
 	}
 
+	// help exit-codes prints the table.
+	if r := lhEnv(t, childEnv(), "help", "exit-codes"); r.code != 0 || !strings.Contains(r.stdout, "124  run, elect: the command was stopped") ||
+		!strings.Contains(r.stdout, "  7    unavailable") {
+		t.Errorf("help exit-codes:\n%s", r)
+	}
 	// Shell completion of resource names comes from the List API.
 	t.Run("completion", func(t *testing.T) {
 		r := lhEnv(t, childEnv("LEASEHOLD_ENDPOINTS="+n.url), "__complete", "status", "ex/")
@@ -99,6 +104,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"command not found", []string{"run", "run/a", "--ttl", "3s", "--", "no-such-command-leasehold"}, 127},
 		{"not executable", []string{"run", "run/a", "--ttl", "3s", "--", notExec}, 126},
 		{"lease held", []string{"run", "run/held", "--ttl", "3s", "--wait", "0s", "--", "true"}, 125},
+		{"elect: command not found", []string{"elect", "run/e", "--ttl", "3s", "--", "no-such-command-leasehold"}, 127},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := n.with(t).lh(tc.args...)

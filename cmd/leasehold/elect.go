@@ -15,10 +15,11 @@ import (
 )
 
 type electFlags struct {
-	value, owner    string
-	ttl, grace      time.Duration
-	cgroup          string
-	observe, asJSON bool
+	value, owner string
+	ttl, grace   time.Duration
+	cgroup       string
+	observe      bool
+	out          *output
 }
 
 func newElect(g *globals) *cobra.Command {
@@ -44,7 +45,7 @@ with its log index, until interrupted.`,
 				if len(args) != 1 {
 					return errors.New("usage: leasehold elect NAME --observe [--json] (no command)")
 				}
-				return observe(cmd, g, args[0], f.asJSON)
+				return observe(cmd, g, args[0], f.out.JSON())
 			}
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return errors.New("usage: leasehold elect NAME [flags] -- CMD [ARGS...]")
@@ -65,7 +66,7 @@ with its log index, until interrupted.`,
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who campaigns (shown to operators)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")
 	fl.BoolVar(&f.observe, "observe", false, "print the leader and each change of leader instead of campaigning")
-	fl.BoolVar(&f.asJSON, "json", false, "with --observe: print one JSON object per line")
+	f.out = addOutput(cmd) // with --observe, JSON is one object per line
 	return cmd
 }
 

@@ -13,7 +13,8 @@ import (
 
 func newWatch(g *globals) *cobra.Command {
 	var from uint64
-	var asJSON, renewals bool
+	var renewals bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "watch PREFIX...",
 		Short: "Print each change to resources and keys under PREFIXes, one per line, until interrupted",
@@ -38,9 +39,8 @@ func newWatch(g *globals) *cobra.Command {
 				opts = append(opts, client.Renewals())
 			}
 			w := c.Watch(cmd.Context(), args, opts...)
-			out := cmd.OutOrStdout()
 			for e := range w.Events() {
-				if err := printEvent(out, e, asJSON); err != nil {
+				if err := printEvent(cmd.OutOrStdout(), e, out.JSON()); err != nil {
 					return err
 				}
 			}
@@ -52,7 +52,7 @@ func newWatch(g *globals) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.Uint64Var(&from, "from-index", 0, "start after this log index (default: now)")
-	fl.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	out = addOutput(cmd) // JSON: one object per line
 	fl.BoolVar(&renewals, "renewals", false, "include lease renewals (left out by default)")
 	return cmd
 }
