@@ -299,6 +299,20 @@ func (c *Client) List(ctx context.Context, prefix string, pageSize int, pageToke
 	return Page{Leases: leaseInfos(r.Leases), NextPageToken: r.NextPageToken}, nil
 }
 
+// RenewByID renews a lease known only by its id and secret (as the CLI
+// does), with a progress note unless progress is empty. It returns the
+// lease as the server now has it (nil from a server that leaves it out)
+// and how long it now runs on the leader's clock, counted from before the
+// request was sent. It returns an error wrapping leasehold.ErrNotFound if
+// the lease had already ended.
+func (c *Client) RenewByID(ctx context.Context, id uint64, secret, progress string) (*LeaseInfo, time.Duration, error) {
+	r, err := c.renewCall(ctx, &pb.RenewRequest{LeaseId: id, Secret: secret, Progress: progress, RequestId: randomHex(16)})
+	if err != nil {
+		return nil, 0, err
+	}
+	return leaseInfo(r.GetLease()), dur(r.GetExpiresIn()), nil
+}
+
 // ReleaseByID releases a lease known only by its id and secret (as the CLI
 // does). It returns an error wrapping leasehold.ErrNotFound if the lease had
 // already ended.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -226,12 +225,6 @@ without a terminal it needs --yes. Needs the admin role.`,
 	cmd.Flags().StringVar(&reason, "reason", "", "why (required; kept in the audit log)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return cmd
-}
-
-// writeJSON prints v, a plain struct with snake_case JSON tags, on one
-// line: the one helper the groups commands print JSON with.
-func writeJSON(w io.Writer, v any) error {
-	return json.NewEncoder(w).Encode(v)
 }
 
 // rfc3339 is t as the JSON output shows times: RFC 3339 UTC with
