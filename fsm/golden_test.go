@@ -13,7 +13,7 @@ import (
 )
 
 // fsm/testdata/current-* pin the bytes of the current formats: log entries
-// of batch version 2 and a snapshot of version 6 (the log's first five
+// of batch version 2 and a snapshot of version 10 (the log's first five
 // entries were written by the code of commit 8e70a2d, the sixth, a Txn, by
 // the commit that added it; testdata/legacy-v5.snapshot.hex is the
 // snapshot of those first five).
@@ -98,11 +98,21 @@ func goldenEntries() []*Batch {
 			&QueueReceive{Queue: "jobs", Max: 1, Caller: "worker"}, // a2, in flight in the snapshot
 			&QueueSend{Queue: "jobs", Caller: "svc", Messages: []QueueMessage{{Key: "a", Body: []byte("dup"), DedupID: "d1"}}},
 		}},
+		{Time: at(9), Cmds: []Command{ // batch 9 is newer than the v8 snapshot fixture
+			&Acquire{RequestID: "s1", Resources: []string{"pool"}, Limit: 2, Owner: "o9", TTL: 10 * time.Second,
+				SecretHash: secret("s1"), Attempt: "t1", Caller: "frank"},
+			&Acquire{RequestID: "s2", Resources: []string{"pool"}, Limit: 2, Owner: "o10", TTL: 10 * time.Second,
+				SecretHash: secret("s2"), Attempt: "t1", Caller: "frank"},
+			&Acquire{RequestID: "s3", Resources: []string{"pool"}, Limit: 2, Owner: "o11", TTL: 10 * time.Second,
+				Wait: time.Minute, SecretHash: secret("s3"), Attempt: "t1", Caller: "frank"},
+			&Acquire{RequestID: "s4", Resources: []string{"pool"}, Owner: "o12", TTL: 10 * time.Second,
+				SecretHash: secret("s4"), Attempt: "t1", Caller: "frank"}, // refused: a lock on a semaphore
+		}},
 	}
 }
 
 func goldenPaths() (log, snap string) {
-	return "testdata/current-v2.log.hex", "testdata/current-v8.snapshot.hex"
+	return "testdata/current-v2.log.hex", "testdata/current-v10.snapshot.hex"
 }
 
 // The log entries and the snapshot the current code writes for the golden
@@ -154,9 +164,26 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 || len(restored.bound) == 0 || len(restored.Elections("")) == 0 || len(restored.idem) < 2 ||
 		len(restored.queuesByName) < 2 || restored.queuesByName["jobs"].depth < 3 || len(restored.queuesByName["jobs"].inflight) == 0 ||
 		len(restored.queuesByName["jobs"].dead) == 0 || len(restored.queuesByName["jobs"].dedupLog) == 0 ||
+		len(restored.sems) == 0 || restored.sems["pool"].users != 3 ||
 		restored.LastToken() < 50 {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
 			c, len(restored.audit), len(restored.kv), restored.LastToken())
+	}
+}
+
+// A node of this version reads the version-8 snapshot of the first eight
+// golden entries into the state those entries make.
+func TestReadsSnapshotVersion8(t *testing.T) {
+	s := New(DefaultConfig(), nil)
+	for i, b := range goldenEntries()[:8] {
+		s.Apply(uint64(i+1), b)
+	}
+	old, err := Restore(legacySnapshotBytes(t, "legacy-v8.snapshot.hex"), DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(old.Snapshot(), s.Snapshot()) {
+		t.Fatal("a restored version-8 snapshot writes other bytes than the state it holds")
 	}
 }
 
@@ -169,8 +196,8 @@ func TestReadsSnapshotVersion7(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x08"), v7[len(snapMagic)+1:]...)
-	want = append(want, 0) // no queues
+	want := append([]byte(snapMagic+"\x0a"), v7[len(snapMagic)+1:]...)
+	want = append(want, 0, 0, 0) // no queues, no semaphores (leases, waiters)
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-7 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -185,8 +212,8 @@ func TestReadsSnapshotVersion6(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x08"), v6[len(snapMagic)+1:]...)
-	want = append(want, 0, 0) // no idempotency keys, no queues
+	want := append([]byte(snapMagic+"\x0a"), v6[len(snapMagic)+1:]...)
+	want = append(want, 0, 0, 0, 0) // no idempotency keys, no queues, no semaphores
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-6 snapshot writes\n%x\nwant\n%x", got, want)
 	}

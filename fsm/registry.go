@@ -36,6 +36,7 @@ var commands = [...]struct {
 	KindQueuePurge:   {"queue-purge", func() Command { return new(QueuePurge) }},
 	KindQueueDelete:  {"queue-delete", func() Command { return new(QueueDelete) }},
 	KindQueueRetire:  {"queue-retire", func() Command { return new(QueueRetire) }},
+	KindSemAcquire:   {"sem-acquire", func() Command { return new(SemAcquire) }},
 }
 
 // newCommand returns an empty command of kind k, or nil if k is unknown.
