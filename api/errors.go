@@ -111,13 +111,16 @@ func FromConnect(err error) error {
 // carried in the result instead of the reply's status.
 func ToBatchError(err error) *pb.BatchError {
 	ce := ToConnect(err).(*connect.Error)
-	return &pb.BatchError{Code: ce.Code().String(), Message: ce.Message()}
+	return &pb.BatchError{Code: ce.Code().String(), Message: ce.Message(), LeaseholdCode: ce.Meta().Get(codeHeader)}
 }
 
 // FromBatchError is FromConnect for one operation's error in a Batch. It
 // also reads leasehold's own code names ("held", "not_holder", ...), which
 // servers before the Connect names sent.
 func FromBatchError(e *pb.BatchError) error {
+	if code, ok := codeByName[e.GetLeaseholdCode()]; ok && code != leasehold.CodeUnknown {
+		return &leasehold.Error{Code: code, Message: e.GetMessage()}
+	}
 	var cc connect.Code
 	code, ok := leasehold.CodeUnknown, false
 	if cc.UnmarshalText([]byte(e.GetCode())) == nil {

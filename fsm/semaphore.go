@@ -190,3 +190,18 @@ func (s *State) wakeName(r string) string {
 	}
 	return r
 }
+
+// Semaphore returns the limit of name if it is a semaphore in use, with
+// the leases holding its slots in slot order.
+func (s *State) Semaphore(name string) (limit int, slots []leasehold.Lease, ok bool) {
+	sem := s.sems[name]
+	if sem == nil {
+		return 0, nil, false
+	}
+	for i := 1; i <= sem.limit; i++ {
+		if l, held := s.Holder(leasehold.SlotName(name, i)); held {
+			slots = append(slots, l)
+		}
+	}
+	return sem.limit, slots, true
+}

@@ -21,6 +21,7 @@ import (
 type acquireFlags struct {
 	ttl, wait, lockDelay, maxHold time.Duration
 	owner, operation              string
+	limit                         int
 	json                          bool
 }
 
@@ -35,7 +36,9 @@ func newAcquire(g *globals) *cobra.Command {
 		Use:   "acquire RESOURCE...",
 		Short: "Take a lease on all RESOURCEs and print its id, secret and fencing token",
 		Long: "Takes a lease and exits. The lease lives until its TTL unless renewed or released\n" +
-			"(leasehold release --lease ID --secret S). Keep the secret out of logs.",
+			"(leasehold release --lease ID --secret S). Keep the secret out of logs.\n" +
+			"With --limit N, RESOURCE is a semaphore: up to N holders at once, each granted one\n" +
+			"slot (RESOURCE#1..RESOURCE#N) that its token fences.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, f.wait)
@@ -45,7 +48,7 @@ func newAcquire(g *globals) *cobra.Command {
 			defer cancel()
 			l, err := c.AcquireMany(ctx, args, client.TTL(f.ttl), client.Wait(f.wait),
 				client.Owner(f.owner), client.Operation(f.operation), client.LockDelay(f.lockDelay),
-				client.MaxHold(f.maxHold), client.ManualRenew())
+				client.MaxHold(f.maxHold), client.ManualRenew(), client.Semaphore(f.limit))
 			if err != nil {
 				return err
 			}
@@ -54,14 +57,20 @@ func newAcquire(g *globals) *cobra.Command {
 				Secret    string   `json:"secret"`
 				Token     uint64   `json:"token"`
 				Resources []string `json:"resources"`
+				Slot      string   `json:"slot,omitempty"`
+				Limit     int      `json:"limit,omitempty"`
 				ExpiresIn string   `json:"expires_in"`
-			}{l.ID(), l.Secret(), l.Token(), l.Resources(), time.Until(l.Deadline()).Round(time.Millisecond).String()}
+			}{l.ID(), l.Secret(), l.Token(), l.Resources(), l.Slot(), f.limit, time.Until(l.Deadline()).Round(time.Millisecond).String()}
 			w := cmd.OutOrStdout()
 			if f.json {
 				return json.NewEncoder(w).Encode(out)
 			}
-			fmt.Fprintf(w, "lease_id:  %d\nsecret:    %s\ntoken:     %d\nresources: %s\nexpires:   in %s (unless renewed)\n",
-				out.LeaseID, out.Secret, out.Token, strings.Join(out.Resources, ", "), out.ExpiresIn)
+			fmt.Fprintf(w, "lease_id:  %d\nsecret:    %s\ntoken:     %d\nresources: %s\n",
+				out.LeaseID, out.Secret, out.Token, strings.Join(out.Resources, ", "))
+			if out.Slot != "" {
+				fmt.Fprintf(w, "slot:      %s of %d (fence the slot with the token)\n", out.Slot, out.Limit)
+			}
+			fmt.Fprintf(w, "expires:   in %s (unless renewed)\n", out.ExpiresIn)
 			return nil
 		},
 	}
@@ -72,6 +81,7 @@ func newAcquire(g *globals) *cobra.Command {
 	fl.DurationVar(&f.maxHold, "max-hold", 0, "end the lease at this age however often it is renewed")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the holder does (shown to operators)")
+	fl.IntVar(&f.limit, "limit", 0, "make RESOURCE a semaphore of this many concurrent holders (0: a lock)")
 	fl.BoolVar(&f.json, "json", false, "print JSON")
 	return cmd
 }
@@ -136,7 +146,13 @@ func newStatus(g *globals) *cobra.Command {
 			if asJSON {
 				return printJSON(w, resourceWire(r))
 			}
-			if r.Holder == nil {
+			if r.Limit > 0 {
+				fmt.Fprintf(w, "%s: semaphore, %d of %d slots held\n", r.Resource, len(r.Slots), r.Limit)
+				for _, h := range r.Slots {
+					fmt.Fprintf(w, "  %s: lease %d, owner %s, operation %s, token %d, expires in %s\n",
+						h.Resources[0], h.ID, h.Owner, h.Operation, h.Token, expiresIn(&h))
+				}
+			} else if r.Holder == nil {
 				fmt.Fprintf(w, "%s: free\n", r.Resource)
 			} else {
 				h := r.Holder

@@ -25,6 +25,7 @@ type runFlags struct {
 	ttl, wait, grace time.Duration
 	owner, operation string
 	cgroup           string
+	limit            int
 }
 
 func newRun(g *globals) *cobra.Command {
@@ -39,7 +40,8 @@ If renewal fails, CMD (its whole tree) gets SIGTERM early enough that, after
 never runs while someone else may hold the lease. A watchdog process holds that
 deadline too, so this holds even if run itself is stopped or killed. On CMD's
 exit the lease is released and run exits with CMD's status (75 if CMD had to be
-stopped).`,
+stopped). With --limit N, RESOURCE is a semaphore of N holders: LEASEHOLD_RESOURCE
+is then the slot held (RESOURCE#i), the name to fence with LEASEHOLD_TOKEN.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
@@ -60,6 +62,7 @@ stopped).`,
 	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lease cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the command does (default: the command's name)")
+	fl.IntVar(&f.limit, "limit", 0, "make RESOURCE a semaphore of this many concurrent holders (0: a lock)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")
 	return cmd
 }
@@ -101,16 +104,20 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 	// The child's being alive is the progress: renew without progress notes.
 	actx, cancel := g.ctx(ctx, f.wait)
 	l, err := c.Acquire(actx, resource, client.TTL(f.ttl), client.Wait(f.wait), client.Owner(f.owner),
-		client.Operation(f.operation), client.ProgressTimeout(0))
+		client.Operation(f.operation), client.ProgressTimeout(0), client.Semaphore(f.limit))
 	cancel()
 	if err != nil {
 		return err
+	}
+	fenced := resource
+	if l.Slot() != "" {
+		fenced = l.Slot() // a semaphore's holder fences its slot
 	}
 	return guarded(l, guardedChild{
 		name: "run", what: fmt.Sprintf("the lease on %q", resource), argv: argv,
 		env: []string{
 			"LEASEHOLD_TOKEN=" + strconv.FormatUint(l.Token(), 10),
-			"LEASEHOLD_RESOURCE=" + resource,
+			"LEASEHOLD_RESOURCE=" + fenced,
 			"LEASEHOLD_LEASE_ID=" + strconv.FormatUint(l.ID(), 10),
 		},
 		ttl: f.ttl, grace: f.grace, noCgroup: f.cgroup == "off",

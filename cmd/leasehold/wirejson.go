@@ -39,7 +39,7 @@ func leaseWire(l *client.LeaseInfo) *pb.Lease {
 		Id: l.ID, Token: l.Token, Resources: l.Resources, Owner: l.Owner, Operation: l.Operation,
 		Ttl: durWire(l.TTL), LockDelay: durWire(l.LockDelay), MaxHold: durWire(l.MaxHold), Metadata: l.Metadata,
 		AcquiredAt: timeWire(l.AcquiredAt), RenewedAt: timeWire(l.RenewedAt), RenewCount: l.RenewCount,
-		Progress: l.Progress,
+		Progress: l.Progress, Semaphore: l.Semaphore, Limit: uint32(l.Limit),
 	}
 	if l.ExpiresKnown {
 		out.ExpiresIn = durationpb.New(l.ExpiresIn)
@@ -56,7 +56,8 @@ func leasesWire(ls []client.LeaseInfo) []*pb.Lease {
 }
 
 func resourceWire(r *client.ResourceInfo) *pb.GetResponse {
-	out := &pb.GetResponse{Resource: r.Resource, Holder: leaseWire(r.Holder), LockDelay: durWire(r.LockDelay)}
+	out := &pb.GetResponse{Resource: r.Resource, Holder: leaseWire(r.Holder), LockDelay: durWire(r.LockDelay),
+		Limit: uint32(r.Limit), Slots: leasesWire(r.Slots)}
 	for _, w := range r.Waiters {
 		out.Waiters = append(out.Waiters, &pb.Waiter{
 			Resources: w.Resources, Owner: w.Owner, Operation: w.Operation, Wait: durWire(w.Wait), QueuedAt: timeWire(w.QueuedAt),
