@@ -180,6 +180,7 @@ var required = map[string]Role{
 	"/leasehold.v1.Idempotency/List":       RoleWorker,
 	"/leasehold.v1.Admin/Audit":            RoleOperator,
 	"/leasehold.v1.Admin/ForceRelease":     RoleAdmin,
+	"/leasehold.v1.Admin/Snapshot":         RoleAdmin,
 	"/leasehold.v1.Cluster/Members":        RoleOperator,
 	"/leasehold.v1.Cluster/Status":         RoleOperator,
 	"/leasehold.v1.Cluster/AddVoter":       RoleAdmin,

@@ -9,10 +9,12 @@ import (
 )
 
 // answeredLocally are the procedures every node answers itself: the
-// members it knows, and a status it gathers from every member.
+// members it knows, a status it gathers from every member, and a backup
+// of its own state.
 var answeredLocally = map[string]bool{
 	"/leasehold.v1.Cluster/Members": true,
 	"/leasehold.v1.Cluster/Status":  true,
+	"/leasehold.v1.Admin/Snapshot":  true, // this node's own state, streamed
 }
 
 // Every other procedure of the API is forwarded to the leader, with the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/fsm"
 )
 
@@ -97,3 +98,9 @@ func (s *Service) Audit(ctx context.Context, since time.Duration, limit int) (re
 	})
 	return recs, truncated, err
 }
+
+// Backup is a node's state for a backup, at one applied index.
+type Backup = cluster.Backup
+
+// Backup reads this node's state for a backup (cluster.Node.Backup).
+func (s *Service) Backup() Backup { return s.node.Backup() }

@@ -93,6 +93,7 @@ func newRoot() *cobra.Command {
 		newLocks(g), newForceRelease(g), newAudit(g),
 		newIdem(g),
 		newRecover(),
+		newSnapshot(g),
 	)
 	return root
 }
