@@ -105,7 +105,12 @@ func seedSnapshot(dir string, seed Seed) error {
 		return fmt.Errorf("cluster: open snapshots: %w", err)
 	}
 	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(seed.NodeID), Address: raft.ServerAddress(seed.Advertise)}}}
-	sink, err := snaps.Create(1, seed.Index, seed.Term, conf, seed.Index, nil)
+	// Create encodes the peers' addresses through a transport; the
+	// network transport's encoding is the address itself, as the in-memory
+	// one's is, so no listener is opened.
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(seed.Advertise))
+	defer trans.Close()
+	sink, err := snaps.Create(1, seed.Index, seed.Term, conf, seed.Index, trans)
 	if err != nil {
 		return fmt.Errorf("cluster: create snapshot: %w", err)
 	}
