@@ -56,6 +56,12 @@ func TestSemaphoreRefusesMixedKinds(t *testing.T) {
 	s := New(DefaultConfig(), nil)
 	applyAt(s, 1, semAcq("a", "pool", 3))
 	applyAt(s, 2, acq("l", "lock"))
+	applyAt(s, 3, semAcq("f1", "full", 1))
+	fw := semAcq("f2", "full", 1)
+	fw.Wait = time.Minute
+	if r := applyAt(s, 4, fw); !r.Queued {
+		t.Fatalf("a waiter on a full semaphore: %+v", r)
+	}
 	for _, tc := range []struct {
 		name string
 		c    *Acquire
@@ -65,6 +71,7 @@ func TestSemaphoreRefusesMixedKinds(t *testing.T) {
 		{"another limit", semAcq("x3", "pool", 4)},
 		{"a semaphore on a lock", semAcq("x4", "lock", 2)},
 		{"a campaign on a semaphore", func() *Acquire { c := acq("x5", "pool"); c.Election = true; return c }()},
+		{"a campaign on a semaphore with waiters", func() *Acquire { c := acq("x6", "full"); c.Election = true; return c }()},
 	} {
 		r := applyAt(s, 10, tc.c)
 		if !(leasehold.CodeOf(r.Err) == leasehold.CodeConflict) {

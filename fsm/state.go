@@ -282,9 +282,9 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 		r = Result{Err: err}
 	} else if err := validateSemaphore(c); err != nil {
 		r = Result{Err: err}
-	} else if err := s.kindConflict(c); err != nil {
-		r = Result{Err: err}
 	} else if err := s.semConflict(c); err != nil {
+		r = Result{Err: err}
+	} else if err := s.kindConflict(c); err != nil {
 		r = Result{Err: err}
 	} else if err := s.ownerLimit(c.Owner); err != nil {
 		r = Result{Err: err}
