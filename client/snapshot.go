@@ -38,7 +38,11 @@ var ErrSnapshotDamaged = errors.New("client: the snapshot stream does not match 
 // until the whole state is written or ctx ends.
 func (c *Client) Snapshot(ctx context.Context, open func(SnapshotInfo) (io.Writer, error)) (SnapshotInfo, error) {
 	e := &c.nodes[int(c.cur.Load())%len(c.nodes)]
-	s, err := e.admin.Snapshot(ctx, connect.NewRequest(&pb.SnapshotRequest{}))
+	req := connect.NewRequest(&pb.SnapshotRequest{})
+	if c.cfg.Token != "" { // the bearer interceptor covers unary calls only
+		req.Header().Set("Authorization", "Bearer "+c.cfg.Token)
+	}
+	s, err := e.admin.Snapshot(ctx, req)
 	if err != nil {
 		return SnapshotInfo{}, api.FromConnect(err)
 	}

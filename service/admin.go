@@ -64,6 +64,9 @@ func (s *Service) Locks(ctx context.Context, after uint64, limit int, prefix str
 // from the leader's timers.
 func (s *Service) lock(st *fsm.State, resource string, l *leasehold.Lease) Lock {
 	out := Lock{Resource: resource, Holder: l, Waiters: st.Waiters(resource)}
+	if l != nil && l.Semaphore != "" {
+		out.Waiters = st.Waiters(l.Semaphore) // a semaphore's waiters wait for any of its slots
+	}
 	if l != nil {
 		out.HeldFor = s.node.LeaseAge(l.ID)
 		out.ExpiresIn, out.ExpiresKnown = s.node.ExpiresIn(l.ID)
