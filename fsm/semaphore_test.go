@@ -125,3 +125,20 @@ func TestSemaphoreLockDelayAndForgetting(t *testing.T) {
 		t.Fatalf("a lock on a name no longer used as a semaphore: %v", r.Err)
 	}
 }
+
+// A retried semaphore acquire gets its first answer (the same lease and
+// slot), and one that reuses the request ID with another limit is refused.
+func TestSemaphoreRetry(t *testing.T) {
+	s := New(DefaultConfig(), nil)
+	first := applyAt(s, 1, semAcq("a", "pool", 2))
+	again := applyAt(s, 2, semAcq("a", "pool", 2))
+	if again.Lease == nil || !again.Dup || again.Lease.ID != first.Lease.ID || again.Lease.Slot() != "pool#1" {
+		t.Fatalf("a retry: %+v, want lease %d on pool#1 again", again, first.Lease.ID)
+	}
+	if r := applyAt(s, 3, semAcq("a", "pool", 3)); r.Err == nil || r.Lease != nil {
+		t.Fatalf("the request ID reused with another limit: %+v, want refused", r)
+	}
+	if l, _ := s.Holder("pool#2"); l.ID != 0 {
+		t.Fatalf("a retry took a second slot: %+v", l)
+	}
+}
