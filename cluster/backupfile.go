@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/leasehold/leasehold/fsm"
 )
 
 // A backup file (`leasehold snapshot save`) is a magic line, one line of
@@ -102,4 +104,17 @@ func ReadBackup(path string) (BackupHeader, []byte, error) {
 		return h, nil, damaged("its state's SHA-256 is %s, its header says %s", got, h.SHA256)
 	}
 	return h, state, nil
+}
+
+// BackupInventory counts what a backup's state holds.
+type BackupInventory = fsm.Inventory
+
+// InspectBackup decodes a backup's state (as a restore would) and counts
+// what it holds.
+func InspectBackup(state []byte) (BackupInventory, error) {
+	st, err := fsm.Restore(state, fsm.DefaultConfig(), nil)
+	if err != nil {
+		return BackupInventory{}, err
+	}
+	return st.Inventory(), nil
 }

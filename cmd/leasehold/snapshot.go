@@ -11,7 +11,6 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
-	"github.com/leasehold/leasehold/fsm"
 )
 
 // leasehold snapshot save|restore|inspect: backups of the whole state,
@@ -151,11 +150,10 @@ func newSnapshotInspect() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := fsm.Restore(state, fsm.DefaultConfig(), nil)
+			inv, err := cluster.InspectBackup(state)
 			if err != nil {
 				return fmt.Errorf("backup %s passes its checksum but its state cannot be read: %w", args[0], err)
 			}
-			inv := st.Inventory()
 			out := snapshotOutOf(args[0], h)
 			out.Leases, out.Waiters, out.Keys, out.Elections = &inv.Leases, &inv.Waiters, &inv.Keys, &inv.Elections
 			out.Semaphores, out.IdemKeys, out.Queues = &inv.Semaphores, &inv.IdemKeys, &inv.Queues
