@@ -39,7 +39,8 @@ type snapshotInspected struct {
 // acknowledged before the save is there with its token and value, the
 // next grant's token is above every token the old node ever gave (even
 // after the backup), a damaged copy of the file is refused with nothing
-// written, and so is a restore into a data dir that is not empty.
+// written, and so is a restore into a data dir that is not empty; a
+// second node joins the restored one and catches up.
 func TestSnapshotSaveUnderLoadAndRestore(t *testing.T) {
 	old := startNode(t)
 	c, err := client.New(client.Config{Endpoints: []string{old.url}})
@@ -194,6 +195,23 @@ func TestSnapshotSaveUnderLoadAndRestore(t *testing.T) {
 	if l.Token() <= maxToken || l.Token() <= info.LastToken {
 		t.Fatalf("first token after the restore %d, not above the old node's largest %d (backup's %d)", l.Token(), maxToken, info.LastToken)
 	}
+	// The restored node is a new cluster's first node: another joins it
+	// and catches up.
+	second := newNode(t)
+	second.args = []string{"--node-id", "restored-2", "--join", fresh.url}
+	second.start()
+	checkFor(t, time.Minute, func() error {
+		st, err := rc.ClusterStatus(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range st {
+			if s.ID == "restored-2" && s.AppliedIndex >= info.Index && s.Error == "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("restored-2 has not caught up: %+v", st)
+	})
 	t.Logf("saved %d bytes at index %d under load (%d leases, %d keys); %d acknowledged before the save; first token after the restore %d (old node's largest %d)",
 		info.Size, info.Index, info.Leases, info.Keys, len(before), l.Token(), maxToken)
 }
