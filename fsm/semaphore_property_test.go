@@ -156,5 +156,9 @@ func checkSemaphore(rt *rapid.T, s *State, limit int, queue []string, lastToken 
 	if free && len(waiting) > 0 {
 		rt.Fatalf("%d waiters behind a free slot", len(waiting))
 	}
+	// The name is a semaphore exactly while someone holds or awaits it.
+	if users, sem := len(held)+len(waiting), s.sems["pool"]; users == 0 && sem != nil || users > 0 && (sem == nil || sem.users != users || sem.limit != limit) {
+		rt.Fatalf("%d holders and waiters, semaphore record %+v", users, sem)
+	}
 	return held
 }
