@@ -150,7 +150,7 @@ func newStatus(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "%s: semaphore, %d of %d slots held\n", r.Resource, len(r.Slots), r.Limit)
 				for _, h := range r.Slots {
 					fmt.Fprintf(w, "  %s: lease %d, owner %s, operation %s, token %d, expires in %s\n",
-						h.Resources[0], h.ID, h.Owner, h.Operation, h.Token, expiresIn(&h))
+						h.Resources[0], h.ID, orDash(h.Owner), orDash(h.Operation), h.Token, expiresIn(&h))
 				}
 			} else if r.Holder == nil {
 				fmt.Fprintf(w, "%s: free\n", r.Resource)
