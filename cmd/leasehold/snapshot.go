@@ -50,7 +50,9 @@ func snapshotOutOf(file string, h cluster.BackupHeader) snapshotOut {
 		NodeID: h.NodeID, TakenAt: h.TakenAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), LastToken: h.LastToken}
 }
 
-func writeJSON(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+// printJSONOut prints a --json structure (snake_case fields, numbers as
+// numbers): the one place the output layer (issue 18) takes over.
+func printJSONOut(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
 
 func newSnapshotSave(g *globals) *cobra.Command {
 	var asJSON bool
@@ -80,7 +82,7 @@ func newSnapshotSave(g *globals) *cobra.Command {
 			}
 			out := snapshotOutOf(file, h)
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
+				return printJSONOut(cmd.OutOrStdout(), out)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "saved %s: index %d, term %d, %d bytes, sha256 %s, from node %s\n",
 				file, out.Index, out.Term, out.Size, out.SHA256, out.NodeID)
@@ -159,7 +161,7 @@ func newSnapshotInspect() *cobra.Command {
 			out.Semaphores, out.IdemKeys, out.Queues = &inv.Semaphores, &inv.IdemKeys, &inv.Queues
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(w, out)
+				return printJSONOut(w, out)
 			}
 			fmt.Fprintf(w, "file:        %s\nindex:       %d\nterm:        %d\nformat:      %d\nsize:        %d bytes\nsha256:      %s (checked)\n"+
 				"node:        %s\ntaken at:    %s\nlast token:  %d\nleases:      %d\nwaiters:     %d\nkeys:        %d\n"+
@@ -212,7 +214,7 @@ func newSnapshotRestore() *cobra.Command {
 			}{args[0], dataDir, nodeID, advertise, h.Index, floor}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(w, out)
+				return printJSONOut(w, out)
 			}
 			fmt.Fprintf(w, "restored %s (index %d) into %s: a new cluster of node %s at %s; tokens from now on are at least %d\n"+
 				"start it with: leasehold serve --data-dir %s --node-id %s --raft-addr %s\n",
