@@ -142,3 +142,34 @@ func TestSemaphoreRetry(t *testing.T) {
 		t.Fatalf("a retry took a second slot: %+v", l)
 	}
 }
+
+// Fencing is on the slot: two holders fence their own slots at once, and
+// a holder whose slot passed to a waiter is refused there, while the
+// other slot's holder is not.
+func TestSemaphoreFencesTheSlot(t *testing.T) {
+	s := New(DefaultConfig(), nil)
+	a := applyAt(s, 1, semAcq("a", "pool", 2)).Lease
+	b := applyAt(s, 2, semAcq("b", "pool", 2)).Lease
+	for _, l := range []*leasehold.Lease{a, b} {
+		if err := s.CheckFence(l.Slot(), l.Token); err != nil {
+			t.Fatalf("holder of %s: %v", l.Slot(), err)
+		}
+	}
+	if err := s.CheckFence("pool", a.Token); leasehold.CodeOf(err) != leasehold.CodeStaleToken {
+		t.Fatalf("a token checked against the semaphore's name, not its slot: %v", err)
+	}
+	w := semAcq("c", "pool", 2)
+	w.Wait = time.Minute
+	applyAt(s, 3, w)
+	applyAt(s, 4, &Expire{LeaseID: a.ID})
+	c, _ := s.Holder(a.Slot())
+	if c.Owner != "owner-c" || c.Token <= a.Token {
+		t.Fatalf("%s after the expiry: %+v", a.Slot(), c)
+	}
+	if err := s.CheckFence(a.Slot(), a.Token); leasehold.CodeOf(err) != leasehold.CodeStaleToken {
+		t.Fatalf("the expired holder's token on its old slot: %v, want stale", err)
+	}
+	if err := s.CheckFence(b.Slot(), b.Token); err != nil {
+		t.Fatalf("the other slot's holder: %v", err)
+	}
+}
