@@ -48,6 +48,11 @@ func TestSemaphoreProperties(t *testing.T) {
 			case op <= 2 || len(held) == 0:
 				n++
 				a := semAcq(fmt.Sprintf("r%d", n), "pool", limit)
+				if rapid.IntRange(0, 3).Draw(rt, "plain") == 0 {
+					// A lock on the name or a slot's name: refused while the
+					// semaphore is in use, and blocks it while held.
+					a = acq(fmt.Sprintf("r%d", n), rapid.SampledFrom([]string{"pool", "pool#1", "pool#2"}).Draw(rt, "lock"))
+				}
 				a.Attempt = "t"
 				if rapid.Bool().Draw(rt, "wait") {
 					a.Wait = time.Minute
@@ -81,7 +86,7 @@ func TestSemaphoreProperties(t *testing.T) {
 				}
 			}
 			r := s.Apply(ix, &Batch{Time: t0 + int64(ix), Cmds: []Command{c}})[0]
-			if a, ok := c.(*Acquire); ok && r.Queued {
+			if a, ok := c.(*Acquire); ok && r.Queued && a.Limit > 0 {
 				queue = append(queue, a.Key())
 			}
 			// Waits that ended leave the model's queue; grants to waiters
@@ -108,7 +113,11 @@ func TestSemaphoreProperties(t *testing.T) {
 				}
 				s = restored
 			}
-			held = checkSemaphore(rt, s, limit, queue, lastToken)
+			checkSemaphore(rt, s, limit, queue, lastToken)
+			held = nil
+			for _, l := range s.Leases(0, 1000, "") {
+				held = append(held, &l)
+			}
 		}
 	})
 }
@@ -116,10 +125,41 @@ func TestSemaphoreProperties(t *testing.T) {
 // secretOfOwner is the secret of the acquire semAcq made for owner.
 func secretOfOwner(owner string) [32]byte { return secret(owner[len("owner-"):]) }
 
-// checkSemaphore checks the invariants on "pool" and returns its holders.
-func checkSemaphore(rt *rapid.T, s *State, limit int, queue []string, lastToken map[string]uint64) []*leasehold.Lease {
-	var held []*leasehold.Lease
-	slots := map[string]bool{}
+// checkSemaphore checks the invariants on "pool", which may also be
+// locked (by name or a slot's name) while it is no semaphore.
+func checkSemaphore(rt *rapid.T, s *State, limit int, queue []string, lastToken map[string]uint64) {
+	// Its names: "pool" and its slots' (with a limit of 1, "pool#2" is
+	// just another name).
+	names := map[string]bool{"pool": true}
+	for i := 1; i <= limit; i++ {
+		names[leasehold.SlotName("pool", i)] = true
+	}
+	semLeases, plain := 0, 0
+	for _, l := range s.Leases(0, 1000, "") {
+		if l.Semaphore == "" {
+			if names[l.Resources[0]] {
+				plain++
+			}
+			continue
+		}
+		semLeases++
+		if l.Semaphore != "pool" || l.Limit != limit {
+			rt.Fatalf("lease %d holds %q of %q (limit %d)", l.ID, l.Slot(), l.Semaphore, l.Limit)
+		}
+	}
+	semWaiters, plainWaiters := 0, 0
+	for _, w := range s.waiters {
+		if w.Limit > 0 {
+			semWaiters++
+		} else if names[w.Resources[0]] {
+			plainWaiters++
+		}
+	}
+	inUse := semLeases+semWaiters > 0
+	if inUse && plain+plainWaiters > 0 {
+		rt.Fatalf("the semaphore is in use (%d holders, %d waiters) beside %d locks and %d lock waiters on its names",
+			semLeases, semWaiters, plain, plainWaiters)
+	}
 	free := false
 	for i := 1; i <= limit; i++ {
 		slot := leasehold.SlotName("pool", i)
@@ -129,36 +169,32 @@ func checkSemaphore(rt *rapid.T, s *State, limit int, queue []string, lastToken 
 			free = free || !blocked
 			continue
 		}
+		if l.Semaphore == "" {
+			free = false // a lock holds it: no slot to give until it ends
+			continue
+		}
 		if blocked {
 			rt.Fatalf("slot %s was granted during its lock-delay", slot)
 		}
-		if l.Slot() != slot || l.Semaphore != "pool" || l.Limit != limit {
-			rt.Fatalf("slot %s is held by a lease that names slot %q of %q (limit %d)", slot, l.Slot(), l.Semaphore, l.Limit)
+		if l.Slot() != slot {
+			rt.Fatalf("slot %s is held by a lease that names slot %q", slot, l.Slot())
 		}
-		if slots[slot] {
-			rt.Fatalf("slot %s held twice", slot)
-		}
-		slots[slot] = true
 		if l.Token < lastToken[slot] {
 			rt.Fatalf("slot %s: token %d after %d", slot, l.Token, lastToken[slot])
 		}
 		lastToken[slot] = l.Token
-		held = append(held, &l)
 	}
-	all := s.Leases(0, 1000, "")
-	if len(all) != len(held) || len(held) > limit {
-		rt.Fatalf("%d leases, %d of them on the semaphore's slots (limit %d)", len(all), len(held), limit)
+	if semLeases > limit {
+		rt.Fatalf("%d holders of a semaphore of %d", semLeases, limit)
 	}
-	waiting := s.Waiters("pool")
-	if len(waiting) != len(queue) {
-		rt.Fatalf("%d waiters, the model has %d", len(waiting), len(queue))
+	if semWaiters != len(queue) {
+		rt.Fatalf("%d waiters, the model has %d", semWaiters, len(queue))
 	}
-	if free && len(waiting) > 0 {
-		rt.Fatalf("%d waiters behind a free slot", len(waiting))
+	if free && semWaiters > 0 {
+		rt.Fatalf("%d waiters behind a free slot", semWaiters)
 	}
 	// The name is a semaphore exactly while someone holds or awaits it.
-	if users, sem := len(held)+len(waiting), s.sems["pool"]; users == 0 && sem != nil || users > 0 && (sem == nil || sem.users != users || sem.limit != limit) {
+	if users, sem := semLeases+semWaiters, s.sems["pool"]; users == 0 && sem != nil || users > 0 && (sem == nil || sem.users != users || sem.limit != limit) {
 		rt.Fatalf("%d holders and waiters, semaphore record %+v", users, sem)
 	}
-	return held
 }
