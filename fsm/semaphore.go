@@ -54,11 +54,15 @@ func decodeLimit(d *decoder) int {
 	return int(min(d.uvarint(), math.MaxInt32))
 }
 
-// semaphore is a name in use as a semaphore: its limit, and how many
-// leases hold or waiters await one of its slots (it is forgotten at 0).
+// semaphore is a name in use as a semaphore: its limit, how many leases
+// hold or waiters await one of its slots (it is forgotten at 0), and
+// which slots are held (taken[i-1] for slot i), so that finding a free
+// slot looks up no names.
 type semaphore struct {
 	limit int
 	users int
+	held  int
+	taken []bool
 }
 
 // validateSemaphore adds a semaphore acquire's own rules to an acquire's.
@@ -135,15 +139,32 @@ func (s *State) slotOf(resource string) (string, int) {
 }
 
 // freeSlot is the lowest slot of the semaphore that nobody holds and that
-// is out of lock-delay, or 0 if there is none.
+// is out of lock-delay, or 0 if there is none. The slot names are built in
+// the scratch buffer, so a scan of many slots allocates nothing.
+//
+// A semaphore in use knows its held slots (no other lease can hold one:
+// semConflict), so only lock-delays are looked up by name; a new one looks
+// up each slot's name.
 func (s *State) freeSlot(name string, limit int) int {
+	sem := s.sems[name]
+	if sem != nil && sem.held >= limit {
+		return 0
+	}
+	b := append(append(s.scratch.b[:0], name...), '#')
+	n := len(b)
+	defer func() { s.scratch.b = b[:0] }()
 	for i := 1; i <= limit; i++ {
-		slot := leasehold.SlotName(name, i)
-		if _, held := s.holders[slot]; held {
+		if sem != nil && sem.taken[i-1] {
 			continue
 		}
-		if _, blocked := s.blocks[slot]; blocked {
-			continue
+		if sem == nil || len(s.blocks) > 0 {
+			b = strconv.AppendInt(b[:n], int64(i), 10)
+			if _, held := s.holders[string(b)]; held && sem == nil {
+				continue
+			}
+			if _, blocked := s.blocks[string(b)]; blocked {
+				continue
+			}
 		}
 		return i
 	}
@@ -168,10 +189,30 @@ func (s *State) semBlocker(name string, limit int, w *waiter) error {
 func (s *State) semJoin(name string, limit int) {
 	sem := s.sems[name]
 	if sem == nil {
-		sem = &semaphore{limit: limit}
+		sem = &semaphore{limit: limit, taken: make([]bool, limit)}
 		s.sems[name] = sem
 	}
 	sem.users++
+}
+
+// semTake marks slot i (1..limit) of a joined semaphore held; semFree
+// counts the holder l out of its slot and the semaphore.
+func (s *State) semTake(name string, i int) {
+	sem := s.sems[name]
+	sem.taken[i-1] = true
+	sem.held++
+}
+
+func (s *State) semFree(l *lease) {
+	sem := s.sems[l.Semaphore]
+	if sem == nil {
+		return
+	}
+	if _, i := s.slotOf(l.Resources[0]); i > 0 {
+		sem.taken[i-1] = false
+	}
+	sem.held--
+	s.semLeave(l.Semaphore)
 }
 
 func (s *State) semLeave(name string) {

@@ -54,9 +54,11 @@ func readSems(s *State, d *decoder, v byte) error {
 		}
 		l.Semaphore, l.Limit = name, limit
 		s.semJoin(name, limit)
-		if n, _ := s.slotOf(l.Resources[0]); n != name {
+		n, i := s.slotOf(l.Resources[0])
+		if n != name {
 			return errCorrupt
 		}
+		s.semTake(name, i)
 	}
 	for range d.count(2) {
 		key, limit := d.str(), decodeLimit(d)

@@ -361,8 +361,10 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 	resources := c.Resources
 	if c.Limit > 0 {
 		name := c.Resources[0]
-		resources = []string{leasehold.SlotName(name, s.freeSlot(name, c.Limit))}
+		i := s.freeSlot(name, c.Limit)
+		resources = []string{leasehold.SlotName(name, i)}
 		s.semJoin(name, c.Limit)
+		s.semTake(name, i)
 	}
 	l := &lease{
 		Lease: leasehold.Lease{
@@ -563,7 +565,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 		}
 	}
 	if l.Semaphore != "" {
-		s.semLeave(l.Semaphore)
+		s.semFree(l)
 	}
 	view := l.Lease
 	s.obs.Ended(&view, why)
