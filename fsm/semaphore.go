@@ -110,11 +110,14 @@ func (s *State) semConflict(c *Acquire) error {
 		return leasehold.Errorf(leasehold.CodeConflict,
 			"%q is held or awaited as a lock, so it cannot be a semaphore; choose another name", name)
 	}
+	b := append(append(s.scratch.b[:0], name...), '#') // no allocation per slot
+	n := len(b)
+	defer func() { s.scratch.b = b[:0] }()
 	for i := 1; i <= c.Limit; i++ {
-		slot := leasehold.SlotName(name, i)
-		if _, held := s.holders[slot]; held || len(s.queues[slot]) > 0 {
+		b = strconv.AppendInt(b[:n], int64(i), 10)
+		if _, held := s.holders[string(b)]; held || len(s.queues[string(b)]) > 0 {
 			return leasehold.Errorf(leasehold.CodeConflict,
-				"%q, slot %d of semaphore %q, is held or awaited as a lock; choose another name", slot, i, name)
+				"%q, slot %d of semaphore %q, is held or awaited as a lock; choose another name", string(b), i, name)
 		}
 	}
 	return nil
