@@ -226,7 +226,7 @@ func (s *State) semLeave(name string) {
 	}
 }
 
-// wakeNames maps the resources freed to the queues to look at: a slot's
+// wakeName is the queue to look at when resource r frees: a slot's
 // waiters wait on its semaphore's name.
 func (s *State) wakeName(r string) string {
 	if name, _ := s.slotOf(r); name != "" {
@@ -242,8 +242,8 @@ func (s *State) Semaphore(name string) (limit int, slots []leasehold.Lease, ok b
 	if sem == nil {
 		return 0, nil, false
 	}
-	for i := 1; i <= sem.limit; i++ {
-		if l, held := s.Holder(leasehold.SlotName(name, i)); held {
+	for i, taken := range sem.taken {
+		if l, held := s.Holder(leasehold.SlotName(name, i+1)); taken && held {
 			slots = append(slots, l)
 		}
 	}
