@@ -243,7 +243,10 @@ func (s *State) Semaphore(name string) (limit int, slots []leasehold.Lease, ok b
 		return 0, nil, false
 	}
 	for i, taken := range sem.taken {
-		if l, held := s.Holder(leasehold.SlotName(name, i+1)); taken && held {
+		if !taken {
+			continue
+		}
+		if l, held := s.Holder(leasehold.SlotName(name, i+1)); held {
 			slots = append(slots, l)
 		}
 	}
