@@ -43,6 +43,7 @@ var commands = [...]struct {
 	KindGroupLeave:   {"group-leave", func() Command { return new(GroupLeave) }},
 	KindGroupRevoked: {"group-revoked", func() Command { return new(GroupRevoked) }},
 	KindGroupLapse:   {"group-lapse", func() Command { return new(GroupLapse) }},
+	KindSemAcquire:   {"sem-acquire", func() Command { return new(SemAcquire) }},
 }
 
 // newCommand returns an empty command of kind k, or nil if k is unknown.

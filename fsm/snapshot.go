@@ -29,10 +29,12 @@ import (
 // Version 8 adds the keyed queues (snapshot_queue.go).
 //
 // Version 9 adds the partition groups (snapshot_groups.go).
+//
+// Version 10 adds the semaphores (snapshot_sem.go).
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = 9
+	snapVersion = 10
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -65,6 +67,7 @@ var sections = [...]section{
 	{"idem", 7, writeIdem, readIdem},
 	{"queues", 8, writeQueues, readQueues},
 	{"groups", 9, writeGroups, readGroups},
+	{"semaphores", 10, writeSems, readSems},
 }
 
 // Snapshot encodes the whole state.

@@ -189,6 +189,7 @@ var required = map[string]Role{
 	"/leasehold.v1.Groups/Assignments":     RoleWorker, // within its prefixes: the handler checks them
 	"/leasehold.v1.Admin/Audit":            RoleOperator,
 	"/leasehold.v1.Admin/ForceRelease":     RoleAdmin,
+	"/leasehold.v1.Admin/Snapshot":         RoleAdmin,
 	"/leasehold.v1.Cluster/Members":        RoleOperator,
 	"/leasehold.v1.Cluster/Status":         RoleOperator,
 	"/leasehold.v1.Cluster/AddVoter":       RoleAdmin,

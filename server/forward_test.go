@@ -9,11 +9,12 @@ import (
 )
 
 // answeredLocally are the procedures every node answers itself: the
-// members it knows, and a status it gathers from every member; and the
-// streams, which any node serves from its own history.
+// members it knows, a status it gathers from every member, a backup of its
+// own state; and the streams, which any node serves from its own history.
 var answeredLocally = map[string]bool{
 	"/leasehold.v1.Cluster/Members":    true,
 	"/leasehold.v1.Cluster/Status":     true,
+	"/leasehold.v1.Admin/Snapshot":     true, // this node's own state, streamed
 	"/leasehold.v1.Groups/Assignments": true,
 }
 

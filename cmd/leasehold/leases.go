@@ -17,6 +17,7 @@ type acquireFlags struct {
 	ttl, wait, lockDelay, maxHold time.Duration
 	owner, operation              string
 	metadata                      []string
+	limit                         int
 	out                           *output
 }
 
@@ -61,14 +62,14 @@ func newAcquire(g *globals) *cobra.Command {
 			defer cancel()
 			l, err := c.AcquireMany(ctx, args, client.TTL(f.ttl), client.Wait(f.wait),
 				client.Owner(f.owner), client.Operation(f.operation), client.LockDelay(f.lockDelay),
-				client.MaxHold(f.maxHold), client.Metadata(md), client.ManualRenew())
+				client.MaxHold(f.maxHold), client.Metadata(md), client.ManualRenew(), client.Semaphore(f.limit))
 			if err != nil {
 				return err
 			}
 			deadline := l.Deadline()
 			a := cliout.Acquired{
 				LeaseID: l.ID(), Secret: l.Secret(), Token: l.Token(), Resources: l.Resources(),
-				TTL: cliout.Dur(f.ttl), ExpiresIn: cliout.Dur(f.ttl),
+				Slot: l.Slot(), Limit: f.limit, TTL: cliout.Dur(f.ttl), ExpiresIn: cliout.Dur(f.ttl),
 				SafeDeadline: cliout.Time(deadline), SafeFor: cliout.Dur(time.Until(deadline)),
 			}
 			return f.out.print(cmd.OutOrStdout(), a, func(w io.Writer) error {
@@ -78,6 +79,9 @@ func newAcquire(g *globals) *cobra.Command {
 					"            expiry by the request's round trip and a clock-drift allowance; stop work by then\n",
 					a.LeaseID, a.Secret, a.Token, strings.Join(a.Resources, ", "), a.ExpiresIn,
 					deadline.Format("15:04:05.000"), a.SafeFor)
+				if err == nil && a.Slot != "" {
+					_, err = fmt.Fprintf(w, "slot:       %s of %d (fence the slot with the token)\n", a.Slot, a.Limit)
+				}
 				return err
 			})
 		},
@@ -90,6 +94,7 @@ func newAcquire(g *globals) *cobra.Command {
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the holder does (shown to operators)")
 	fl.StringArrayVar(&f.metadata, "metadata", nil, "KEY=VALUE shown to operators with the lease (repeatable)")
+	fl.IntVar(&f.limit, "limit", 0, "make RESOURCE a semaphore of this many concurrent holders (0: a lock)")
 	f.out = addOutput(cmd)
 	return cmd
 }
@@ -195,7 +200,13 @@ func newStatus(g *globals) *cobra.Command {
 			if out.JSON() {
 				return writeJSON(w, cliout.FromResource(r))
 			}
-			if r.Holder == nil {
+			if r.Limit > 0 {
+				fmt.Fprintf(w, "%s: semaphore, %d of %d slots held\n", r.Resource, len(r.Slots), r.Limit)
+				for _, h := range r.Slots {
+					fmt.Fprintf(w, "  %s: lease %d, owner %s, operation %s, token %d, expires in %s\n",
+						h.Resources[0], h.ID, orDash(h.Owner), orDash(h.Operation), h.Token, expiresIn(&h))
+				}
+			} else if r.Holder == nil {
 				fmt.Fprintf(w, "%s: free\n", r.Resource)
 			} else {
 				h := r.Holder

@@ -94,6 +94,7 @@ func newRoot() *cobra.Command {
 		newRecover(),
 		newExitCodesHelp(),
 		newVersion(),
+		newSnapshot(g),
 	)
 	root.Version = versionLine(buildVersion())
 	root.SetVersionTemplate("{{.Version}}\n")

@@ -24,6 +24,7 @@ type runFlags struct {
 	lockDelay, maxHold time.Duration
 	owner, operation   string
 	cgroup             string
+	limit              int
 	out                *output
 }
 
@@ -40,7 +41,9 @@ never runs while someone else may hold the lease. A watchdog process holds that
 deadline too, so this holds even if run itself is stopped or killed. On CMD's
 exit the lease is released and run exits with CMD's status: 124 if CMD had to
 be stopped, 125 if the lease could not be had, 126 if CMD is not executable,
-127 if it was not found (leasehold help exit-codes).`,
+127 if it was not found (leasehold help exit-codes). With --limit N, RESOURCE
+is a semaphore of N holders: LEASEHOLD_RESOURCE is then the slot held
+(RESOURCE#i), the name to fence with LEASEHOLD_TOKEN.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
@@ -64,6 +67,7 @@ be stopped, 125 if the lease could not be had, 126 if CMD is not executable,
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")
 	durationVar(fl, &f.lockDelay, "lock-delay", 0, "keep the resource blocked this long after an expiry")
 	durationVar(fl, &f.maxHold, "max-hold", 0, "end the lease (and stop CMD) at this age however often it is renewed")
+	fl.IntVar(&f.limit, "limit", 0, "make RESOURCE a semaphore of this many concurrent holders (0: a lock)")
 	f.out = addOutput(cmd)
 	return cmd
 }
@@ -120,17 +124,21 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 	// The child's being alive is the progress: renew without progress notes.
 	actx, cancel := g.ctx(ctx, f.wait)
 	l, err := c.Acquire(actx, resource, client.TTL(f.ttl), client.Wait(f.wait), client.Owner(f.owner),
-		client.Operation(f.operation), client.LockDelay(f.lockDelay), client.MaxHold(f.maxHold), client.ProgressTimeout(0))
+		client.Operation(f.operation), client.LockDelay(f.lockDelay), client.MaxHold(f.maxHold), client.ProgressTimeout(0), client.Semaphore(f.limit))
 	cancel()
 	if err != nil {
 		return noLease(err)
 	}
 	res.LeaseID, res.Token = l.ID(), l.Token()
+	fenced := resource
+	if l.Slot() != "" {
+		fenced = l.Slot() // a semaphore's holder fences its slot
+	}
 	return guarded(l, guardedChild{
 		name: "run", what: fmt.Sprintf("the lease on %q", resource), argv: argv,
 		env: []string{
 			"LEASEHOLD_TOKEN=" + strconv.FormatUint(l.Token(), 10),
-			"LEASEHOLD_RESOURCE=" + resource,
+			"LEASEHOLD_RESOURCE=" + fenced,
 			"LEASEHOLD_LEASE_ID=" + strconv.FormatUint(l.ID(), 10),
 		},
 		ttl: f.ttl, grace: f.grace, noCgroup: f.cgroup == "off",

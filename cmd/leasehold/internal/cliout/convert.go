@@ -18,6 +18,7 @@ func FromLease(l *client.LeaseInfo) *Lease {
 		TTL: DurSet(l.TTL), LockDelay: DurSet(l.LockDelay), MaxHold: DurSet(l.MaxHold), Metadata: l.Metadata,
 		AcquiredAt: Time(l.AcquiredAt), RenewedAt: Time(l.RenewedAt), RenewCount: l.RenewCount,
 		Progress: l.Progress, ProgressAt: Time(l.ProgressAt), ExpiresIn: DurIf(l.ExpiresIn, l.ExpiresKnown),
+		Semaphore: l.Semaphore, Limit: l.Limit,
 	}
 }
 
@@ -41,7 +42,11 @@ func fromWaiters(ws []client.Waiter) []Waiter {
 
 // FromResource is status's output.
 func FromResource(r *client.ResourceInfo) Resource {
-	return Resource{Resource: r.Resource, Holder: FromLease(r.Holder), Waiters: fromWaiters(r.Waiters), LockDelay: DurSet(r.LockDelay)}
+	out := Resource{Resource: r.Resource, Holder: FromLease(r.Holder), Waiters: fromWaiters(r.Waiters), LockDelay: DurSet(r.LockDelay), Limit: r.Limit}
+	for i := range r.Slots {
+		out.Slots = append(out.Slots, *FromLease(&r.Slots[i]))
+	}
+	return out
 }
 
 // FromLock is one resource of locks.

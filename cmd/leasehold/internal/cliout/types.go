@@ -20,6 +20,10 @@ type Lease struct {
 	RenewCount uint64            `json:"renew_count"`
 	Progress   string            `json:"progress,omitempty"`
 	ProgressAt string            `json:"progress_at,omitempty"` // leader's wall clock
+	// Semaphore and Limit are set for a semaphore's holder: the semaphore's
+	// name (its one resource is the slot) and how many may hold it.
+	Semaphore string `json:"semaphore,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
 	// ExpiresIn is the server's countdown (the leader's monotonic clock),
 	// left out when the answering node does not know it.
 	ExpiresIn string `json:"expires_in,omitempty"`
@@ -40,6 +44,8 @@ type Acquired struct {
 	Secret       string   `json:"secret"`
 	Token        uint64   `json:"token"`
 	Resources    []string `json:"resources"`
+	Slot         string   `json:"slot,omitempty"`  // a semaphore's: the slot held, the name to fence
+	Limit        int      `json:"limit,omitempty"` // a semaphore's limit
 	TTL          string   `json:"ttl"`
 	ExpiresIn    string   `json:"expires_in"`
 	SafeDeadline string   `json:"safe_deadline"`
@@ -75,6 +81,10 @@ type Resource struct {
 	Holder    *Lease   `json:"holder,omitempty"` // left out when free
 	Waiters   []Waiter `json:"waiters"`
 	LockDelay string   `json:"lock_delay,omitempty"` // blocked after an expiry
+	// Limit and Slots are set for a semaphore in use: its limit and the
+	// holders of its slots.
+	Limit int     `json:"limit,omitempty"`
+	Slots []Lease `json:"slots,omitempty"`
 }
 
 // Lock is one resource as operators see it: locks, locks show.
