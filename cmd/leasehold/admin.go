@@ -269,7 +269,8 @@ func newForceRelease(g *globals) *cobra.Command {
 			"holder is not told and may still be writing: only resources that check fencing tokens\n" +
 			"are safe from it. The actor (your identity), the reason, the time, the lease and its\n" +
 			"token go to the replicated audit log (leasehold audit). Asks for confirmation unless\n" +
-			"--yes; without a terminal it needs --yes. Needs the admin role.",
+			"--yes; without a terminal it needs --yes. Needs the admin role.\n" +
+			"What can go wrong, and when to force: " + runbookForceRelease + ".",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeResources(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -304,7 +305,8 @@ func newForceRelease(g *globals) *cobra.Command {
 			fmt.Fprintf(w, "About to force the release of %s:\n", resource)
 			printLock(w, l)
 			fmt.Fprintf(w, "\nRisk: the holder is not told and may still be writing. Only resources that check the\n"+
-				"fencing token are safe from it (they refuse token %d once a newer holder writes).\n", h.Token)
+				"fencing token are safe from it (they refuse token %d once a newer holder writes).\n"+
+				"Read before you force: %s\n", h.Token, runbookForceRelease)
 			if len(h.Resources) > 1 {
 				fmt.Fprintf(w, "The whole lease ends: it also frees %s.\n", strings.Join(h.Resources, ", "))
 			}

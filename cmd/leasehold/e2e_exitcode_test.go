@@ -54,8 +54,13 @@ func TestExitCodes(t *testing.T) {
 	}
 	// force-release with stdin /dev/null (not a terminal) says why and
 	// released nothing.
-	if r := n.lh("force-release", "ex/held", "--lease", id, "--reason", "test"); !strings.Contains(r.stderr, "needs a terminal; pass --yes") {
+	// Before it asks, it points to the runbook's section on the risk.
+	r := n.lh("force-release", "ex/held", "--lease", id, "--reason", "test")
+	if !strings.Contains(r.stderr, "needs a terminal; pass --yes") {
 		t.Errorf("force-release with stdin /dev/null: want a refusal naming --yes:\n%s", r)
+	}
+	if !strings.Contains(r.stdout, "docs/runbook.md#force-release") {
+		t.Errorf("force-release does not point to docs/runbook.md#force-release before asking:\n%s", r)
 	}
 	if g := n.status("ex/held"); g.Holder == nil || g.Holder.LeaseID != held.LeaseID {
 		t.Errorf("after force-release without a terminal or --yes, ex/held is held by %+v, want lease %d", g.Holder, held.LeaseID)
