@@ -105,6 +105,32 @@ func FromConnect(err error) error {
 	return &leasehold.Error{Code: leasehold.CodeUnknown, Message: ce.Message()}
 }
 
+// relayedHeaders are the headers of an error answer a node passes on when it
+// relays another node's answer: leasehold's own code, and a backoff hint.
+var relayedHeaders = []string{codeHeader, "Retry-After"}
+
+// Relayed makes err, an error answer received from another node (a
+// forwarded request's), one a handler can return as its own. connect-go
+// does not echo a received error's metadata, which holds leasehold's own
+// code: without it a lost compare-and-swap would reach the client as a
+// stale token (both are Aborted). Other errors are returned unchanged.
+func Relayed(err error) error {
+	var we *connect.Error
+	if !connect.IsWireError(err) || !errors.As(err, &we) {
+		return err
+	}
+	ce := connect.NewError(we.Code(), errors.New(we.Message()))
+	for _, d := range we.Details() {
+		ce.AddDetail(d)
+	}
+	for _, h := range relayedHeaders {
+		if v := we.Meta().Get(h); v != "" {
+			ce.Meta().Set(h, v)
+		}
+	}
+	return ce
+}
+
 // ToBatchError is ToConnect for one operation of a Batch: the same Connect
 // code, by the name the unary calls and the README use
 // ("invalid_argument", "already_exists", ...), and the same message,

@@ -178,13 +178,17 @@ func forwarded[T any](f *forwarder, in connect.AnyRequest, msg *T) *connect.Requ
 	return r
 }
 
-// relay passes on the leader's answer to a forwarded request. A failure to
+// relay passes on the leader's answer to a forwarded request, error
+// headers included (api.Relayed). A failure to
 // reach the leader (a reset link, a leader that just died) becomes
 // Unavailable, which clients retry with the same request ID, instead of
 // the Canceled that connect reports for a broken connection.
 func relay[T any](r *connect.Response[T], err error) (*connect.Response[T], error) {
-	if err == nil || connect.IsWireError(err) {
-		return r, err
+	if err == nil {
+		return r, nil
+	}
+	if connect.IsWireError(err) {
+		return nil, api.Relayed(err)
 	}
 	return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("forwarding to the leader failed: %v; retry", err))
 }

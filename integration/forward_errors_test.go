@@ -1,0 +1,65 @@
+package integration
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/internal/testcluster"
+)
+
+// A follower passes on the leader's error answers whole: the same status
+// and the same leasehold code (Leasehold-Error-Code), by which clients
+// tell a lost compare-and-swap (version_mismatch) from a stale token —
+// both are Aborted on the wire.
+func TestForwardedErrorsKeepTheirCode(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	lead := c.WaitLeader(10 * time.Second)
+	follower := (lead + 1) % 3
+	hc := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	t.Cleanup(hc.CloseIdleConnections)
+	call := func(node int, procedure, body string) (status int, code, answer string) {
+		t.Helper()
+		resp, err := hc.Post(c.URL(node)+procedure, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return resp.StatusCode, resp.Header.Get("Leasehold-Error-Code"), string(b)
+	}
+	if status, _, answer := call(lead, "/leasehold.v1.KV/Put", `{"key":"fwd/k","value":"MQ=="}`); status != 200 {
+		t.Fatalf("put: %d %s", status, answer)
+	}
+	cases := []struct{ name, procedure, body, want string }{
+		{"put if absent on a key that exists", "/leasehold.v1.KV/Put", `{"key":"fwd/k","value":"Mg==","ifVersion":"0"}`, "version_mismatch"},
+		{"put at an old version", "/leasehold.v1.KV/Put", `{"key":"fwd/k","value":"Mg==","ifVersion":"1"}`, "version_mismatch"},
+		{"release of a lease that does not exist", "/leasehold.v1.Leases/Release", `{"leaseId":"999999","secret":"00112233445566778899aabbccddeeff"}`, "not_found"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ls, lcode, lanswer := call(lead, tc.procedure, tc.body)
+			if lcode != tc.want {
+				t.Fatalf("the leader answers %d with code %q (%s), want code %q", ls, lcode, lanswer, tc.want)
+			}
+			fs, fcode, fanswer := call(follower, tc.procedure, tc.body)
+			if fs != ls || fcode != lcode {
+				t.Fatalf("through a follower: %d %q (%s); from the leader: %d %q (%s)", fs, fcode, fanswer, ls, lcode, lanswer)
+			}
+		})
+	}
+
+	// The Go client through a follower: a lost compare-and-swap is a
+	// version mismatch, not a stale token.
+	via := newTestClient(t, time.Second, c.URL(follower))
+	_, err := via.Put(ctxFor(t, 10*time.Second), "fwd/k", []byte("3"), client.IfVersion(0))
+	if !errors.Is(err, leasehold.ErrVersionMismatch) {
+		t.Fatalf("put if absent through a follower: %v (code %s), want %v", err, leasehold.CodeOf(err), leasehold.ErrVersionMismatch)
+	}
+}
