@@ -85,6 +85,7 @@ func newRoot() *cobra.Command {
 		newRun(g), newWatchdog(),
 		newElect(g), newElections(g),
 		newBench(g),
+		newDoctor(g),
 		newCluster(g),
 		newLocks(g), newForceRelease(g), newAudit(g),
 		newIdem(g),
