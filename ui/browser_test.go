@@ -322,7 +322,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	})
 
 	t.Run("an operator sees but cannot force a release", func(t *testing.T) {
-		acquire(t, n, "jobs/op", "worker-4", "0123456789abcdef0123456789abcdef")
+		op := acquire(t, n, "jobs/op", "worker-4", "0123456789abcdef0123456789abcdef")
 		ctx := newContext()
 		login(t, ctx, n, operatorTok)
 		pollText(t, ctx, "#lease-rows", "jobs/op")
@@ -339,6 +339,22 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Fatal("an operator is shown the forced-release button")
 		}
 		shot(t, ctx, "operator-force-release")
+
+		// The POST itself, from the operator's own session with its form
+		// token (the logout form carries one): the API refuses it.
+		post := fmt.Sprintf(`fetch("/ui/force-release", {method: "POST", body: new URLSearchParams({
+			csrf: document.querySelector("input[name=csrf]").value, resource: "jobs/op", lease_id: "%d",
+			confirm: "jobs/op", reason: "operator tries"})}).then(async r => r.status + " " + await r.text())`, op.Lease.ID)
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](post, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(got, "403 ") || !strings.Contains(got, "permission_denied") {
+			t.Fatalf("the operator's forced release was answered %.300s", got)
+		}
+		if status, body := call(t, n, operatorTok, "/leasehold.v1.Leases/Get", `{"resource":"jobs/op"}`, nil); status != http.StatusOK || !strings.Contains(body, "worker-4") {
+			t.Fatalf("after the operator's refused POST, jobs/op is not held by worker-4: HTTP %d %s", status, body)
+		}
 	})
 	if d := time.Since(start); d > 60*time.Second {
 		t.Errorf("the browser tests took %v; keep them under a minute", d)
