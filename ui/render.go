@@ -21,8 +21,9 @@ type page struct {
 }
 
 var funcs = template.FuncMap{
-	"dur":  fmtDur,
-	"when": func(t time.Time) string { return fmtTime(t) },
+	"views": func() []view { return views },
+	"dur":   fmtDur,
+	"when":  func(t time.Time) string { return fmtTime(t) },
 }
 
 // parse builds each page as the layout plus its own file; a page file may

@@ -59,6 +59,19 @@ type Config struct {
 	Samples     int
 }
 
+// A view is one entry of the menu. A primitive a node does not serve has
+// no view: queues and partition groups get theirs with their APIs.
+type view struct{ Nav, Title, Path string }
+
+var views = []view{
+	{"leases", "Leases", "/ui/leases"},
+	{"elections", "Elections", "/ui/elections"},
+	{"idempotency", "Idempotency keys", "/ui/idempotency"},
+	{"cluster", "Cluster", "/ui/cluster"},
+	{"audit", "Audit log", "/ui/audit"},
+	{"charts", "Charts", "/ui/charts"},
+}
+
 // Dashboard is the http.Handler of /ui/.
 type Dashboard struct {
 	cfg      Config
