@@ -38,12 +38,25 @@ func TestDashboardShowsNoDataWithoutAnOperatorToken(t *testing.T) {
 			t.Errorf("GET %s with an operator's token: HTTP %d, want 200", path, status)
 		}
 	}
+	// A live fragment polled after the session ended says so in place
+	// (htmx swaps it in), still without data.
+	req, _ := http.NewRequest("GET", n.URL+"/ui/leases/rows", nil)
+	req.Header.Set("HX-Request", "true")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "session has ended") || strings.Contains(string(b), "owner-only-operators-see") {
+		t.Fatalf("a polled fragment without a session: HTTP %d:\n%s", resp.StatusCode, b)
+	}
 	if _, body := get(t, n, operatorTok, "/ui/leases/rows"); !strings.Contains(body, "owner-only-operators-see") {
 		t.Fatalf("the operator's leases rows lack the holder:\n%s", body)
 	}
-	req, _ := http.NewRequest("POST", n.URL+"/ui/force-release", strings.NewReader("resource=jobs/report&lease_id=4&confirm=jobs/report&reason=x"))
+	req, _ = http.NewRequest("POST", n.URL+"/ui/force-release", strings.NewReader("resource=jobs/report&lease_id=4&confirm=jobs/report&reason=x"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := hc.Do(req)
+	resp, err = hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

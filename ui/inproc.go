@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -25,6 +26,13 @@ func (c inProcess) Do(req *http.Request) (*http.Response, error) {
 	w := &pipeWriter{header: http.Header{}, body: pw, sent: make(chan struct{})}
 	go func() {
 		defer func() {
+			// As net/http would, a panicking handler ends its call, not
+			// the process.
+			if p := recover(); p != nil && p != http.ErrAbortHandler {
+				w.WriteHeader(http.StatusInternalServerError)
+				pw.CloseWithError(fmt.Errorf("the API handler panicked: %v", p))
+				return
+			}
 			w.WriteHeader(http.StatusOK) // a handler that wrote nothing
 			pw.Close()
 		}()

@@ -51,6 +51,12 @@ func (d *Dashboard) viewing(h func(http.ResponseWriter, *http.Request, *session)
 			s.token = c.Value
 		}
 		v, err := d.cfg.Identify(s.token)
+		if (err != nil || !v.CanView) && r.Header.Get("HX-Request") == "true" {
+			// A live fragment whose session ended: say so in place.
+			d.clearToken(w)
+			d.fail(w, r, s, http.StatusUnauthorized, "Your session has ended: log in again.")
+			return
+		}
 		switch {
 		case err != nil && s.token == "":
 			d.loginPage(w, r, http.StatusUnauthorized, s.CSRF, "Log in with an operator or admin token to see this node.")
