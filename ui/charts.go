@@ -110,7 +110,7 @@ func (s *sampler) points(now time.Time) [][]float64 {
 	return out
 }
 
-// chart is one series drawn as an SVG polyline, server side: no script.
+// chart is one series drawn as SVG bars, server side: no script.
 type chart struct {
 	Title string
 	Last  string
@@ -125,28 +125,30 @@ func (s *sampler) charts(now time.Time, step time.Duration, steps int) []chart {
 	var out []chart
 	for i, c := range chartSeries {
 		p := pts[i]
-		top := 1.0
+		var peak float64
 		for _, v := range p {
-			top = max(top, v)
+			peak = max(peak, v)
 		}
-		var poly strings.Builder
+		top := max(peak, 1) // the scale: an idle chart stays flat
+		// One bar a step: the newest at the right edge, older ones one
+		// step further left each, over steps steps. Bars, not a line, so
+		// a single sample shows.
+		var bars strings.Builder
+		w := chartW / float64(steps)
 		for j, v := range p {
-			// The newest point sits at the right edge; older ones go left
-			// one step each, over steps steps.
-			x := chartW - float64(len(p)-1-j)*chartW/float64(steps)
-			y := chartH - v/top*(chartH-4) - 2
-			fmt.Fprintf(&poly, "%.1f,%.1f ", x, y)
+			x := chartW - float64(len(p)-j)*w
+			h := v / top * (chartH - 4)
+			fmt.Fprintf(&bars, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f"/>`, x+0.5, chartH-2-h, max(w-1, 1), h)
 		}
 		last := 0.0
 		if len(p) > 0 {
 			last = p[len(p)-1]
 		}
 		svg := fmt.Sprintf(`<svg class="chart" viewBox="0 0 %.0f %.0f" role="img" aria-label="%s over the last %s">`+
-			`<line x1="0" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#ccc"/>`+
-			`<polyline fill="none" stroke="#2563eb" stroke-width="2" points="%s"/></svg>`,
+			`<line x1="0" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#ccc"/><g fill="#2563eb">%s</g></svg>`,
 			chartW, chartH, template.HTMLEscapeString(c.Title), fmtDur(step*time.Duration(steps)),
-			chartH-2, chartW, chartH-2, strings.TrimSpace(poly.String()))
-		out = append(out, chart{Title: c.Title, Last: fmt.Sprint(last), Max: fmt.Sprint(top), SVG: template.HTML(svg)})
+			chartH-2, chartW, chartH-2, bars.String())
+		out = append(out, chart{Title: c.Title, Last: fmt.Sprint(last), Max: fmt.Sprint(peak), SVG: template.HTML(svg)})
 	}
 	return out
 }

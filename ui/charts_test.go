@@ -53,7 +53,7 @@ func TestSamplerKeepsAnHourOfPerStepIncreases(t *testing.T) {
 		t.Fatalf("waiting acquires at the last step: %v, want %d (a gauge is charted as sampled)", w[59], 99%7)
 	}
 	cs := s.charts(t0.Add(100*time.Minute), time.Minute, 60)
-	if len(cs) != len(chartSeries) || !strings.Contains(string(cs[0].SVG), "<polyline") || cs[0].Last != "5" {
+	if len(cs) != len(chartSeries) || strings.Count(string(cs[0].SVG), "<rect") != 61 || cs[0].Last != "5" {
 		t.Fatalf("charts: %+v", cs[0])
 	}
 }
