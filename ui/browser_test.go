@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -166,8 +167,37 @@ func TestDashboardInABrowser(t *testing.T) {
 	newContext := browser(t)
 	const secret = "5ec4e75ec4e75ec4e75ec4e75ec4e75e"
 	holder := acquire(t, n, "jobs/report", "worker-1", secret)
-	call(t, n, workerTok, "/leasehold.v1.Leases/Renew",
-		fmt.Sprintf(`{"leaseId":"%d","secret":%q,"progress":"rows 1-1000 written"}`, holder.Lease.ID, secret), nil)
+	// worker-1 is active: it renews with progress until a renewal is
+	// refused, and reports that refusal.
+	lost := make(chan string, 1)
+	stopWorker := make(chan struct{})
+	defer close(stopWorker)
+	go func() {
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for i := 1; ; i++ {
+			body := fmt.Sprintf(`{"leaseId":"%d","secret":%q,"progress":"rows 1-%d000 written"}`, holder.Lease.ID, secret, i)
+			req, _ := http.NewRequest("POST", n.URL+"/leasehold.v1.Leases/Renew", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+workerTok)
+			resp, err := hc.Do(req)
+			if err != nil {
+				lost <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				lost <- fmt.Sprintf("HTTP %d %s", resp.StatusCode, b)
+				return
+			}
+			select {
+			case <-stopWorker:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 
 	t.Run("no token sees the login form and no data", func(t *testing.T) {
 		ctx := newContext()
@@ -177,7 +207,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 		body := text(t, ctx, "body")
 		shot(t, ctx, "login")
-		for _, leak := range []string{"worker-1", "nightly-report", "rows 1-1000"} {
+		for _, leak := range []string{"worker-1", "nightly-report", "rows 1-"} {
 			if strings.Contains(body, leak) {
 				t.Errorf("the login page shows %q:\n%s", leak, body)
 			}
@@ -242,7 +272,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		if !strings.Contains(risk, "Forcing a release does not stop the holder") || !strings.Contains(risk, "two holders at once") {
 			t.Fatalf("the risk text is not shown:\n%s", risk)
 		}
-		for _, want := range []string{"worker-1", "rows 1-1000 written", "Expires in"} {
+		for _, want := range []string{"worker-1", "rows 1-", "000 written", "Expires in"} {
 			if h := text(t, ctx, "#holder"); !strings.Contains(h, want) {
 				t.Errorf("the holder's details lack %q:\n%s", want, h)
 			}
@@ -288,6 +318,15 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 		shot(t, ctx, "forced")
 
+		// The active worker learns of it at its next renewal.
+		select {
+		case why := <-lost:
+			if !strings.Contains(why, "HTTP 404") || !strings.Contains(why, "not_found") {
+				t.Fatalf("worker-1's renewal after the forced release: %s", why)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("worker-1 went on renewing for 10s after its lease was forced off")
+		}
 		// The next holder writes; the ex-holder, still running, is refused.
 		next := acquire(t, n, "jobs/report", "worker-3", "ffeeddccbbaa99887766554433221100")
 		if c := write(next.Lease.Token); c != http.StatusOK {
@@ -306,6 +345,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 		pollText(t, ctx, "#charts", "Fence rejections: 1 now")
 		pollText(t, ctx, "#charts", "Forced releases: 1 now")
+		pollText(t, ctx, "#charts", "Renewal failures: 1 now")
 		shot(t, ctx, "charts")
 		if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+"/ui/audit"), chromedp.WaitVisible(chromedp.CSS("#audit"))); err != nil {
 			t.Fatal(err)
