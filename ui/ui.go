@@ -1,6 +1,8 @@
 // Package ui serves the operators' dashboard at /ui/ on every node:
-// server-rendered html/template pages, made live with htmx (vendored in
-// static/, with its license), embedded in the binary so it works offline.
+// server-rendered html/template pages, made live with htmx, embedded in
+// the binary so it works offline. static/htmx-2.0.10.min.js is
+// dist/htmx.min.js of bigskysoftware/htmx at tag v2.0.10, under the
+// 0BSD license in static/htmx-LICENSE.txt; charts are SVG drawn here.
 //
 // The dashboard is a client of the node's own API, called in process with
 // the viewer's bearer token: it shows and does exactly what the API allows
