@@ -19,16 +19,19 @@ type eventRow struct {
 }
 
 // Bounds of a resource's recent history: how far back in the log it looks,
-// how many events it shows, and how long it may take to read them.
+// how many events it shows, how long it may take in all, and how long a
+// pause ends it. A watch gives no sign that it has caught up, and its
+// replay comes from memory at once, so a pause means it has.
 const (
 	historyEntries = 5000
 	historyShown   = 50
-	historyTime    = time.Second
+	historyTime    = 3 * time.Second
+	historyIdle    = 100 * time.Millisecond
 )
 
 // history is the newest watch events about resource, read from the node's
 // event history: a watch from a little before the applied index, read
-// until it has caught up.
+// until it reaches that index or pauses.
 func (d *Dashboard) history(r *http.Request, s *session, resource string) []eventRow {
 	st, err := d.cluster.Status(r.Context(), authed(s, &pb.StatusRequest{Local: true}))
 	if err != nil || len(st.Msg.Nodes) == 0 {
@@ -43,21 +46,52 @@ func (d *Dashboard) history(r *http.Request, s *session, resource string) []even
 		return nil
 	}
 	defer stream.Close()
-	var out []eventRow
-	for stream.Receive() {
-		m := stream.Msg()
-		for _, e := range m.Events {
-			if slices.Contains(e.Resources, resource) {
-				out = append(out, eventRow{Index: e.Index, LeaseID: e.LeaseId, Token: e.Token, Kind: e.Kind,
-					Owner: e.Owner, Operation: e.Operation, Reason: e.Reason})
+	msgs := make(chan *pb.WatchResponse)
+	go func() {
+		defer close(msgs)
+		for stream.Receive() {
+			select {
+			case msgs <- stream.Msg():
+			case <-ctx.Done():
+				return
 			}
 		}
-		if m.Index >= applied {
-			break
+	}()
+	defer func() {
+		cancel()
+		for range msgs { // the receiver ends with ctx
+		}
+	}()
+	var out []eventRow
+	idle := time.NewTimer(historyIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return newest(out)
+			}
+			for _, e := range m.Events {
+				if slices.Contains(e.Resources, resource) {
+					out = append(out, eventRow{Index: e.Index, LeaseID: e.LeaseId, Token: e.Token, Kind: e.Kind,
+						Owner: e.Owner, Operation: e.Operation, Reason: e.Reason})
+				}
+			}
+			if m.Index >= applied {
+				return newest(out)
+			}
+			idle.Reset(historyIdle)
+		case <-idle.C:
+			return newest(out)
 		}
 	}
-	slices.Reverse(out)
-	return out[:min(len(out), historyShown)]
+}
+
+// newest is the last historyShown events, newest first.
+func newest(events []eventRow) []eventRow {
+	events = events[max(0, len(events)-historyShown):]
+	slices.Reverse(events)
+	return events
 }
 
 // oldestWatchable is the oldest index the node's event history still

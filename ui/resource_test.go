@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testcluster"
 	"github.com/leasehold/leasehold/internal/testutil"
 )
 
@@ -58,5 +59,23 @@ func TestDashboardResourcePageShowsWaitersAndHistory(t *testing.T) {
 	_, events, _ = strings.Cut(body, `id="events"`)
 	if !strings.Contains(events, "<td>released</td>") || !strings.Contains(events, "patient-waiter") {
 		t.Fatalf("after the release the events lack it or the new grant:\n%s", events)
+	}
+}
+
+// A resource's page does not wait out the history's time limit: the
+// watch it reads gives no sign of having caught up, so a pause ends it.
+func TestDashboardResourcePageAnswersPromptly(t *testing.T) {
+	n := testcluster.StartNode(t, "")
+	for i := range 3 {
+		call(t, n, "", "/leasehold.v1.Leases/Acquire", fmt.Sprintf(`{"resources":["jobs/%d"],"ttl":"60s"}`, i), nil)
+	}
+	for _, r := range []string{"jobs/1", "never/used"} {
+		start := time.Now()
+		status, body := get(t, n, "", "/ui/lease?resource="+r)
+		// The history's limit is 3s; its pause 100ms. 1.5s leaves a loaded
+		// machine room and still tells the two apart.
+		if d := time.Since(start); status != http.StatusOK || d > 1500*time.Millisecond {
+			t.Fatalf("GET the page of %s: HTTP %d in %v:\n%.300s", r, status, d, body)
+		}
 	}
 }
