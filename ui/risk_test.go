@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -32,5 +33,37 @@ func TestCookiesAreSecureUnderTLS(t *testing.T) {
 	c := w.Result().Cookies()[0]
 	if !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
 		t.Fatalf("cookie under TLS: %+v", c)
+	}
+}
+
+// Every runbook section the pages point to exists, under the anchor they
+// name.
+func TestPagesLinkRunbookSectionsThatExist(t *testing.T) {
+	b, err := os.ReadFile("../docs/runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			anchors[strings.ReplaceAll(strings.ToLower(h), " ", "-")] = true
+		}
+	}
+	ents, err := files.ReadDir("templates")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := 0
+	for _, e := range ents {
+		page, _ := files.ReadFile("templates/" + e.Name())
+		for _, m := range regexp.MustCompile(`docs/runbook\.md#([a-z-]+)`).FindAllStringSubmatch(string(page), -1) {
+			linked++
+			if !anchors[m[1]] {
+				t.Errorf("templates/%s points to docs/runbook.md#%s, which has no such section", e.Name(), m[1])
+			}
+		}
+	}
+	if linked == 0 {
+		t.Fatal("no page points into the runbook")
 	}
 }
