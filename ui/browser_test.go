@@ -163,8 +163,8 @@ func has(t *testing.T, ctx context.Context, sel string) bool {
 // act. Every view is screenshotted.
 func TestDashboardInABrowser(t *testing.T) {
 	start := time.Now()
-	n := startAuthNode(t)
 	newContext := browser(t)
+	n := startAuthNode(t)
 	const secret = "5ec4e75ec4e75ec4e75ec4e75ec4e75e"
 	holder := acquire(t, n, "jobs/report", "worker-1", secret)
 	// worker-1 is active: it renews with progress until a renewal is

@@ -140,6 +140,19 @@ func TestDashboardLoginCookieAndFormToken(t *testing.T) {
 	if _, body := call(t, n, operatorTok, "/leasehold.v1.Leases/Get", `{"resource":"jobs/report"}`, nil); strings.Contains(body, "worker-1") {
 		t.Fatalf("after the forced release jobs/report is still held: %s", body)
 	}
+	// The audit view filters by actor, action and resource.
+	for query, want := range map[string]bool{
+		"": true, "?actor=alice": true, "?actor=olga": false, "?action=force-release&resource=jobs/report": true,
+		"?resource=jobs/other": false, "?since=1ms": false,
+	} {
+		_, body := get(t, n, operatorTok, "/ui/audit"+query)
+		if strings.Contains(body, "csrf test") != want {
+			t.Errorf("/ui/audit%s shows the forced release: %v, want %v", query, !want, want)
+		}
+	}
+	if status, body := get(t, n, operatorTok, "/ui/audit?since=yesterday"); status != http.StatusBadRequest || !strings.Contains(body, "give a duration") {
+		t.Errorf("/ui/audit?since=yesterday: HTTP %d:\n%.300s", status, body)
+	}
 }
 
 // Without auth the node serves everyone as an admin, API and dashboard
