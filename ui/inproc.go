@@ -26,9 +26,9 @@ func (c inProcess) Do(req *http.Request) (*http.Response, error) {
 	w := &pipeWriter{header: http.Header{}, body: pw, sent: make(chan struct{})}
 	go func() {
 		defer func() {
-			// As net/http would, a panicking handler ends its call, not
-			// the process.
-			if p := recover(); p != nil && p != http.ErrAbortHandler {
+			// As net/http would, a panicking handler (http.ErrAbortHandler
+			// included) cuts its call short, not the process.
+			if p := recover(); p != nil {
 				w.WriteHeader(http.StatusInternalServerError)
 				pw.CloseWithError(fmt.Errorf("the API handler panicked: %v", p))
 				return
