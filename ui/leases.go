@@ -27,7 +27,7 @@ func rowOf(l *pb.Lock) leaseRow {
 		Age: fmtDur(l.HeldFor.AsDuration()), TTL: fmtDur(l.Ttl.AsDuration()),
 		Overdue: l.RenewalOverdue, Stale: l.ProgressStale, Waiters: l.Waiters,
 		Resources: l.LeaseResources, Metadata: l.Metadata}
-	r.ExpiresIn = "unknown here (ask the leader)"
+	r.ExpiresIn = "known on the leader only" // its timers run there
 	if l.ExpiresIn != nil {
 		r.ExpiresIn = fmtDur(l.ExpiresIn.AsDuration())
 	}
