@@ -153,6 +153,20 @@ func TestDashboardLoginCookieAndFormToken(t *testing.T) {
 	if status, body := get(t, n, operatorTok, "/ui/audit?since=yesterday"); status != http.StatusBadRequest || !strings.Contains(body, "give a duration") {
 		t.Errorf("/ui/audit?since=yesterday: HTTP %d:\n%.300s", status, body)
 	}
+
+	// Logged out, the browser sees the login form again.
+	if resp, _ := form("/ui/logout", url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: HTTP %d", resp.StatusCode)
+	}
+	resp, err = br.Get(n.URL + "/ui/leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), `id="login"`) {
+		t.Fatalf("after logging out: HTTP %d:\n%.300s", resp.StatusCode, b)
+	}
 }
 
 // Without auth the node serves everyone as an admin, API and dashboard
