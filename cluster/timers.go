@@ -25,7 +25,8 @@ type timers struct {
 	leases  map[uint64]*leaseTimer
 	waits   map[string]clock.Timer
 	blocks  map[string]clock.Timer
-	ret     retention // idempotency results' retention (retention.go)
+	ret     retention  // idempotency results' retention (retention.go)
+	vis     visibility // queue deliveries' visibility (queuetimers.go)
 	pending []fsm.Command
 	kick    chan struct{}
 	log     *slog.Logger
@@ -207,6 +208,8 @@ func (t *timers) restart(m *machine) {
 	m.state.EachWaiter(func(id string, wait time.Duration) { t.armWait(id, wait) })
 	m.state.EachBlock(func(r string, tok uint64, d time.Duration) { t.armBlock(r, tok, d) })
 	m.state.EachIdemCompleted(func(k string, tok uint64, d time.Duration) { t.armRetention(k, tok, d) })
+	m.state.EachQueueDelivery(func(q string, seq, tok uint64, d time.Duration) { t.armVisibility(q, seq, tok, d) })
+	t.armRetire(m.retirements)
 }
 
 // activate starts the timers on becoming leader.
@@ -240,4 +243,5 @@ func (t *timers) stopAllLocked() {
 	clear(t.waits)
 	clear(t.blocks)
 	t.stopRetention()
+	t.stopVisibility()
 }

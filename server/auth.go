@@ -195,6 +195,22 @@ var required = map[string]Role{
 	"/leasehold.v1.Cluster/AddVoter":       RoleAdmin,
 	"/leasehold.v1.Cluster/RemoveServer":   RoleAdmin,
 	"/leasehold.v1.Cluster/TransferLeader": RoleAdmin,
+	// Queues: workers send, receive and settle deliveries within their
+	// prefixes (of queue names); operators inspect; admins create, purge,
+	// delete and redrive.
+	"/leasehold.v1.Queues/Send":        RoleWorker,
+	"/leasehold.v1.Queues/SendBatch":   RoleWorker,
+	"/leasehold.v1.Queues/Receive":     RoleWorker,
+	"/leasehold.v1.Queues/Ack":         RoleWorker,
+	"/leasehold.v1.Queues/Nack":        RoleWorker,
+	"/leasehold.v1.Queues/Extend":      RoleWorker,
+	"/leasehold.v1.Queues/List":        RoleOperator,
+	"/leasehold.v1.Queues/Get":         RoleOperator,
+	"/leasehold.v1.Queues/DeadLetters": RoleOperator,
+	"/leasehold.v1.Queues/Create":      RoleAdmin,
+	"/leasehold.v1.Queues/Purge":       RoleAdmin,
+	"/leasehold.v1.Queues/Delete":      RoleAdmin,
+	"/leasehold.v1.Queues/Redrive":     RoleAdmin,
 }
 
 // names lists the resources or keys a request touches, for prefix checks.
@@ -236,6 +252,18 @@ func names(msg any) []string {
 		return []string{m.Election}
 	case *pb.ObserveRequest:
 		return []string{m.Election}
+	case *pb.QueuesSendRequest:
+		return []string{m.Queue}
+	case *pb.QueuesSendBatchRequest:
+		return []string{m.Queue}
+	case *pb.QueuesReceiveRequest:
+		return []string{m.Queue}
+	case *pb.QueuesAckRequest:
+		return []string{m.Queue}
+	case *pb.QueuesNackRequest:
+		return []string{m.Queue}
+	case *pb.QueuesExtendRequest:
+		return []string{m.Queue}
 	}
 	return nil
 }

@@ -101,6 +101,19 @@ var routes = map[string]route{
 	leaseholdv1connect.IdempotencyAbandonProcedure:    via[pb.IdempotencyAbandonRequest, pb.IdempotencyAbandonResponse],
 	leaseholdv1connect.IdempotencyGetProcedure:        via[pb.IdempotencyGetRequest, pb.IdempotencyGetResponse],
 	leaseholdv1connect.IdempotencyListProcedure:       via[pb.IdempotencyListRequest, pb.IdempotencyListResponse],
+	leaseholdv1connect.QueuesCreateProcedure:          via[pb.QueuesCreateRequest, pb.QueuesCreateResponse],
+	leaseholdv1connect.QueuesListProcedure:            via[pb.QueuesListRequest, pb.QueuesListResponse],
+	leaseholdv1connect.QueuesGetProcedure:             via[pb.QueuesGetRequest, pb.QueuesGetResponse],
+	leaseholdv1connect.QueuesPurgeProcedure:           via[pb.QueuesPurgeRequest, pb.QueuesPurgeResponse],
+	leaseholdv1connect.QueuesDeleteProcedure:          via[pb.QueuesDeleteRequest, pb.QueuesDeleteResponse],
+	leaseholdv1connect.QueuesSendProcedure:            via[pb.QueuesSendRequest, pb.QueuesSendResponse],
+	leaseholdv1connect.QueuesSendBatchProcedure:       via[pb.QueuesSendBatchRequest, pb.QueuesSendBatchResponse],
+	leaseholdv1connect.QueuesReceiveProcedure:         via[pb.QueuesReceiveRequest, pb.QueuesReceiveResponse],
+	leaseholdv1connect.QueuesAckProcedure:             via[pb.QueuesAckRequest, pb.QueuesAckResponse],
+	leaseholdv1connect.QueuesNackProcedure:            via[pb.QueuesNackRequest, pb.QueuesNackResponse],
+	leaseholdv1connect.QueuesExtendProcedure:          via[pb.QueuesExtendRequest, pb.QueuesExtendResponse],
+	leaseholdv1connect.QueuesRedriveProcedure:         via[pb.QueuesRedriveRequest, pb.QueuesRedriveResponse],
+	leaseholdv1connect.QueuesDeadLettersProcedure:     via[pb.QueuesDeadLettersRequest, pb.QueuesDeadLettersResponse],
 }
 
 // via sends req (its message as the handler left it: request IDs and

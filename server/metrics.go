@@ -13,6 +13,7 @@ import (
 // Metrics are the server's Prometheus series. Label values are outcome
 // codes and reasons, never resource names or secrets. Counters about
 // applied changes (grants, expiries) count on every node as it applies.
+// The queue series are labelled by queue name (see queue_metrics.go).
 type Metrics struct {
 	Acquisitions      *prometheus.CounterVec // by outcome
 	AcquireWait       prometheus.Histogram   // seconds a granted acquire waited
@@ -28,6 +29,12 @@ type Metrics struct {
 	Txns              *prometheus.CounterVec // KV transactions answered by this node, by branch: then, else
 	Campaigns         *prometheus.CounterVec // campaigns answered by this node, by outcome
 	LeaderChanges     prometheus.Counter     // election leader changes (applied on this node)
+
+	// Keyed queues (queue_metrics.go), by queue.
+	QueueSent, QueueReceived, QueueRedelivered *prometheus.CounterVec
+	QueueAcked, QueueNacked, QueueDeadLetters  *prometheus.CounterVec
+	QueueRefused                               *prometheus.CounterVec   // by queue and limit
+	QueueLatency                               *prometheus.HistogramVec // send to ack
 
 	idemLapsed prometheus.Counter // idempotency attempts whose lease expired (idem.go)
 
@@ -89,6 +96,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Campaigns, m.LeaderChanges, m.newIdemLapsed()} {
 		f(c)
 	}
+	for _, c := range m.newQueueMetrics() {
+		f(c)
+	}
 	return m
 }
 
@@ -110,7 +120,7 @@ func (m *Metrics) ObserveCommit(d time.Duration) { m.CommitLatency.Observe(d.Sec
 // applied index, applied lag, leader changes) on the registry NewMetrics
 // was given. Call it once, after cluster.Open.
 func (m *Metrics) WatchNode(n *cluster.Node) {
-	m.reg.MustRegister(raftCollector{n}, electionsCollector{n})
+	m.reg.MustRegister(raftCollector{n}, electionsCollector{n}, queueCollector{n})
 }
 
 // raftCollector reads raft's progress once per scrape.

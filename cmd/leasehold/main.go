@@ -92,6 +92,7 @@ func newRoot() *cobra.Command {
 		newCluster(g),
 		newLocks(g), newForceRelease(g), newAudit(g),
 		newIdem(g),
+		newQueue(g),
 		newRecover(),
 	)
 	return root
