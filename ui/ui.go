@@ -62,13 +62,14 @@ type Config struct {
 }
 
 // A view is one entry of the menu. A primitive a node does not serve has
-// no view: queues and partition groups get theirs with their APIs.
+// no view: partition groups get theirs with their API.
 type view struct{ Nav, Title, Path string }
 
 var views = []view{
 	{"leases", "Leases", "/ui/leases"},
 	{"elections", "Elections", "/ui/elections"},
 	{"idempotency", "Idempotency keys", "/ui/idempotency"},
+	{"queues", "Queues", "/ui/queues"},
 	{"cluster", "Cluster", "/ui/cluster"},
 	{"audit", "Audit log", "/ui/audit"},
 	{"charts", "Charts", "/ui/charts"},
@@ -84,6 +85,7 @@ type Dashboard struct {
 	elect    leaseholdv1connect.ElectionsClient
 	idem     leaseholdv1connect.IdempotencyClient
 	watch    leaseholdv1connect.WatchClient
+	queues   leaseholdv1connect.QueuesClient
 	charts   *sampler
 	risk     template.HTML // the runbook's forced-release section
 	log      *slog.Logger
@@ -112,6 +114,7 @@ func New(cfg Config) (*Dashboard, error) {
 	d.elect = leaseholdv1connect.NewElectionsClient(hc, base, opt)
 	d.idem = leaseholdv1connect.NewIdempotencyClient(hc, base, opt)
 	d.watch = leaseholdv1connect.NewWatchClient(hc, base, opt)
+	d.queues = leaseholdv1connect.NewQueuesClient(hc, base, opt)
 	if err := d.parse(); err != nil {
 		return nil, err
 	}
@@ -160,6 +163,8 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("POST /ui/force-release", d.viewing(d.forceRelease))
 	m.HandleFunc("GET /ui/elections", d.viewing(d.electionsPage))
 	m.HandleFunc("GET /ui/idempotency", d.viewing(d.idemPage))
+	m.HandleFunc("GET /ui/queues", d.viewing(d.queuesPage))
+	m.HandleFunc("GET /ui/queue", d.viewing(d.queuePage))
 	m.HandleFunc("GET /ui/cluster", d.viewing(d.clusterPage))
 	m.HandleFunc("GET /ui/cluster/rows", d.viewing(d.clusterRows))
 	m.HandleFunc("GET /ui/audit", d.viewing(d.auditPage))

@@ -29,6 +29,7 @@ func TestSecretsStaySecret(t *testing.T) {
 		wrongSecret = "00000000000000000000000000000001"
 		idemSecret  = "1de05ec41de05ec41de05ec41de05ec4"
 		idemResult  = "idem-result-body-9d2c"
+		queueBody   = "queue-message-body-5b1e"
 	)
 	dir := t.TempDir()
 	authFile := filepath.Join(dir, "auth.json")
@@ -81,6 +82,25 @@ func TestSecretsStaySecret(t *testing.T) {
 		attempt, idemSecret, base64.StdEncoding.EncodeToString([]byte(idemResult)))); !strings.Contains(complete, "HTTP 200") {
 		t.Fatalf("idempotency: %s / %s", begin, complete)
 	}
+	// A queued message whose body is the application's.
+	if created := call(adminTok, "/leasehold.v1.Queues/Create", `{"queue":"jobs/q","settings":{"maxReceives":1}}`); !strings.Contains(created, "HTTP 200") {
+		t.Fatalf("create a queue: %s", created)
+	}
+	for _, key := range []string{"k1", "k2"} {
+		if sent := call(workerTok, "/leasehold.v1.Queues/Send", fmt.Sprintf(`{"queue":"jobs/q","key":%q,"body":%q}`,
+			key, base64.StdEncoding.EncodeToString([]byte(queueBody)))); !strings.Contains(sent, "HTTP 200") {
+			t.Fatalf("send: %s", sent)
+		}
+	}
+	// Two messages: one stays in flight, the other dies (one receive
+	// allowed), so the dashboard has a delivery and a dead letter to show.
+	recv := call(workerTok, "/leasehold.v1.Queues/Receive", `{"queue":"jobs/q","max":2,"consumer":"queue-consumer-7"}`)
+	var seq, tok uint64
+	fmt.Sscanf(recv[strings.Index(recv, `"sequence":"`)+12:], "%d", &seq)
+	fmt.Sscanf(recv[strings.Index(recv, `"token":"`)+9:], "%d", &tok)
+	if nack := call(workerTok, "/leasehold.v1.Queues/Nack", fmt.Sprintf(`{"queue":"jobs/q","sequence":"%d","token":"%d","error":"boom"}`, seq, tok)); !strings.Contains(nack, "HTTP 200") {
+		t.Fatalf("receive %s; nack: %s", recv, nack)
+	}
 	dashboardPages := func(when string) {
 		t.Helper()
 		for what, s := range dashboard(t, n.url, adminTok) {
@@ -130,14 +150,15 @@ func TestSecretsStaySecret(t *testing.T) {
 	for _, o := range outputs {
 		for name, s := range map[string]string{"the lease secret": secret, "the worker token": workerTok, "the admin token": adminTok, "the wrong secret": wrongSecret,
 			"the idempotency secret": idemSecret, "the idempotency result": idemResult,
-			"the idempotency result in base64": base64.StdEncoding.EncodeToString([]byte(idemResult))} {
+			"the idempotency result in base64": base64.StdEncoding.EncodeToString([]byte(idemResult)),
+			"a queued message's body":          queueBody, "a queued message's body in base64": base64.StdEncoding.EncodeToString([]byte(queueBody))} {
 			if strings.Contains(o, s) {
 				t.Errorf("%s appears in %s", name, o[:strings.Index(o, ":\n")])
 			}
 		}
 	}
 	all := strings.Join(outputs, "\n")
-	for _, want := range []string{"nightly", "jobs/pay-1", "secrets test"} {
+	for _, want := range []string{"nightly", "jobs/pay-1", "secrets test", "queue-consumer-7", "boom"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the dashboard's pages never show %q; are they showing anything?", want)
 		}
@@ -183,7 +204,7 @@ func dashboard(t *testing.T, url, token string) map[string]string {
 	resp.Body.Close()
 	out["POST /ui/login (body)"] = string(b)
 	for _, path := range []string{"/ui/leases", "/ui/leases/rows", "/ui/lease?resource=jobs/x", "/ui/force-release?resource=jobs/x",
-		"/ui/lease?resource=jobs/pay-1", "/ui/elections", "/ui/idempotency", "/ui/idempotency?prefix=jobs/", "/ui/cluster",
+		"/ui/lease?resource=jobs/pay-1", "/ui/elections", "/ui/idempotency", "/ui/idempotency?prefix=jobs/", "/ui/queues", "/ui/queue?name=jobs/q", "/ui/cluster",
 		"/ui/cluster/rows", "/ui/audit", "/ui/audit?since=24h", "/ui/charts", "/ui/charts/svg"} {
 		fetch(path)
 	}
