@@ -24,11 +24,12 @@ const (
 	CodeUnauthenticated      // no or bad credentials: Unauthenticated
 	CodeVersionMismatch      // a compare-and-swap found another version: Aborted
 	CodeOutOfRange           // a watch from an index older than the node keeps: OutOfRange
+	CodeConflict             // a name in use as another kind (lock, semaphore, limit): FailedPrecondition
 )
 
 var codeNames = [...]string{"unknown", "invalid", "not_found", "not_holder", "held",
 	"wait_timeout", "stale_token", "limit", "unavailable", "canceled", "permission", "unauthenticated",
-	"version_mismatch", "out_of_range"}
+	"version_mismatch", "out_of_range", "conflict"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {
@@ -53,6 +54,7 @@ var (
 	ErrUnauthenticated = &Error{Code: CodeUnauthenticated, Message: "unauthenticated"}
 	ErrVersionMismatch = &Error{Code: CodeVersionMismatch, Message: "version mismatch"}
 	ErrOutOfRange      = &Error{Code: CodeOutOfRange, Message: "index out of range"}
+	ErrConflict        = &Error{Code: CodeConflict, Message: "name in use as another kind"}
 )
 
 // Error is the one error type that crosses package boundaries. Message is

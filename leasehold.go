@@ -3,6 +3,7 @@
 package leasehold
 
 import (
+	"strconv"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -45,6 +46,27 @@ type Lease struct {
 	RenewCount uint64
 	Progress   string
 	ProgressAt time.Time // leader's wall clock when Progress was last reported, for display only
+	// Semaphore and Limit are set on a semaphore holder's lease: it holds
+	// one of the Limit slots of Semaphore, named in Resources[0] (see
+	// SlotName); that slot is what its token fences.
+	Semaphore string
+	Limit     int
+}
+
+// MaxSemaphoreLimit bounds a semaphore's limit (its number of slots).
+const MaxSemaphoreLimit = 1000
+
+// SlotName names slot i (1..limit) of the semaphore name: "name#i". The
+// slot is the resource a holder's token fences.
+func SlotName(name string, i int) string { return name + "#" + strconv.Itoa(i) }
+
+// Slot is the slot a semaphore holder's lease holds ("name#i"), or "" for
+// a lease that is not a semaphore's.
+func (l *Lease) Slot() string {
+	if l.Limit == 0 || len(l.Resources) != 1 {
+		return ""
+	}
+	return l.Resources[0]
 }
 
 // ValidateName checks a resource name, owner or operation: non-empty when

@@ -27,6 +27,7 @@ var toConnect = map[leasehold.Code]connect.Code{
 	leasehold.CodeUnauthenticated: connect.CodeUnauthenticated,
 	leasehold.CodeVersionMismatch: connect.CodeAborted,
 	leasehold.CodeOutOfRange:      connect.CodeOutOfRange,
+	leasehold.CodeConflict:        connect.CodeFailedPrecondition,
 }
 
 // codeHeader carries leasehold's own code beside the Connect code, since two
@@ -35,7 +36,7 @@ const codeHeader = "Leasehold-Error-Code"
 
 var codeByName = func() map[string]leasehold.Code {
 	m := map[string]leasehold.Code{}
-	for c := leasehold.CodeUnknown; c <= leasehold.CodeOutOfRange; c++ {
+	for c := leasehold.CodeUnknown; c <= leasehold.CodeConflict; c++ {
 		m[c.String()] = c
 	}
 	return m
@@ -44,7 +45,7 @@ var codeByName = func() map[string]leasehold.Code {
 var fromConnect = func() map[connect.Code]leasehold.Code {
 	m := make(map[connect.Code]leasehold.Code, len(toConnect))
 	for k, v := range toConnect {
-		if _, taken := m[v]; !taken || k == leasehold.CodeStaleToken {
+		if _, taken := m[v]; !taken && k != leasehold.CodeConflict || k == leasehold.CodeStaleToken {
 			m[v] = k
 		}
 	}
@@ -110,13 +111,16 @@ func FromConnect(err error) error {
 // carried in the result instead of the reply's status.
 func ToBatchError(err error) *pb.BatchError {
 	ce := ToConnect(err).(*connect.Error)
-	return &pb.BatchError{Code: ce.Code().String(), Message: ce.Message()}
+	return &pb.BatchError{Code: ce.Code().String(), Message: ce.Message(), LeaseholdCode: ce.Meta().Get(codeHeader)}
 }
 
 // FromBatchError is FromConnect for one operation's error in a Batch. It
 // also reads leasehold's own code names ("held", "not_holder", ...), which
 // servers before the Connect names sent.
 func FromBatchError(e *pb.BatchError) error {
+	if code, ok := codeByName[e.GetLeaseholdCode()]; ok && code != leasehold.CodeUnknown {
+		return &leasehold.Error{Code: code, Message: e.GetMessage()}
+	}
 	var cc connect.Code
 	code, ok := leasehold.CodeUnknown, false
 	if cc.UnmarshalText([]byte(e.GetCode())) == nil {

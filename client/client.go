@@ -141,6 +141,7 @@ func New(cfg Config) (*Client, error) {
 			watch:     leaseholdv1connect.NewWatchClient(cfg.HTTPClient, e, opts...),
 			idem:      leaseholdv1connect.NewIdempotencyClient(cfg.HTTPClient, e, opts...),
 			queues:    leaseholdv1connect.NewQueuesClient(cfg.HTTPClient, e, opts...),
+			groups:    leaseholdv1connect.NewGroupsClient(cfg.HTTPClient, e, opts...),
 		})
 	}
 	return c, nil
@@ -157,6 +158,7 @@ type endpoint struct {
 	watch     leaseholdv1connect.WatchClient
 	idem      leaseholdv1connect.IdempotencyClient
 	queues    leaseholdv1connect.QueuesClient
+	groups    leaseholdv1connect.GroupsClient
 }
 
 // Service pickers for call.
@@ -295,6 +297,20 @@ func (c *Client) List(ctx context.Context, prefix string, pageSize int, pageToke
 		return Page{}, err
 	}
 	return Page{Leases: leaseInfos(r.Leases), NextPageToken: r.NextPageToken}, nil
+}
+
+// RenewByID renews a lease known only by its id and secret (as the CLI
+// does), with a progress note unless progress is empty. It returns the
+// lease as the server now has it (nil from a server that leaves it out)
+// and how long it now runs on the leader's clock, counted from before the
+// request was sent. It returns an error wrapping leasehold.ErrNotFound if
+// the lease had already ended.
+func (c *Client) RenewByID(ctx context.Context, id uint64, secret, progress string) (*LeaseInfo, time.Duration, error) {
+	r, err := c.renewCall(ctx, &pb.RenewRequest{LeaseId: id, Secret: secret, Progress: progress, RequestId: randomHex(16)})
+	if err != nil {
+		return nil, 0, err
+	}
+	return leaseInfo(r.GetLease()), dur(r.GetExpiresIn()), nil
 }
 
 // ReleaseByID releases a lease known only by its id and secret (as the CLI

@@ -38,7 +38,7 @@ func leaseInfo(l *pb.Lease) *LeaseInfo {
 			ID: l.Id, Token: l.Token, Resources: l.Resources, Owner: l.Owner, Operation: l.Operation,
 			TTL: dur(l.Ttl), LockDelay: dur(l.LockDelay), MaxHold: dur(l.MaxHold), Metadata: l.Metadata,
 			AcquiredAt: stamp(l.AcquiredAt), RenewedAt: stamp(l.RenewedAt), RenewCount: l.RenewCount,
-			Progress: l.Progress,
+			Progress: l.Progress, Semaphore: l.Semaphore, Limit: int(l.Limit),
 		},
 		ExpiresIn:    dur(l.ExpiresIn),
 		ExpiresKnown: l.ExpiresIn != nil,
@@ -56,7 +56,8 @@ func leaseInfos(ls []*pb.Lease) []LeaseInfo {
 }
 
 func resourceInfo(r *pb.GetResponse) *ResourceInfo {
-	out := &ResourceInfo{Resource: r.Resource, Holder: leaseInfo(r.Holder), LockDelay: dur(r.LockDelay)}
+	out := &ResourceInfo{Resource: r.Resource, Holder: leaseInfo(r.Holder), LockDelay: dur(r.LockDelay),
+		Limit: int(r.Limit), Slots: leaseInfos(r.Slots)}
 	for _, w := range r.Waiters {
 		out.Waiters = append(out.Waiters, Waiter{
 			Resources: w.Resources, Owner: w.Owner, Operation: w.Operation, Wait: dur(w.Wait), QueuedAt: stamp(w.QueuedAt),

@@ -209,3 +209,20 @@ func ExampleBindLease() {
 		fmt.Println(k.Key, string(k.Value), "lives by lease", k.LeaseID)
 	}
 }
+
+// A semaphore of 4: up to four encoders at once, each fencing its own slot.
+func ExampleSemaphore() {
+	c, err := client.New(client.Config{Endpoints: []string{"http://127.0.0.1:7420"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lease, err := c.Acquire(ctx, "jobs/encoders", client.Semaphore(4), client.Wait(time.Minute))
+	if err != nil {
+		log.Fatal(err) // leasehold.ErrConflict: the name is a lock, or a semaphore of another limit
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	// lease.Slot() is "jobs/encoders#1" .. "jobs/encoders#4": the resource
+	// the token fences. Guard each slot's output with (Slot, Token).
+	fmt.Println(lease.Slot(), lease.Token())
+}

@@ -33,6 +33,7 @@ type Lease struct {
 	id        uint64
 	secret    string
 	resources []string
+	slot      string // the semaphore slot held ("" for a lock)
 	opts      acquireOptions
 
 	mu           sync.Mutex
@@ -70,6 +71,10 @@ func (c *Client) AcquireMany(ctx context.Context, resources []string, opts ...Op
 		Resources: resources, Ttl: durationpb.New(o.ttl), Owner: o.owner, Operation: o.operation,
 		Metadata: o.metadata, Secret: secret, RequestId: randomHex(16),
 	}
+	if o.limit < 0 || o.limit > leasehold.MaxSemaphoreLimit {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "semaphore limit %d is outside 1 to %d", o.limit, leasehold.MaxSemaphoreLimit)
+	}
+	req.Limit = uint32(o.limit)
 	if o.wait > 0 {
 		req.Wait = durationpb.New(o.wait)
 	}
@@ -119,8 +124,14 @@ func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions,
 		return nil, err
 	}
 	c.metrics.acquisitions.WithLabelValues("granted").Inc()
+	slot := ""
+	if resp.Lease.GetLimit() > 0 && len(resp.Lease.GetResources()) == 1 {
+		// A semaphore's lease holds its slot, not the name asked for.
+		resources = resp.Lease.GetResources()
+		slot = resources[0]
+	}
 	l := &Lease{
-		c: c, id: resp.Lease.GetId(), secret: secret, resources: resources, opts: o,
+		c: c, id: resp.Lease.GetId(), secret: secret, resources: resources, slot: slot, opts: o,
 		// Progress counts from the grant: time spent waiting is not idleness.
 		token: resp.Lease.GetToken(), lastProgress: time.Now(), renewing: o.autoRenew,
 		done: make(chan struct{}), stop: make(chan struct{}), loopDone: make(chan struct{}),
@@ -168,8 +179,13 @@ func (l *Lease) ID() uint64 { return l.id }
 // Secret is the proof of holding; keep it out of logs.
 func (l *Lease) Secret() string { return l.secret }
 
-// Resources are the resources the lease holds.
+// Resources are the resources the lease holds: for a semaphore's lease,
+// its one slot.
 func (l *Lease) Resources() []string { return l.resources }
+
+// Slot is the semaphore slot the lease holds ("RESOURCE#i", see
+// Semaphore), the resource its token fences; "" for a lock's lease.
+func (l *Lease) Slot() string { return l.slot }
 
 // Token is the fencing token to present to the protected resource. It is 0
 // for a degraded lease, which no fence accepts over a real token.
@@ -385,6 +401,15 @@ func (l *Lease) stopRenewal() {
 // then ran without the lease, and it is counted. Calling Release again
 // returns nil.
 func (l *Lease) Release(ctx context.Context) error {
+	return l.releaseWith(ctx, func(ctx context.Context) error {
+		_, err := l.c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
+		return err
+	})
+}
+
+// releaseWith is Release with the call that gives the lease back (a
+// release, or a group member's Leave).
+func (l *Lease) releaseWith(ctx context.Context, send func(context.Context) error) error {
 	l.stopRenewal()
 	l.mu.Lock()
 	released := l.releaseDone || errors.Is(l.err, ErrReleased)
@@ -397,7 +422,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.end(ErrReleased)
 		return nil
 	}
-	_, err := l.c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
+	err := send(ctx)
 	if err == nil || errors.Is(err, leasehold.ErrNotFound) {
 		l.mu.Lock()
 		l.releaseDone = true

@@ -17,6 +17,7 @@ type acquireOptions struct {
 	progressTimeout time.Duration
 	progressSet     bool
 	autoRenew       bool
+	limit           int
 }
 
 func defaultOptions() acquireOptions {
@@ -68,3 +69,11 @@ func ProgressTimeout(d time.Duration) Option {
 // ManualRenew turns off background renewal: the caller renews with
 // Lease.Renew.
 func ManualRenew() Option { return func(o *acquireOptions) { o.autoRenew = false } }
+
+// Semaphore makes the acquire one of up to n concurrent holders of its one
+// resource (like consul lock -n): the lease holds one of n slots,
+// "RESOURCE#1" to "RESOURCE#n" (Lease.Slot), and its token fences that
+// slot, so the protected side guards the slot's name. Every holder of a
+// name must ask for the same n; a name used as a lock cannot be a
+// semaphore (an error matching leasehold.ErrConflict).
+func Semaphore(n int) Option { return func(o *acquireOptions) { o.limit = n } }

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -326,4 +327,33 @@ func TestLeaseContext(t *testing.T) {
 			t.Fatalf("canceling the parent ended the lease: %v", l.Err())
 		}
 	})
+}
+
+// TestRenewByID: a lease known only by id and secret (as the CLI holds it)
+// is renewed with its progress note; a wrong secret is not the holder, and
+// an ended lease is not found.
+func TestRenewByID(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	c := nodeClient(t, n)
+	l := mustAcquire(t, c, []string{"renew/byid"}, client.TTL(time.Minute), client.ManualRenew())
+	info, expiresIn, err := c.RenewByID(ctxFor(t, callTimeout), l.ID(), l.Secret(), "rows 1-10")
+	if err != nil {
+		t.Fatalf("RenewByID: %v", err)
+	}
+	if expiresIn <= 0 || expiresIn > time.Minute || info == nil || info.ID != l.ID() {
+		t.Fatalf("RenewByID: lease %+v, expires in %v; want lease %d and a countdown in (0, 1m]", info, expiresIn, l.ID())
+	}
+	if h := holderOf(t, c, "renew/byid"); h.RenewCount != 1 || h.Progress != "rows 1-10" {
+		t.Fatalf("after RenewByID the holder has %d renewals and progress %q; want 1 and the note", h.RenewCount, h.Progress)
+	}
+	if _, _, err := c.RenewByID(ctxFor(t, callTimeout), l.ID(), strings.Repeat("0", 32), ""); !errors.Is(err, leasehold.ErrNotHolder) {
+		t.Fatalf("RenewByID with a wrong secret: %v, want ErrNotHolder", err)
+	}
+	if err := l.Release(ctxFor(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.RenewByID(ctxFor(t, callTimeout), l.ID(), l.Secret(), ""); !errors.Is(err, leasehold.ErrNotFound) {
+		t.Fatalf("RenewByID after release: %v, want ErrNotFound", err)
+	}
 }

@@ -39,6 +39,10 @@ type ResourceInfo struct {
 	// LockDelay is set, to the lock-delay of the lease that expired, while
 	// the resource is blocked after an expiry; 0 otherwise.
 	LockDelay time.Duration
+	// Limit and Slots are set for a semaphore in use: its limit and the
+	// leases holding its slots (Holder is then nil).
+	Limit int
+	Slots []LeaseInfo
 }
 
 // LockInfo is one resource as operators see it (Locks).

@@ -58,7 +58,11 @@ type Acquire struct {
 	// sets them and encodes Value; a plain Acquire never carries them.
 	Election bool
 	Value    []byte
-	legacy   bool // decoded from a log entry written before scoping
+	// Limit > 0 makes it a semaphore acquire (semaphore.go): one of Limit
+	// slots of the one resource named. It travels in the log as a
+	// SemAcquire.
+	Limit  int
+	legacy bool // decoded from a log entry written before scoping
 }
 
 // Renew extends a lease by its TTL. Age is stamped by the leader: how long
@@ -111,7 +115,14 @@ type Unblock struct {
 	Token    uint64
 }
 
-func (*Acquire) Kind() Kind     { return KindAcquire }
+// Kind is KindSemAcquire for a semaphore acquire, whose encoding carries
+// its limit; a plain acquire encodes as it always did.
+func (c *Acquire) Kind() Kind {
+	if c.Limit > 0 {
+		return KindSemAcquire
+	}
+	return KindAcquire
+}
 func (*Renew) Kind() Kind       { return KindRenew }
 func (*Release) Kind() Kind     { return KindRelease }
 func (*Expire) Kind() Kind      { return KindExpire }
@@ -128,6 +139,15 @@ func (c *WaitTimeout) apply(s *State, ix uint64, now int64) Result { return s.wa
 func (c *Unblock) apply(s *State, ix uint64, now int64) Result     { return s.unblock(ix, now, c) }
 
 func (c *Acquire) encode(e *encoder) {
+	c.encodeBody(e)
+	if c.Limit > 0 {
+		e.uvarint(uint64(c.Limit))
+	}
+}
+
+// encodeBody is a plain acquire's encoding, which a campaign and a
+// snapshot's waiter embed.
+func (c *Acquire) encodeBody(e *encoder) {
 	e.str(c.RequestID)
 	c.encodeAsk(e)
 	e.hash(c.SecretHash)

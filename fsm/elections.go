@@ -55,7 +55,7 @@ func (c *Campaign) apply(s *State, ix uint64, now int64) Result {
 func (c *Proclaim) apply(s *State, _ uint64, now int64) Result { return s.proclaim(now, c) }
 
 func (c *Campaign) encode(e *encoder) {
-	c.Acquire.encode(e)
+	c.Acquire.encodeBody(e)
 	e.str(string(c.Value))
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // fsm/testdata/current-* pin the bytes of the current formats: log entries
-// of batch version 2 and a snapshot of version 6 (the log's first five
+// of batch version 2 and a snapshot of version 10 (the log's first five
 // entries were written by the code of commit 8e70a2d, the sixth, a Txn, by
 // the commit that added it; testdata/legacy-v5.snapshot.hex is the
 // snapshot of those first five).
@@ -98,11 +98,34 @@ func goldenEntries() []*Batch {
 			&QueueReceive{Queue: "jobs", Max: 1, Caller: "worker"}, // a2, in flight in the snapshot
 			&QueueSend{Queue: "jobs", Caller: "svc", Messages: []QueueMessage{{Key: "a", Body: []byte("dup"), DedupID: "d1"}}},
 		}},
+		{Time: at(9), Cmds: []Command{ // batch 9 is newer than the v8 snapshot fixture
+			&GroupCreate{Group: "shards", Partitions: 5, RevokeTimeout: 3 * time.Second, Caller: "svc"},
+			&GroupCreate{Group: "gone", Partitions: 1, Caller: "svc"},
+			&GroupJoin{Group: "shards", Member: "w1", TTL: 10 * time.Second, Metadata: map[string]string{"host": "a"},
+				SecretHash: secret("w1"), Caller: "worker"}, // all five partitions
+			&GroupJoin{Group: "gone", Member: "w9", TTL: 10 * time.Second, SecretHash: secret("w9"), Caller: "worker"},
+			&GroupDelete{Group: "gone", Actor: "admin", Reason: "retired"},
+			&GroupGrow{Group: "shards", Partitions: 6, Caller: "svc"},
+			&GroupJoin{Group: "shards", Member: "w2", TTL: 10 * time.Second, SecretHash: secret("w2"), Caller: "worker"}, // three revoking
+			&GroupRevoked{Group: "shards", Member: "w1", LeaseID: 58, SecretHash: secret("w1"), Partition: 5, Epoch: 66}, // to w2
+			&GroupLeave{RequestID: "bye", LeaseID: 67, SecretHash: secret("nobody"), Caller: "worker"},                   // refused
+			&GroupLapse{Group: "shards", LeaseID: 58, Partition: 3, Epoch: 1},                                            // stale
+		}},
+		{Time: at(10), Cmds: []Command{ // batch 10 is newer than the v9 snapshot fixture
+			&Acquire{RequestID: "s1", Resources: []string{"pool"}, Limit: 2, Owner: "o9", TTL: 10 * time.Second,
+				SecretHash: secret("s1"), Attempt: "t1", Caller: "frank"},
+			&Acquire{RequestID: "s2", Resources: []string{"pool"}, Limit: 2, Owner: "o10", TTL: 10 * time.Second,
+				SecretHash: secret("s2"), Attempt: "t1", Caller: "frank"},
+			&Acquire{RequestID: "s3", Resources: []string{"pool"}, Limit: 2, Owner: "o11", TTL: 10 * time.Second,
+				Wait: time.Minute, SecretHash: secret("s3"), Attempt: "t1", Caller: "frank"},
+			&Acquire{RequestID: "s4", Resources: []string{"pool"}, Owner: "o12", TTL: 10 * time.Second,
+				SecretHash: secret("s4"), Attempt: "t1", Caller: "frank"}, // refused: a lock on a semaphore
+		}},
 	}
 }
 
 func goldenPaths() (log, snap string) {
-	return "testdata/current-v2.log.hex", "testdata/current-v8.snapshot.hex"
+	return "testdata/current-v2.log.hex", "testdata/current-v10.snapshot.hex"
 }
 
 // The log entries and the snapshot the current code writes for the golden
@@ -154,9 +177,43 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 || len(restored.bound) == 0 || len(restored.Elections("")) == 0 || len(restored.idem) < 2 ||
 		len(restored.queuesByName) < 2 || restored.queuesByName["jobs"].depth < 3 || len(restored.queuesByName["jobs"].inflight) == 0 ||
 		len(restored.queuesByName["jobs"].dead) == 0 || len(restored.queuesByName["jobs"].dedupLog) == 0 ||
+		len(restored.groups) == 0 || restored.GroupStats().Pending == 0 || restored.GroupStats().Members < 2 ||
+		len(restored.sems) == 0 || restored.sems["pool"].users != 3 ||
 		restored.LastToken() < 50 {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
 			c, len(restored.audit), len(restored.kv), restored.LastToken())
+	}
+}
+
+// A node of this version reads the version-9 snapshot of the first nine
+// golden entries: it writes the same sections again, and an empty
+// semaphores section after them.
+func TestReadsSnapshotVersion9(t *testing.T) {
+	v9 := legacySnapshotBytes(t, "legacy-v9.snapshot.hex")
+	old, err := Restore(v9, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(snapMagic+"\x0a"), v9[len(snapMagic)+1:]...)
+	want = append(want, 0, 0) // no semaphores (leases, waiters)
+	if got := old.Snapshot(); !bytes.Equal(got, want) {
+		t.Fatalf("a restored version-9 snapshot writes\n%x\nwant\n%x", got, want)
+	}
+}
+
+// A node of this version reads the version-8 snapshot of the first eight
+// golden entries: it writes the same sections again, and empty groups and
+// semaphores sections after them.
+func TestReadsSnapshotVersion8(t *testing.T) {
+	v8 := legacySnapshotBytes(t, "legacy-v8.snapshot.hex")
+	old, err := Restore(v8, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(snapMagic+"\x0a"), v8[len(snapMagic)+1:]...)
+	want = append(want, 0, 0, 0) // no groups, no semaphores (leases, waiters)
+	if got := old.Snapshot(); !bytes.Equal(got, want) {
+		t.Fatalf("a restored version-8 snapshot writes\n%x\nwant\n%x", got, want)
 	}
 }
 
@@ -169,8 +226,8 @@ func TestReadsSnapshotVersion7(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x08"), v7[len(snapMagic)+1:]...)
-	want = append(want, 0) // no queues
+	want := append([]byte(snapMagic+"\x0a"), v7[len(snapMagic)+1:]...)
+	want = append(want, 0, 0, 0, 0) // no queues, no groups, no semaphores (leases, waiters)
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-7 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -185,8 +242,8 @@ func TestReadsSnapshotVersion6(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x08"), v6[len(snapMagic)+1:]...)
-	want = append(want, 0, 0) // no idempotency keys, no queues
+	want := append([]byte(snapMagic+"\x0a"), v6[len(snapMagic)+1:]...)
+	want = append(want, 0, 0, 0, 0, 0) // no idempotency keys, no queues, no groups, no semaphores
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-6 snapshot writes\n%x\nwant\n%x", got, want)
 	}

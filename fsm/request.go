@@ -79,6 +79,9 @@ func (c *Acquire) sum(e *encoder) fingerprint {
 		e.bool(true)
 		e.str(string(c.Value))
 	}
+	if c.Limit > 0 { // likewise
+		e.uvarint(uint64(c.Limit))
+	}
 	return sumOf(e)
 }
 

@@ -116,7 +116,7 @@ func writeWaiters(s *State, e *encoder) {
 	sort.Slice(ws, func(i, j int) bool { return ws[i].arrival < ws[j].arrival })
 	e.uvarint(uint64(len(ws)))
 	for _, w := range ws {
-		w.Acquire.encode(e)
+		w.Acquire.encodeBody(e)
 		e.uvarint(w.arrival)
 		e.varint(w.queuedAt)
 		e.str(w.key)

@@ -67,6 +67,7 @@ type Result struct {
 	Dup       bool             // answered from the dedup window
 	Idem      *Idem            // idempotency Begin and Complete: where the key stands (idem.go)
 	Queue     *QueueResult     // queue commands: sequences, deliveries, counts (queue.go)
+	Group     *GroupInfo       // group commands: the group, and a Join's partitions (groups.go)
 	// ForeignSecret marks a retried acquire whose secret differs from the
 	// first request's (or can no longer be checked): the caller does not
 	// know the lease's secret, so the answer must not claim it does.
@@ -177,6 +178,9 @@ type State struct {
 	idemBytes    int                    // bytes of stored results
 	queuesByName map[string]*queue      // keyed queues (queue.go)
 	queueBytes   int                    // bytes of message bodies in all queues
+	groups       map[string]*group      // partition groups (groups.go)
+	now          int64                  // the time of the entry being applied
+	sems         map[string]*semaphore  // names in use as semaphores (semaphore.go)
 
 	scratch encoder // a buffer for fingerprints (request.go); not state
 }
@@ -201,6 +205,8 @@ func New(cfg Config, obs Observer) *State {
 		idem:         make(map[string]*idemRecord),
 		idemCount:    make(map[string]int),
 		queuesByName: make(map[string]*queue),
+		groups:       make(map[string]*group),
+		sems:         make(map[string]*semaphore),
 	}
 	s.setSink(obs)
 	return s
@@ -223,7 +229,7 @@ func (s *State) LastToken() uint64 { return s.lastToken }
 
 // Apply applies one log entry and returns one result per command.
 func (s *State) Apply(index uint64, b *Batch) []Result {
-	s.lastIndex = index
+	s.lastIndex, s.now = index, b.Time
 	s.dedup.evict(b.Time, s.cfg)
 	out := make([]Result, len(b.Cmds))
 	for i, c := range b.Cmds {
@@ -278,11 +284,15 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 		r = Result{Err: err}
 	} else if err := validateCampaign(c); err != nil {
 		r = Result{Err: err}
+	} else if err := validateSemaphore(c); err != nil {
+		r = Result{Err: err}
+	} else if err := s.semConflict(c); err != nil {
+		r = Result{Err: err}
 	} else if err := s.kindConflict(c); err != nil {
 		r = Result{Err: err}
 	} else if err := s.ownerLimit(c.Owner); err != nil {
 		r = Result{Err: err}
-	} else if held := s.blocker(c.Resources, nil); held == nil {
+	} else if held := s.blockerOf(c, nil); held == nil {
 		l := s.grant(ix, now, c, key)
 		r = Result{Lease: l, Remaining: l.TTL}
 	} else if c.Wait == 0 {
@@ -299,6 +309,14 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 		s.emitWaiter(EventQueued, c)
 	}
 	return r
+}
+
+// blockerOf is blocker for the acquire c, a lock's or a semaphore's.
+func (s *State) blockerOf(c *Acquire, w *waiter) error {
+	if c.Limit > 0 {
+		return s.semBlocker(c.Resources[0], c.Limit, w)
+	}
+	return s.blocker(c.Resources, w)
 }
 
 // blocker explains why the resources cannot go to w (nil: a new request)
@@ -344,10 +362,18 @@ func (s *State) queueLimit(resources []string) error {
 
 func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.Lease {
 	tok := s.nextToken(ix)
+	resources := c.Resources
+	if c.Limit > 0 {
+		name := c.Resources[0]
+		i := s.freeSlot(name, c.Limit)
+		resources = []string{leasehold.SlotName(name, i)}
+		s.semJoin(name, c.Limit)
+		s.semTake(name, i)
+	}
 	l := &lease{
 		Lease: leasehold.Lease{
 			ID: tok, Token: tok,
-			Resources: c.Resources, Owner: c.Owner, Operation: c.Operation,
+			Resources: resources, Owner: c.Owner, Operation: c.Operation,
 			TTL: c.TTL, LockDelay: c.LockDelay, MaxHold: c.MaxHold,
 			Metadata:   c.Metadata,
 			AcquiredAt: time.Unix(0, now).UTC(),
@@ -358,9 +384,12 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 		election:   c.Election,
 		value:      c.Value,
 	}
+	if c.Limit > 0 {
+		l.Semaphore, l.Limit = c.Resources[0], c.Limit
+	}
 	s.leases[l.ID] = l
 	s.owned[l.Owner]++
-	for _, r := range c.Resources {
+	for _, r := range resources {
 		s.holders[r] = l.ID
 	}
 	view := l.Lease
@@ -379,12 +408,18 @@ func (s *State) enqueue(now int64, c *Acquire, key string, sum fingerprint) {
 	for _, r := range c.Resources {
 		s.queues[r] = append(s.queues[r], w)
 	}
+	if c.Limit > 0 {
+		s.semJoin(c.Resources[0], c.Limit)
+	}
 }
 
 // dequeue removes w from the waiters and returns the resources whose queue
 // head changed.
 func (s *State) dequeue(w *waiter) []string {
 	delete(s.waiters, w.key)
+	if w.Limit > 0 {
+		s.semLeave(w.Resources[0])
+	}
 	var heads []string
 	for _, r := range w.Resources {
 		q := s.queues[r]
@@ -411,13 +446,14 @@ func (s *State) dequeue(w *waiter) []string {
 func (s *State) wake(ix uint64, now int64, resources []string) {
 	var cands []*waiter
 	for _, r := range resources {
-		if q := s.queues[r]; len(q) > 0 && !slices.Contains(cands, q[0]) {
+		if q := s.queues[s.wakeName(r)]; len(q) > 0 && !slices.Contains(cands, q[0]) {
 			cands = append(cands, q[0])
 		}
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].arrival < cands[j].arrival })
-	for _, w := range cands {
-		if s.blocker(w.Resources, w) != nil {
+	for i := 0; i < len(cands); i++ {
+		w := cands[i]
+		if s.blockerOf(&w.Acquire, w) != nil {
 			continue
 		}
 		s.dequeue(w)
@@ -425,6 +461,10 @@ func (s *State) wake(ix uint64, now int64, resources []string) {
 		r := Result{Lease: l, Remaining: l.TTL}
 		s.dedup.put(w.key, KindAcquire, w.sum, now, r, s.cfg)
 		s.obs.WaitEnded(w.key, r)
+		// A semaphore's next waiter may fit in another free slot.
+		if q := s.queues[w.Resources[0]]; w.Limit > 0 && len(q) > 0 {
+			cands = append(cands, q[0])
+		}
 	}
 }
 
@@ -528,6 +568,9 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 			delete(s.holders, r)
 		}
 	}
+	if l.Semaphore != "" {
+		s.semFree(l)
+	}
 	view := l.Lease
 	s.obs.Ended(&view, why)
 	s.emitLease(endEvent(why), &view, why)
@@ -536,6 +579,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 		s.vacated = append(s.vacated, l.Resources[0])
 	}
 	s.idemEnded(l)
+	s.groupMemberEnded(l)
 	return &view
 }
 

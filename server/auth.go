@@ -188,8 +188,18 @@ var required = map[string]Role{
 	"/leasehold.v1.Idempotency/Abandon":    RoleWorker,
 	"/leasehold.v1.Idempotency/Get":        RoleWorker,
 	"/leasehold.v1.Idempotency/List":       RoleWorker,
+	"/leasehold.v1.Groups/Create":          RoleOperator,
+	"/leasehold.v1.Groups/Grow":            RoleOperator,
+	"/leasehold.v1.Groups/Delete":          RoleAdmin,
+	"/leasehold.v1.Groups/List":            RoleOperator,
+	"/leasehold.v1.Groups/Get":             RoleWorker,
+	"/leasehold.v1.Groups/Join":            RoleWorker,
+	"/leasehold.v1.Groups/Leave":           RoleWorker, // proven by the session's secret, as Renew
+	"/leasehold.v1.Groups/AckRevocation":   RoleWorker,
+	"/leasehold.v1.Groups/Assignments":     RoleWorker, // within its prefixes: the handler checks them
 	"/leasehold.v1.Admin/Audit":            RoleOperator,
 	"/leasehold.v1.Admin/ForceRelease":     RoleAdmin,
+	"/leasehold.v1.Admin/Snapshot":         RoleAdmin,
 	"/leasehold.v1.Cluster/Members":        RoleOperator,
 	"/leasehold.v1.Cluster/Status":         RoleOperator,
 	"/leasehold.v1.Cluster/AddVoter":       RoleAdmin,
@@ -264,6 +274,14 @@ func names(msg any) []string {
 		return []string{m.Queue}
 	case *pb.QueuesExtendRequest:
 		return []string{m.Queue}
+	case *pb.GroupsGetRequest:
+		return []string{m.Group}
+	case *pb.GroupsJoinRequest:
+		return []string{m.Group}
+	case *pb.GroupsAckRevocationRequest:
+		return []string{m.Group}
+	case *pb.GroupsAssignmentsRequest:
+		return []string{m.Group}
 	}
 	return nil
 }

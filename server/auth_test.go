@@ -110,6 +110,16 @@ func TestAuthRoles(t *testing.T) {
 	if _, err := admin.Members(ctx); err != nil {
 		t.Fatalf("admin members: %v", err)
 	}
+	// A backup holds every key's value: admins only.
+	discard := func(client.SnapshotInfo) (io.Writer, error) { return io.Discard, nil }
+	for name, c := range map[string]*client.Client{"worker": worker, "operator": operator} {
+		if _, err := c.Snapshot(ctx, discard); !errors.Is(err, leasehold.ErrPermission) {
+			t.Fatalf("%s snapshot: %v, want PermissionDenied", name, err)
+		}
+	}
+	if info, err := admin.Snapshot(ctx, discard); err != nil || info.Index == 0 || info.Size == 0 {
+		t.Fatalf("admin snapshot: %+v, %v", info, err)
+	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,8 @@ func leasePB(l *leasehold.Lease, expiresIn time.Duration) *pb.Lease {
 		RenewedAt:  timePB(l.RenewedAt),
 		RenewCount: l.RenewCount,
 		Progress:   l.Progress,
+		Semaphore:  l.Semaphore,
+		Limit:      uint32(l.Limit),
 	}
 	if expiresIn >= 0 {
 		out.ExpiresIn = durationpb.New(expiresIn)

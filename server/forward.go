@@ -114,6 +114,14 @@ var routes = map[string]route{
 	leaseholdv1connect.QueuesExtendProcedure:          via[pb.QueuesExtendRequest, pb.QueuesExtendResponse],
 	leaseholdv1connect.QueuesRedriveProcedure:         via[pb.QueuesRedriveRequest, pb.QueuesRedriveResponse],
 	leaseholdv1connect.QueuesDeadLettersProcedure:     via[pb.QueuesDeadLettersRequest, pb.QueuesDeadLettersResponse],
+	leaseholdv1connect.GroupsCreateProcedure:          via[pb.GroupsCreateRequest, pb.GroupsCreateResponse],
+	leaseholdv1connect.GroupsGrowProcedure:            via[pb.GroupsGrowRequest, pb.GroupsGrowResponse],
+	leaseholdv1connect.GroupsDeleteProcedure:          via[pb.GroupsDeleteRequest, pb.GroupsDeleteResponse],
+	leaseholdv1connect.GroupsListProcedure:            via[pb.GroupsListRequest, pb.GroupsListResponse],
+	leaseholdv1connect.GroupsGetProcedure:             via[pb.GroupsGetRequest, pb.GroupsGetResponse],
+	leaseholdv1connect.GroupsJoinProcedure:            via[pb.GroupsJoinRequest, pb.GroupsJoinResponse],
+	leaseholdv1connect.GroupsLeaveProcedure:           via[pb.GroupsLeaveRequest, pb.GroupsLeaveResponse],
+	leaseholdv1connect.GroupsAckRevocationProcedure:   via[pb.GroupsAckRevocationRequest, pb.GroupsAckRevocationResponse],
 }
 
 // via sends req (its message as the handler left it: request IDs and

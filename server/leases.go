@@ -138,7 +138,11 @@ func (h leases) Get(ctx context.Context, req *connect.Request[pb.GetRequest]) (*
 		return nil, err
 	}
 	now, err := s.svc.Holding(ctx, r)
-	out := &pb.GetResponse{Resource: r, Holder: leasePB(now.Holder, now.ExpiresIn), LockDelay: durPB(now.LockDelay)}
+	out := &pb.GetResponse{Resource: r, Holder: leasePB(now.Holder, now.ExpiresIn), LockDelay: durPB(now.LockDelay),
+		Limit: uint32(now.Limit)}
+	for i := range now.Slots {
+		out.Slots = append(out.Slots, leasePB(&now.Slots[i].Lease, now.Slots[i].ExpiresIn))
+	}
 	for _, w := range now.Waiters {
 		out.Waiters = append(out.Waiters, waiterPB(w))
 	}

@@ -36,7 +36,8 @@ type Metrics struct {
 	QueueRefused                               *prometheus.CounterVec   // by queue and limit
 	QueueLatency                               *prometheus.HistogramVec // send to ack
 
-	idemLapsed prometheus.Counter // idempotency attempts whose lease expired (idem.go)
+	idemLapsed   prometheus.Counter   // idempotency attempts whose lease expired (idem.go)
+	groupHandOff prometheus.Histogram // partition hand-off time (group_metrics.go)
 
 	reg prometheus.Registerer // for WatchNode
 }
@@ -93,7 +94,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, c := range []prometheus.Collector{m.Acquisitions, m.AcquireWait, m.LeasesGranted, m.LeasesEnded, m.Renewals,
 		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused, m.Txns,
-		m.Campaigns, m.LeaderChanges, m.newIdemLapsed()} {
+		m.Campaigns, m.LeaderChanges, m.newIdemLapsed(), m.newGroupHandOff()} {
 		f(c)
 	}
 	for _, c := range m.newQueueMetrics() {

@@ -190,6 +190,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	mount(leaseholdv1connect.NewIdempotencyHandler(newIdemAPI(s, cfg.Registry), guard, large, codec))
 	mount(leaseholdv1connect.NewQueuesHandler(newQueuesAPI(s, cfg.MaxQueueBodyBytes), guard, large, codec))
+	mount(leaseholdv1connect.NewGroupsHandler(newGroupsAPI(s, cfg.Registry), guard, small, codec))
 	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MetricsAuth {
 		if cfg.Auth == nil {

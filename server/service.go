@@ -27,6 +27,7 @@ type Service interface {
 	Locks(ctx context.Context, after uint64, limit int, prefix string) ([]service.Lock, uint64, error)
 	ForceRelease(ctx context.Context, cmd *service.ForceRelease) (service.Result, error)
 	Audit(ctx context.Context, since time.Duration, limit int) ([]service.AuditRecord, bool, error)
+	Backup() service.Backup
 
 	Put(ctx context.Context, cmd *service.Put) (uint64, error)
 	PutBound(ctx context.Context, cmd *service.Put, lease service.LeaseProof) (uint64, error)

@@ -25,6 +25,9 @@ func TestJSONUnknownFieldRefused(t *testing.T) {
 		for i := range f.Services().Len() {
 			svc := f.Services().Get(i)
 			for j := range svc.Methods().Len() {
+				if svc.Methods().Get(j).IsStreamingServer() {
+					continue // a stream is no unary JSON post (Admin/Snapshot)
+				}
 				proc := "/" + string(svc.FullName()) + "/" + string(svc.Methods().Get(j).Name())
 				methods++
 				status, body := postJSON(t, hc, n, proc, `{"notAField":1}`)

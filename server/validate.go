@@ -73,6 +73,14 @@ func acquireCommand(m *pb.AcquireRequest, caller string) (cmd *service.Acquire, 
 	if err := leasehold.ValidateMetadata(m.Metadata); err != nil {
 		return nil, "", err
 	}
+	if m.Limit > leasehold.MaxSemaphoreLimit {
+		return nil, "", leasehold.Errorf(leasehold.CodeInvalid, "limit is %d; a semaphore has 1 to %d slots", m.Limit, leasehold.MaxSemaphoreLimit)
+	}
+	if m.Limit > 0 && len(m.Resources) != 1 {
+		return nil, "", leasehold.Errorf(leasehold.CodeInvalid,
+			"a semaphore acquire (limit %d) names one semaphore, not %d resources; acquire the others separately", m.Limit, len(m.Resources))
+	}
+	cmd.Limit = int(m.Limit)
 	if cmd.TTL, err = duration("ttl", m.Ttl, leasehold.DefaultTTL); err != nil {
 		return nil, "", err
 	}

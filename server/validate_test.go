@@ -138,6 +138,12 @@ func TestValidation(t *testing.T) {
 		{"max_hold shorter than ttl", acq(one(&pb.AcquireRequest{Ttl: dur(10 * time.Second), MaxHold: dur(time.Second)})), connect.CodeInvalidArgument, []string{"max_hold", "1s", "shorter than the ttl"}},
 		{"max_hold shorter than the default ttl", acq(one(&pb.AcquireRequest{MaxHold: dur(time.Second)})), connect.CodeInvalidArgument, []string{"max_hold", "15s"}},
 		{"max_hold over 7 days", acq(one(&pb.AcquireRequest{MaxHold: dur(8 * 24 * time.Hour)})), connect.CodeInvalidArgument, []string{"max_hold", "168h0m0s"}},
+		{"semaphore limit over 1000", acq(one(&pb.AcquireRequest{Limit: 1001})), connect.CodeInvalidArgument, []string{"limit is 1001", "1 to 1000 slots"}},
+		{"semaphore of two resources", acq(&pb.AcquireRequest{Resources: []string{"valid/a", "valid/b"}, Limit: 2}), connect.CodeInvalidArgument, []string{"names one semaphore, not 2 resources"}},
+		{"lock on a semaphore slot's name", func(t *testing.T) error {
+			mustAcquire(t, c, &pb.AcquireRequest{Resources: []string{"valid/sem"}, Limit: 2, Ttl: dur(time.Minute)})
+			return acq(&pb.AcquireRequest{Resources: []string{"valid/sem#1"}})(t)
+		}, connect.CodeFailedPrecondition, []string{`"valid/sem#1" is a slot of the semaphore "valid/sem"`}},
 		{"secret not hex", acq(one(&pb.AcquireRequest{Secret: strings.Repeat("z", 32)})), connect.CodeInvalidArgument, []string{"secret", "32 hex"}},
 		{"secret too short", acq(one(&pb.AcquireRequest{Secret: "abcd"})), connect.CodeInvalidArgument, []string{"secret", "32 hex"}},
 		{"secret too long", acq(one(&pb.AcquireRequest{Secret: secret + "00"})), connect.CodeInvalidArgument, []string{"secret", "32 hex"}},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/fsm"
 )
 
@@ -63,6 +64,9 @@ func (s *Service) Locks(ctx context.Context, after uint64, limit int, prefix str
 // from the leader's timers.
 func (s *Service) lock(st *fsm.State, resource string, l *leasehold.Lease) Lock {
 	out := Lock{Resource: resource, Holder: l, Waiters: st.Waiters(resource)}
+	if l != nil && l.Semaphore != "" {
+		out.Waiters = st.Waiters(l.Semaphore) // a semaphore's waiters wait for any of its slots
+	}
 	if l != nil {
 		out.HeldFor = s.node.LeaseAge(l.ID)
 		out.ExpiresIn, out.ExpiresKnown = s.node.ExpiresIn(l.ID)
@@ -97,3 +101,9 @@ func (s *Service) Audit(ctx context.Context, since time.Duration, limit int) (re
 	})
 	return recs, truncated, err
 }
+
+// Backup is a node's state for a backup, at one applied index.
+type Backup = cluster.Backup
+
+// Backup reads this node's state for a backup (cluster.Node.Backup).
+func (s *Service) Backup() Backup { return s.node.Backup() }

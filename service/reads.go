@@ -19,6 +19,10 @@ type Holding struct {
 	ExpiresIn time.Duration
 	Waiters   []Waiter      // in line order
 	LockDelay time.Duration // left of the lock delay after the last holder; 0: none
+	// Limit and Slots are set if the resource is a semaphore in use: its
+	// limit and the holders of its slots, by slot.
+	Limit int
+	Slots []Held
 }
 
 // Holding reads the holder, the line and the lock delay of resource.
@@ -30,6 +34,12 @@ func (s *Service) Holding(ctx context.Context, resource string) (Holding, error)
 		}
 		h.Waiters = st.Waiters(resource)
 		h.LockDelay, _ = st.LockDelay(resource)
+		if limit, slots, ok := st.Semaphore(resource); ok {
+			h.Limit = limit
+			for _, l := range slots {
+				h.Slots = append(h.Slots, Held{Lease: l, ExpiresIn: s.expiresIn(l.ID)})
+			}
+		}
 	})
 	return h, err
 }

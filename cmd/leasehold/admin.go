@@ -2,19 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 // Operators' commands: locks, locks show, force-release and audit.
@@ -65,7 +65,7 @@ func pdurIf(d time.Duration, known bool) string {
 	if !known {
 		return "-"
 	}
-	return d.Round(time.Millisecond).String()
+	return cliout.Dur(d)
 }
 
 // expiresIn shows a holder's countdown, or "-" if the node does not know it.
@@ -79,7 +79,7 @@ func orDash(s string) string {
 }
 
 func newLocks(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	var prefix string
 	cmd := &cobra.Command{
 		Use:   "locks",
@@ -102,15 +102,19 @@ func newLocks(g *globals) *cobra.Command {
 			}
 			sort.SliceStable(locks, func(i, j int) bool { return locks[i].Resource < locks[j].Resource })
 			w := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(w, locksWire(locks))
+			if out.JSON() {
+				return writeJSON(w, cliout.FromLocks(locks))
 			}
 			if len(locks) == 0 {
 				fmt.Fprintln(w, "no resource is held")
 				return nil
 			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RESOURCE\tLEASE\tTOKEN\tOWNER\tOPERATION\tHELD\tEXPIRES IN\tTTL\tRENEWALS\tLAST RENEWAL\tPROGRESS\tWAITERS\tOLDEST WAIT\tMARKS")
+			headers := []string{"RESOURCE", "LEASE", "TOKEN", "OWNER", "OPERATION", "HELD", "EXPIRES IN", "RENEWALS", "WAITERS", "MARKS"}
+			if out.Wide() {
+				headers = []string{"RESOURCE", "LEASE", "TOKEN", "OWNER", "OPERATION", "HELD", "EXPIRES IN", "TTL", "RENEWALS",
+					"LAST RENEWAL", "PROGRESS", "WAITERS", "OLDEST WAIT", "MARKS"}
+			}
+			t := newTable(w, headers...)
 			seen := map[string]bool{}
 			for _, l := range locks {
 				m := marks(l)
@@ -121,12 +125,16 @@ func newLocks(g *globals) *cobra.Command {
 				if h == nil {
 					h = &client.LeaseInfo{}
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n",
-					l.Resource, h.ID, h.Token, orDash(h.Owner), orDash(h.Operation), pdurIf(l.HeldFor, l.Holder != nil), expiresIn(h),
-					pdur(h.TTL), h.RenewCount, stamp(h.RenewedAt, "15:04:05"), orDash(clip(h.Progress, 32)), l.Waiters,
-					pdurIf(l.OldestWait, l.Waiters > 0), orDash(strings.Join(m, ",")))
+				if out.Wide() {
+					t.row(l.Resource, h.ID, h.Token, h.Owner, h.Operation, pdurIf(l.HeldFor, l.Holder != nil), expiresIn(h),
+						pdur(h.TTL), h.RenewCount, stamp(h.RenewedAt, "15:04:05"), clip(h.Progress, 32), l.Waiters,
+						pdurIf(l.OldestWait, l.Waiters > 0), strings.Join(m, ","))
+				} else {
+					t.row(l.Resource, h.ID, h.Token, clip(h.Owner, 24), clip(h.Operation, 24), pdurIf(l.HeldFor, l.Holder != nil),
+						expiresIn(h), h.RenewCount, l.Waiters, strings.Join(m, ","))
+				}
 			}
-			if err := tw.Flush(); err != nil {
+			if err := t.flush(); err != nil {
 				return err
 			}
 			for _, k := range []string{markOverdue, markStale} {
@@ -138,17 +146,18 @@ func newLocks(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only resources starting with this")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out = addOutput(cmd)
 	cmd.AddCommand(newLocksShow(g))
 	return cmd
 }
 
 func newLocksShow(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	cmd := &cobra.Command{
-		Use:   "show RESOURCE",
-		Short: "Show one resource in full: its holder, health marks and every waiter",
-		Args:  cobra.ExactArgs(1),
+		Use:               "show RESOURCE",
+		Short:             "Show one resource in full: its holder, health marks and every waiter",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeResources(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -159,15 +168,13 @@ func newLocksShow(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(w, lockWire(l))
-			}
-			printLock(w, l)
-			return nil
+			return out.print(cmd.OutOrStdout(), cliout.FromLock(l), func(w io.Writer) error {
+				printLock(w, l)
+				return nil
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out = addOutput(cmd)
 	return cmd
 }
 
@@ -207,16 +214,7 @@ func printLock(w io.Writer, l client.LockInfo) {
 			fmt.Fprintf(w, "  progress:     %s (reported at %s)\n", h.Progress, stamp(h.ProgressAt, full))
 		}
 		if len(h.Metadata) > 0 {
-			keys := make([]string, 0, len(h.Metadata))
-			for k := range h.Metadata {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			parts := make([]string, len(keys))
-			for i, k := range keys {
-				parts[i] = fmt.Sprintf("%s=%q", k, h.Metadata[k])
-			}
-			fmt.Fprintf(w, "  metadata:     %s\n", strings.Join(parts, " "))
+			fmt.Fprintf(w, "  metadata:     %s\n", metadataText(h.Metadata))
 		}
 		for _, m := range marks(l) {
 			fmt.Fprintf(w, "  MARK %s: %s\n", m, markHelp[m])
@@ -236,21 +234,33 @@ func printLock(w io.Writer, l client.LockInfo) {
 	}
 }
 
+// metadataText shows metadata as k="v" pairs in key order.
+func metadataText(md map[string]string) string {
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%q", k, md[k])
+	}
+	return strings.Join(parts, " ")
+}
+
 // stdinIsTerminal reports whether r is an interactive terminal, where a
-// person can answer a confirmation.
+// person can answer a confirmation. /dev/null is a character device but
+// no terminal: term.IsTerminal asks the tty driver.
 var stdinIsTerminal = func(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func newForceRelease(g *globals) *cobra.Command {
 	var leaseID uint64
 	var reason string
 	var yes bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "force-release RESOURCE --lease ID --reason TEXT [--yes]",
 		Short: "End the lease holding RESOURCE without its secret, and record who did it and why",
@@ -260,14 +270,15 @@ func newForceRelease(g *globals) *cobra.Command {
 			"are safe from it. The actor (your identity), the reason, the time, the lease and its\n" +
 			"token go to the replicated audit log (leasehold audit). Asks for confirmation unless\n" +
 			"--yes; without a terminal it needs --yes. Needs the admin role.",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeResources(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			resource := args[0]
 			if leaseID == 0 {
-				return errors.New("--lease is required: the id of the lease holding the resource (leasehold locks show " + resource + ")")
+				return usagef("--lease is required: the id of the lease holding the resource (leasehold locks show %s)", resource)
 			}
 			if strings.TrimSpace(reason) == "" {
-				return errors.New("--reason is required: why the release is forced (kept in the audit log)")
+				return usagef("--reason is required: why the release is forced (kept in the audit log)")
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -280,13 +291,16 @@ func newForceRelease(g *globals) *cobra.Command {
 			}
 			h := l.Holder
 			if h == nil {
-				return fmt.Errorf("%s is not held: nothing to release", resource)
+				return fmt.Errorf("%s is not held: nothing to release (%w)", resource, errLeaseGone)
 			}
 			if h.ID != leaseID {
 				return fmt.Errorf("%s is held by lease %d (owner %s, operation %s), not lease %d: look again with leasehold locks show %s",
 					resource, h.ID, orDash(h.Owner), orDash(h.Operation), leaseID, resource)
 			}
 			w := cmd.OutOrStdout()
+			if out.JSON() { // stdout is for the JSON result alone
+				w = cmd.ErrOrStderr()
+			}
 			fmt.Fprintf(w, "About to force the release of %s:\n", resource)
 			printLock(w, l)
 			fmt.Fprintf(w, "\nRisk: the holder is not told and may still be writing. Only resources that check the\n"+
@@ -305,11 +319,15 @@ func newForceRelease(g *globals) *cobra.Command {
 			if ended == nil { // an older server may leave the lease out
 				ended = &client.LeaseInfo{}
 			}
-			fmt.Fprintf(w, "released lease %d (token %d, owner %s); recorded in the audit log\n",
-				ended.ID, ended.Token, orDash(ended.Owner))
-			return nil
+			res := cliout.ForceReleased{Resource: resource, LeaseID: ended.ID, Token: ended.Token, Owner: ended.Owner}
+			return out.print(cmd.OutOrStdout(), res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "released lease %d (token %d, owner %s); recorded in the audit log\n",
+					ended.ID, ended.Token, orDash(ended.Owner))
+				return err
+			})
 		},
 	}
+	out = addOutput(cmd)
 	cmd.Flags().Uint64Var(&leaseID, "lease", 0, "the id of the lease expected to hold RESOURCE (required)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the audit log: 1 to 512 bytes (required)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
@@ -317,7 +335,7 @@ func newForceRelease(g *globals) *cobra.Command {
 }
 
 func newAudit(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	var since time.Duration
 	var limit int
 	cmd := &cobra.Command{
@@ -339,8 +357,8 @@ func newAudit(g *globals) *cobra.Command {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(w, auditWire(recs, truncated))
+			if out.JSON() {
+				return writeJSON(w, cliout.FromAudit(recs, truncated))
 			}
 			if truncated {
 				fmt.Fprintf(cmd.ErrOrStderr(), "showing the newest %d records; older ones were left out (raise --limit or narrow --since)\n", len(recs))
@@ -349,17 +367,16 @@ func newAudit(g *globals) *cobra.Command {
 				fmt.Fprintln(w, "no audit records")
 				return nil
 			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tRESOURCE\tLEASE\tTOKEN\tOWNER\tOPERATION\tREASON")
+			t := newTable(w, "TIME", "ACTOR", "ACTION", "RESOURCE", "LEASE", "TOKEN", "OWNER", "OPERATION", "REASON")
 			for _, a := range recs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", stamp(a.Time, "2006-01-02 15:04:05 MST"),
-					a.Actor, a.Action, a.Resource, a.LeaseID, a.Token, orDash(a.Owner), orDash(a.Operation), a.Reason)
+				t.row(stamp(a.Time, "2006-01-02 15:04:05 MST"), a.Actor, a.Action, a.Resource, a.LeaseID, a.Token,
+					a.Owner, a.Operation, a.Reason)
 			}
-			return tw.Flush()
+			return t.flush()
 		},
 	}
-	cmd.Flags().DurationVar(&since, "since", 0, "only records from this long ago until now (0: every record kept)")
+	durationVar(cmd.Flags(), &since, "since", 0, "only records from this long ago until now (0: every record kept)")
 	cmd.Flags().IntVar(&limit, "limit", 100, "show at most the newest this many records (1 to 1000)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out = addOutput(cmd)
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
@@ -30,7 +31,7 @@ type benchFlags struct {
 	ops         int64
 	warmup      time.Duration
 	seed        uint64
-	json        bool
+	out         *output
 	plot        string
 	cpuprofile  string
 	trace       string
@@ -81,14 +82,14 @@ Operations finishing during --warmup are not counted. The run ends after
 	fl.IntVar(&f.batch, "batch", 1, "queue: messages per send and most per receive (1: no batches)")
 	fl.IntVar(&f.bodyBytes, "body-bytes", 200, "queue: bytes per message")
 	fl.IntVar(&f.leases, "leases", 1000, "renew: number of leases held")
-	fl.DurationVar(&f.hold, "hold", 0, "time spent holding each lease (critical section)")
-	fl.DurationVar(&f.ttl, "ttl", 0, "lease TTL (default 30s for renew, 15s otherwise)")
-	fl.DurationVar(&f.wait, "wait", 30*time.Second, "lock, contend: how long an acquire may queue behind a holder")
-	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long to measure, after the warm-up")
+	durationVar(fl, &f.hold, "hold", 0, "time spent holding each lease (critical section)")
+	durationVar(fl, &f.ttl, "ttl", 0, "lease TTL (default 30s for renew, 15s otherwise)")
+	durationVar(fl, &f.wait, "wait", 30*time.Second, "lock, contend: how long an acquire may queue behind a holder")
+	durationVar(fl, &f.duration, "duration", 10*time.Second, "how long to measure, after the warm-up")
 	fl.Int64Var(&f.ops, "ops", 0, "measure this many operations (pairs, grants or renewals) instead of a duration")
-	fl.DurationVar(&f.warmup, "warmup", time.Second, "time before measuring; its operations are not counted")
+	durationVar(fl, &f.warmup, "warmup", time.Second, "time before measuring; its operations are not counted")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for the choice of resources")
-	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
+	f.out = addOutput(cmd)
 	fl.StringVar(&f.plot, "plot", "", "write a latency percentile plot to this .svg or .png file")
 	fl.BoolVar(&f.shared, "shared", false, "lock, contend: the clients share one Go client (goroutines of one process), so their concurrent calls go out together in batch requests; queue: producers share one client and consumers another")
 	fl.IntVar(&f.clientBatch, "client-max-batch", 0, "most calls a Go client sends in one batch request (0: client default; 1: no batching)")
@@ -150,7 +151,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		cfg.LogIndex = func() uint64 { return node.Node.Stats().CommitIndex }
 		cfg.Target = "embedded node (single voter, fsync'd raft-wal log in a temp dir)"
 	}
-	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+	if term.IsTerminal(int(os.Stderr.Fd())) {
 		cfg.Progress = os.Stderr
 	}
 	// The CPU profile and the execution trace, if asked for, cover the run.
@@ -178,7 +179,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	if f.json {
+	if f.out.JSON() {
 		err = rep.WriteJSON(out)
 	} else {
 		err = rep.WriteText(out)
@@ -193,7 +194,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		fmt.Fprintln(cmd.ErrOrStderr(), "plot written to", f.plot)
 	}
 	if rep.Interrupted {
-		return exitError{130}
+		return exitError{code: 130}
 	}
 	return nil
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 // membershipWait is how long a membership change may take on the leader,
@@ -17,7 +19,7 @@ func newCluster(g *globals) *cobra.Command {
 		Use:   "cluster",
 		Short: "Show and change the cluster's membership",
 	}
-	var asJSON bool
+	var membersOut *output
 	members := &cobra.Command{
 		Use:   "members",
 		Short: "List the servers in the raft configuration",
@@ -32,18 +34,16 @@ func newCluster(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), membersWire(r))
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tVOTER\tLEADER")
-			for _, m := range r {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%v\n", m.ID, m.RaftAddr, m.Voter, m.Leader)
-			}
-			return tw.Flush()
+			return membersOut.print(cmd.OutOrStdout(), cliout.FromMembers(r), func(w io.Writer) error {
+				t := newTable(w, "NODE", "RAFT ADDRESS", "VOTER", "LEADER")
+				for _, m := range r {
+					t.row(m.ID, m.RaftAddr, m.Voter, m.Leader)
+				}
+				return t.flush()
+			})
 		},
 	}
-	members.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	membersOut = addOutput(members)
 
 	add := &cobra.Command{
 		Use:   "add ID RAFTADDR",
@@ -100,7 +100,7 @@ func newCluster(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	var statusJSON bool
+	var statusOut *output
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show each node's role, term, commit and applied index",
@@ -115,19 +115,17 @@ func newCluster(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if statusJSON {
-				return printJSON(cmd.OutOrStdout(), statusWire(r))
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tSTATE\tTERM\tCOMMIT\tAPPLIED\tLAST INDEX\tLEADER\tNOTE")
-			for _, n := range r {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", n.ID, n.RaftAddr, n.State, n.Term,
-					n.CommitIndex, n.AppliedIndex, n.LastIndex, n.LeaderID, n.Error)
-			}
-			return tw.Flush()
+			return statusOut.print(cmd.OutOrStdout(), cliout.FromNodeStatus(r), func(w io.Writer) error {
+				t := newTable(w, "NODE", "RAFT ADDRESS", "STATE", "TERM", "COMMIT", "APPLIED", "LAST INDEX", "LEADER", "LAST CONTACT", "NOTE")
+				for _, n := range r {
+					t.row(n.ID, n.RaftAddr, n.State, n.Term, n.CommitIndex, n.AppliedIndex, n.LastIndex, n.LeaderID,
+						pdurIf(n.LastContact, n.Error == ""), n.Error)
+				}
+				return t.flush()
+			})
 		},
 	}
-	status.Flags().BoolVar(&statusJSON, "json", false, "print JSON")
+	statusOut = addOutput(status)
 	cmd.AddCommand(members, add, remove, transfer, status)
 	return cmd
 }

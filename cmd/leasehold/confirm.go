@@ -19,7 +19,7 @@ func confirm(cmd *cobra.Command, yes bool, prompt, notDone string) error {
 	}
 	in := cmd.InOrStdin()
 	if !stdinIsTerminal(in) {
-		return errors.New(notDone + ": confirmation needs a terminal; pass --yes to confirm without one")
+		return usagef("%s: confirmation needs a terminal; pass --yes to confirm without one", notDone)
 	}
 	fmt.Fprint(cmd.ErrOrStderr(), prompt)
 	answer, err := bufio.NewReader(in).ReadString('\n')

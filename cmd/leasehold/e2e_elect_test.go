@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 	"github.com/leasehold/leasehold/internal/procs"
 )
 
@@ -114,16 +115,12 @@ func TestElectStopsChildBeforeNextLeader(t *testing.T) {
 	// elections lists the election and its leader; the others, stopped,
 	// are no longer in line.
 	out := n.lhOK("elections", "--json").stdout
-	var e struct {
-		Name       string `json:"name"`
-		Value      string `json:"value"`
-		Token      uint64 `json:"token"`
-		Candidates int    `json:"candidates"`
+	var es cliout.Elections
+	if err := decodeStrict(out, &es); err != nil || len(es.Elections) != 1 {
+		t.Fatalf("elections --json: want one election (%v)\n%s", err, out)
 	}
-	if err := json.Unmarshal([]byte(out), &e); err != nil {
-		t.Fatalf("elections --json: %v\n%s", err, out)
-	}
-	if last := ts[len(ts)-1]; e.Name != "E" || e.Value != last.Candidate || e.Token != last.Token || e.Candidates != 0 {
+	e := es.Elections[0]
+	if last := ts[len(ts)-1]; e.Election != "E" || e.Value != last.Candidate || e.Token != last.Token || e.Candidates != 0 {
 		t.Errorf("elections --json: %s; want E led by %s with token %d and no candidate (the others are stopped)", out, last.Candidate, last.Token)
 	}
 }

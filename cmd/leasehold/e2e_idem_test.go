@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
-	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 // idemPost posts JSON to an Idempotency procedure, as the README's curl
@@ -57,13 +55,13 @@ func TestCLIIdemShowList(t *testing.T) {
 			t.Errorf("idem show does not say %q:\n%s", want, text)
 		}
 	}
-	var rec pb.IdemRecord
-	if err := protojson.Unmarshal([]byte(n.lhOK("idem", "show", "--json", "pay/1").stdout), &rec); err != nil ||
-		rec.State != pb.IdemState_IDEM_STATE_COMPLETED || rec.ResultSize != 4 {
+	var rec cliout.IdemRecord
+	if err := decodeStrict(n.lhOK("idem", "show", "--json", "pay/1").stdout, &rec); err != nil ||
+		rec.State != "completed" || rec.ResultSize != 4 {
 		t.Fatalf("idem show --json: %v %v", &rec, err)
 	}
-	var list pb.IdempotencyListResponse
-	if err := protojson.Unmarshal([]byte(n.lhOK("idem", "list", "--prefix", "pay/", "--json").stdout), &list); err != nil ||
+	var list cliout.IdemRecords
+	if err := decodeStrict(n.lhOK("idem", "list", "--prefix", "pay/", "--json").stdout, &list); err != nil ||
 		len(list.Records) != 1 || list.Records[0].Key != "pay/1" || len(list.Records[0].Result) != 0 {
 		t.Fatalf("idem list --json: %v %v", &list, err)
 	}

@@ -193,11 +193,25 @@ func (r cliResult) String() string {
 // test only if the command does not finish within cliTimeout.
 func lhEnv(t testing.TB, env []string, args ...string) cliResult {
 	t.Helper()
+	return lhEnvIn(t, env, "", args...)
+}
+
+// lhStdin is lhEnv with childEnv and stdin (none if "").
+func lhStdin(t testing.TB, stdin string, args ...string) cliResult {
+	t.Helper()
+	return lhEnvIn(t, childEnv(), stdin, args...)
+}
+
+func lhEnvIn(t testing.TB, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, lhBin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Env = &stdout, &stderr, env
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
 	err := cmd.Run()

@@ -235,8 +235,8 @@ func TestRunKillsChildBeforeDeadline(t *testing.T) {
 				t.Fatalf("run still going %v after T_stop\n%s", time.Since(tStop), p.Stderr())
 			}
 			t.Logf("run exited %v after T_stop with %v", p.ExitedAt.Sub(tStop).Round(time.Millisecond), p.Err)
-			if p.Code() != 75 {
-				t.Errorf("run exited with %v, want status 75\n%s", p.Err, p.Stderr())
+			if p.Code() != 124 {
+				t.Errorf("run exited with %v, want status 124\n%s", p.Err, p.Stderr())
 			}
 			if !strings.Contains(p.Stderr(), "could not be kept") {
 				t.Errorf("run's stderr does not say why it stopped the child:\n%s", p.Stderr())

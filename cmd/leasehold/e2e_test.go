@@ -14,30 +14,27 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
-	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 var secretRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // acquired is `leasehold acquire --json` output.
-type acquired struct {
-	LeaseID   uint64   `json:"lease_id"`
-	Secret    string   `json:"secret"`
-	Token     uint64   `json:"token"`
-	Resources []string `json:"resources"`
-	ExpiresIn string   `json:"expires_in"`
+type acquired = cliout.Acquired
+
+// decodeStrict decodes JSON output into v, refusing fields v lacks.
+func decodeStrict(out string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // acquire runs `acquire --json args...` and checks the output's shape.
 func (n *node) acquire(args ...string) acquired {
 	n.t.Helper()
 	r := n.lhOK(append([]string{"acquire", "--json"}, args...)...)
-	dec := json.NewDecoder(strings.NewReader(r.stdout))
-	dec.DisallowUnknownFields()
 	var a acquired
-	if err := dec.Decode(&a); err != nil {
+	if err := decodeStrict(r.stdout, &a); err != nil {
 		n.t.Fatalf("acquire --json output %q: %v", r.stdout, err)
 	}
 	if a.LeaseID == 0 || a.Token == 0 || !secretRE.MatchString(a.Secret) {
@@ -47,22 +44,22 @@ func (n *node) acquire(args ...string) acquired {
 }
 
 // status runs `status --json resource`.
-func (n *node) status(resource string) *pb.GetResponse {
+func (n *node) status(resource string) *cliout.Resource {
 	n.t.Helper()
 	r := n.lhOK("status", "--json", resource)
-	var g pb.GetResponse
-	if err := protojson.Unmarshal([]byte(r.stdout), &g); err != nil {
+	var g cliout.Resource
+	if err := decodeStrict(r.stdout, &g); err != nil {
 		n.t.Fatalf("status --json output %q: %v", r.stdout, err)
 	}
 	return &g
 }
 
 // list runs `list --json`.
-func (n *node) list() []*pb.Lease {
+func (n *node) list() []cliout.Lease {
 	n.t.Helper()
 	r := n.lhOK("list", "--json")
-	var l pb.ListResponse
-	if err := protojson.Unmarshal([]byte(r.stdout), &l); err != nil {
+	var l cliout.Leases
+	if err := decodeStrict(r.stdout, &l); err != nil {
 		n.t.Fatalf("list --json output %q: %v", r.stdout, err)
 	}
 	return l.Leases
@@ -73,10 +70,10 @@ func (n *node) release(a acquired) cliResult {
 	return n.lh("release", "--lease", strconv.FormatUint(a.LeaseID, 10), "--secret", a.Secret)
 }
 
-func byID(ls []*pb.Lease) map[uint64]*pb.Lease {
-	m := make(map[uint64]*pb.Lease, len(ls))
+func byID(ls []cliout.Lease) map[uint64]cliout.Lease {
+	m := make(map[uint64]cliout.Lease, len(ls))
 	for _, l := range ls {
-		m[l.Id] = l
+		m[l.LeaseID] = l
 	}
 	return m
 }
@@ -125,24 +122,29 @@ func TestServeKillRestart(t *testing.T) {
 		t.Fatalf("after the restart, list shows %d leases, want %d: %v", len(after), len(held), after)
 	}
 	for _, l := range after {
-		a, ok := held[l.Id]
+		a, ok := held[l.LeaseID]
 		if !ok {
-			t.Fatalf("after the restart, list shows lease %d, which was not held: %v", l.Id, l)
+			t.Fatalf("after the restart, list shows lease %d, which was not held: %v", l.LeaseID, l)
 		}
 		if l.Token != a.Token || !slices.Equal(l.Resources, a.Resources) {
 			t.Errorf("lease %d after the restart: token %d resources %v, want token %d resources %v",
-				l.Id, l.Token, l.Resources, a.Token, a.Resources)
+				l.LeaseID, l.Token, l.Resources, a.Token, a.Resources)
 		}
 		// Invariant 5: the takeover restarts the countdown; it never
 		// shortens a lease.
-		b := before[l.Id]
-		if got, min := l.ExpiresIn.AsDuration(), b.ExpiresIn.AsDuration()-elapsed; got < min {
+		b := before[l.LeaseID]
+		got, err1 := time.ParseDuration(l.ExpiresIn)
+		had, err2 := time.ParseDuration(b.ExpiresIn)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("lease %d: expires_in %q before, %q after the restart: want durations", l.LeaseID, b.ExpiresIn, l.ExpiresIn)
+		}
+		if got < had-elapsed {
 			t.Errorf("lease %d expires in %v after the restart; before it had %v (%v ago): the restart shortened it",
-				l.Id, got, b.ExpiresIn.AsDuration(), elapsed)
+				l.LeaseID, got, had, elapsed)
 		}
 		for _, res := range a.Resources {
 			g := n.status(res)
-			if g.Holder == nil || g.Holder.Id != a.LeaseID || g.Holder.Token != a.Token {
+			if g.Holder == nil || g.Holder.LeaseID != a.LeaseID || g.Holder.Token != a.Token {
 				t.Errorf("status %s after the restart: holder %v, want lease %d with token %d", res, g.Holder, a.LeaseID, a.Token)
 			}
 		}
@@ -203,7 +205,7 @@ func TestServeGracefulSIGTERM(t *testing.T) {
 
 	n.start()
 	g := n.status("svc/x")
-	if g.Holder == nil || g.Holder.Id != a.LeaseID || g.Holder.Token != a.Token {
+	if g.Holder == nil || g.Holder.LeaseID != a.LeaseID || g.Holder.Token != a.Token {
 		t.Fatalf("after a graceful restart, svc/x is held by %v, want lease %d token %d", g.Holder, a.LeaseID, a.Token)
 	}
 	if b := n.acquire("svc/y"); b.Token <= a.Token {
@@ -240,7 +242,7 @@ func TestCLIAcquireReleaseStatusList(t *testing.T) {
 	text := acquired{LeaseID: id, Token: tok, Secret: txt["secret"], Resources: []string{"db/main"}}
 	secrets = append(secrets, text.Secret)
 
-	// JSON output: exactly lease_id, secret, token, resources, expires_in.
+	// JSON output: exactly the documented fields.
 	r = n.lhOK("acquire", "--json", "--ttl", "1m", "--owner", "bob", "q/1", "q/2")
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(r.stdout), &raw); err != nil {
@@ -253,7 +255,7 @@ func TestCLIAcquireReleaseStatusList(t *testing.T) {
 			}
 		}
 	})
-	if want := []string{"expires_in", "lease_id", "resources", "secret", "token"}; !slices.Equal(keys, want) {
+	if want := []string{"expires_in", "lease_id", "resources", "safe_deadline", "safe_for", "secret", "token", "ttl"}; !slices.Equal(keys, want) {
 		t.Errorf("acquire --json keys %v, want %v", keys, want)
 	}
 	var multi acquired
@@ -261,8 +263,15 @@ func TestCLIAcquireReleaseStatusList(t *testing.T) {
 	if !secretRE.MatchString(multi.Secret) || multi.Token <= text.Token || !slices.Equal(multi.Resources, []string{"q/1", "q/2"}) {
 		t.Errorf("acquire --json: %+v", multi)
 	}
-	if d, err := time.ParseDuration(multi.ExpiresIn); err != nil || d <= 0 || d > time.Minute {
-		t.Errorf("acquire --json expires_in %q: want a duration in (0, 1m]", multi.ExpiresIn)
+	if d, err := time.ParseDuration(multi.ExpiresIn); err != nil || d != time.Minute {
+		t.Errorf("acquire --json expires_in %q: want the server's countdown, 1m", multi.ExpiresIn)
+	}
+	safe, err := time.ParseDuration(multi.SafeFor)
+	if err != nil || safe <= 0 || safe >= time.Minute {
+		t.Errorf("acquire --json safe_for %q: want a duration in (0, 1m): the client's deadline comes before the server's", multi.SafeFor)
+	}
+	if _, err := time.Parse(time.RFC3339, multi.SafeDeadline); err != nil || !strings.HasSuffix(multi.SafeDeadline, "Z") {
+		t.Errorf("acquire --json safe_deadline %q: want an RFC 3339 UTC time (%v)", multi.SafeDeadline, err)
 	}
 	secrets = append(secrets, multi.Secret)
 
@@ -277,7 +286,7 @@ func TestCLIAcquireReleaseStatusList(t *testing.T) {
 		}
 	}
 	for _, res := range []string{"q/1", "q/2"} {
-		if g := n.status(res); g.Holder == nil || g.Holder.Id != multi.LeaseID || g.Holder.Owner != "bob" {
+		if g := n.status(res); g.Holder == nil || g.Holder.LeaseID != multi.LeaseID || g.Holder.Owner != "bob" {
 			t.Errorf("status --json %s: holder %v, want lease %d owned by bob", res, g.Holder, multi.LeaseID)
 		}
 	}
@@ -294,8 +303,8 @@ func TestCLIAcquireReleaseStatusList(t *testing.T) {
 		t.Errorf("list --json shows %d leases, want 2: %v", len(ls), ls)
 	}
 	r = n.lhOK("list", "--json", "--prefix", "q/")
-	var pl pb.ListResponse
-	if err := protojson.Unmarshal([]byte(r.stdout), &pl); err != nil || len(pl.Leases) != 1 || pl.Leases[0].Id != multi.LeaseID {
+	var pl cliout.Leases
+	if err := decodeStrict(r.stdout, &pl); err != nil || len(pl.Leases) != 1 || pl.Leases[0].LeaseID != multi.LeaseID {
 		t.Errorf("list --json --prefix q/: %v %s", err, r.stdout)
 	}
 
@@ -322,7 +331,7 @@ func TestCLIAcquireReleaseStatusList(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "secret") {
 		t.Errorf("release with a wrong secret: %s", r)
 	}
-	if g := n.status("db/main"); g.Holder == nil || g.Holder.Id != text.LeaseID {
+	if g := n.status("db/main"); g.Holder == nil || g.Holder.LeaseID != text.LeaseID {
 		t.Errorf("after a release with a wrong secret, db/main is held by %v", g.Holder)
 	}
 	// Missing flags.
@@ -427,7 +436,7 @@ func TestCurlAcquire(t *testing.T) {
 
 	// The CLI sees the same lease, and can release it with the secret.
 	g := n.status("demo")
-	if g.Holder == nil || g.Holder.Token != tok || strconv.FormatUint(g.Holder.Id, 10) != resp.Lease.ID {
+	if g.Holder == nil || g.Holder.Token != tok || strconv.FormatUint(g.Holder.LeaseID, 10) != resp.Lease.ID {
 		t.Fatalf("status demo: holder %v, want lease %s token %d", g.Holder, resp.Lease.ID, tok)
 	}
 	n.lhOK("release", "--lease", resp.Lease.ID, "--secret", resp.Secret)

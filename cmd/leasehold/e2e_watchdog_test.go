@@ -196,8 +196,8 @@ func TestRunWatchdogFaults(t *testing.T) {
 					if p.Code() != -1 {
 						t.Errorf("run exited with %v after SIGKILL", p.Err)
 					}
-				} else if p.Code() != 75 {
-					t.Errorf("run exited with %v, want 75\n%s", p.Err, p.Stderr())
+				} else if p.Code() != 124 {
+					t.Errorf("run exited with %v, want 124\n%s", p.Err, p.Stderr())
 				}
 				t.Logf("run: %v\n%s", p.Err, p.Stderr())
 				before := [2]int{}

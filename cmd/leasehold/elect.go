@@ -2,24 +2,24 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 type electFlags struct {
-	value, owner    string
-	ttl, grace      time.Duration
-	cgroup          string
-	observe, asJSON bool
+	value, owner string
+	ttl, grace   time.Duration
+	cgroup       string
+	observe      bool
+	out          *output
 }
 
 func newElect(g *globals) *cobra.Command {
@@ -33,8 +33,8 @@ LEASEHOLD_ELECTION and LEASEHOLD_LEASE_ID in its environment. Leadership is a
 lease and CMD is kept exactly as by "leasehold run": if leadership cannot be
 kept, CMD's whole tree is stopped before its local safe deadline, by a watchdog
 process that holds that deadline even if elect itself is stopped or killed. On
-CMD's exit elect resigns and exits with CMD's status (75 if CMD had to be
-stopped).
+CMD's exit elect resigns and exits with CMD's status (124 if CMD had to be
+stopped; see leasehold help exit-codes).
 
 With --observe it campaigns for nothing: it prints the election's leader, then
 each change (a new leader, a proclaimed value, nobody leading), one line each
@@ -45,7 +45,7 @@ with its log index, until interrupted.`,
 				if len(args) != 1 {
 					return errors.New("usage: leasehold elect NAME --observe [--json] (no command)")
 				}
-				return observe(cmd, g, args[0], f.asJSON)
+				return observe(cmd, g, args[0], f.out.JSON())
 			}
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return errors.New("usage: leasehold elect NAME [flags] -- CMD [ARGS...]")
@@ -61,12 +61,12 @@ with its log index, until interrupted.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.value, "value", "", "what this candidate announces while it leads (an address, say)")
-	fl.DurationVar(&f.ttl, "ttl", 15*time.Second, "leadership lease time to live")
-	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when leadership cannot be kept (less for a --ttl under 8.5s)")
+	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "leadership lease time to live")
+	durationVar(fl, &f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when leadership cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who campaigns (shown to operators)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")
 	fl.BoolVar(&f.observe, "observe", false, "print the leader and each change of leader instead of campaigning")
-	fl.BoolVar(&f.asJSON, "json", false, "with --observe: print one JSON object per line")
+	f.out = addOutput(cmd) // with --observe, JSON is one object per line
 	return cmd
 }
 
@@ -78,14 +78,11 @@ func observe(cmd *cobra.Command, g *globals, name string, asJSON bool) error {
 	}
 	o := c.Observe(cmd.Context(), name)
 	w := cmd.OutOrStdout()
-	enc := json.NewEncoder(w)
 	for l := range o.Leaders() {
 		if asJSON {
-			out := struct {
-				Index uint64 `json:"index"`
-				electionJSON
-			}{l.Index, electionWire(l.ElectionInfo)}
-			if err := enc.Encode(out); err != nil {
+			e := cliout.FromElection(l.ElectionInfo)
+			e.Index = l.Index
+			if err := writeJSONLine(w, e); err != nil {
 				return err
 			}
 			continue
@@ -104,6 +101,9 @@ func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []s
 		return fmt.Errorf("--grace %v is too long for --ttl %v: SIGTERM must come well before leadership can lapse; use a grace under %v",
 			f.grace, f.ttl, max(0, f.ttl/2-killMargin))
 	}
+	if _, err := lookCommand(argv[0]); err != nil {
+		return err
+	}
 	c, err := g.client()
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []s
 		break
 	}
 	if err != nil {
-		return err
+		return noLease(err)
 	}
 	return guarded(l.Lease(), guardedChild{
 		name: "elect", what: fmt.Sprintf("leadership of %q", name), argv: argv,
@@ -132,7 +132,7 @@ func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []s
 }
 
 func newElections(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	var prefix string
 	cmd := &cobra.Command{
 		Use:   "elections",
@@ -150,54 +150,25 @@ func newElections(g *globals) *cobra.Command {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(w)
-				for _, e := range es {
-					if err := enc.Encode(electionWire(e)); err != nil {
-						return err
-					}
-				}
-				return nil
+			if out.JSON() {
+				return writeJSON(w, cliout.FromElections(es))
 			}
 			if len(es) == 0 {
 				fmt.Fprintln(w, "no election has a leader or candidates")
 				return nil
 			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ELECTION\tLEADER VALUE\tTOKEN\tOWNER\tSINCE\tCANDIDATES")
+			t := newTable(w, "ELECTION", "LEADER VALUE", "TOKEN", "OWNER", "SINCE", "CANDIDATES")
 			for _, e := range es {
-				token := "-"
+				token := ""
 				if e.LeaseID != 0 {
 					token = strconv.FormatUint(e.Token, 10)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", e.Name, orDash(clip(e.Value, 40)), token, orDash(e.Owner),
-					stamp(e.Since, "2006-01-02 15:04:05"), e.Candidates)
+				t.row(e.Name, clip(e.Value, 40), token, e.Owner, stamp(e.Since, "2006-01-02 15:04:05"), e.Candidates)
 			}
-			return tw.Flush()
+			return t.flush()
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only elections starting with this")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per election")
+	out = addOutput(cmd)
 	return cmd
-}
-
-// electionJSON is an election as --json prints it.
-type electionJSON struct {
-	Name       string `json:"name"`
-	Leading    bool   `json:"leading"`
-	Value      string `json:"value,omitempty"`
-	Token      uint64 `json:"token,omitempty"`
-	LeaseID    uint64 `json:"lease_id,omitempty"`
-	Owner      string `json:"owner,omitempty"`
-	Since      string `json:"since,omitempty"`
-	Candidates int    `json:"candidates"`
-}
-
-func electionWire(e client.ElectionInfo) electionJSON {
-	out := electionJSON{Name: e.Name, Leading: e.LeaseID != 0, Value: e.Value, Token: e.Token, LeaseID: e.LeaseID,
-		Owner: e.Owner, Candidates: e.Candidates}
-	if !e.Since.IsZero() {
-		out.Since = e.Since.UTC().Format(time.RFC3339Nano)
-	}
-	return out
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -25,10 +27,35 @@ type guardedChild struct {
 	noCgroup bool
 }
 
+// lookCommand finds the command to run as a shell would, and fails with
+// the shell's status if it cannot: 127 not found, 126 not executable.
+// run and elect call it before they take the lease, so that no lease is
+// held for a command that cannot start.
+func lookCommand(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	switch {
+	case err == nil:
+		return path, nil
+	case errors.Is(err, fs.ErrPermission):
+		return "", exitError{code: exitNotExecutable, err: fmt.Errorf("%s: not executable: %w", name, err)}
+	default:
+		return "", exitError{code: exitNoCommand, err: fmt.Errorf("%s: command not found: %w", name, err)}
+	}
+}
+
+// noLease is the error of run or elect when the lease could not be had:
+// exit 125, unless the request itself was invalid (2).
+func noLease(err error) error {
+	if exitCode(err) == exitUsage {
+		return err
+	}
+	return exitError{code: exitNoLease, err: fmt.Errorf("could not get the lease: %w", err)}
+}
+
 // guarded runs c.argv under the watchdog (internal/watchdog) while l
 // holds, stops it in time if l cannot be kept, releases l once the
 // command's whole tree is gone, and returns the exit status for the
-// command's end (75 if it had to be stopped).
+// command's end (124 if it had to be stopped).
 func guarded(l *client.Lease, c guardedChild) error {
 	keep := false // true: the child could not be confirmed dead
 	defer func() {
@@ -45,32 +72,16 @@ func guarded(l *client.Lease, c guardedChild) error {
 		}
 	}()
 
-	path, err := exec.LookPath(c.argv[0])
-	if err != nil {
-		return fmt.Errorf("start %s: %w", c.argv[0], err)
-	}
 	// Pass SIGINT and SIGTERM on to the child; the lease is kept until it
 	// exits. Registered before the start so that no signal is missed.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-
-	// The child runs under a watchdog process that holds the lease's
-	// deadline even while this process is stopped or dead.
-	wd, err := watchdog.Start(watchdog.Config{
-		Path: path, Args: c.argv, Env: append(os.Environ(), c.env...),
-		Deadline: l.Deadline(), TTL: c.ttl, Grace: c.grace, KillMargin: killMargin,
-		NoCgroup: c.noCgroup,
-	})
+	o, gone, err := superviseChild(l, c, sigs)
 	if err != nil {
-		return fmt.Errorf("start %s: %w", c.argv[0], err)
+		return err
 	}
-	fmt.Fprintf(os.Stderr, "leasehold %s: watchdog pid %d guards pid %d (%s)\n", c.name, wd.WatchdogPid(), wd.ChildPid(), wd.Mechanism())
-
-	o := watchdog.Supervise(l, wd, sigs)
-	// Nothing the child left running may outlive the lease, which the
-	// deferred Release gives up.
-	if !wd.Close(10 * time.Second) {
+	if !gone {
 		keep = true
 		fmt.Fprintf(os.Stderr, "leasehold %s: processes of the command still run 10s after SIGKILL; %s is left to expire instead of being released\n", c.name, c.what)
 	}
@@ -82,12 +93,37 @@ func guarded(l *client.Lease, c guardedChild) error {
 		}
 		fmt.Fprintf(os.Stderr, "leasehold %s: %s could not be kept (%s); the command was stopped before the lease's local deadline\n",
 			c.name, c.what, why)
-		return exitError{exitLeaseLost}
+		return exitError{code: exitLeaseLost}
 	case o.Stopped != "":
 		fmt.Fprintf(os.Stderr, "leasehold %s: the command was stopped: %s\n", c.name, o.Stopped)
-		return exitError{exitLeaseLost}
+		return exitError{code: exitLeaseLost}
 	case o.ExitCode() != 0:
-		return exitError{o.ExitCode()}
+		return exitError{code: o.ExitCode()}
 	}
 	return nil
+}
+
+// superviseChild runs c.argv under the watchdog (internal/watchdog) while l
+// holds, passing signals from sigs on to it, and stops it in time if l
+// cannot be kept. gone reports that the command's whole tree was seen
+// gone: only then may what l stands for be given up.
+func superviseChild(l watchdog.Lease, c guardedChild, sigs <-chan os.Signal) (o watchdog.Outcome, gone bool, err error) {
+	path, err := lookCommand(c.argv[0])
+	if err != nil {
+		return o, false, err
+	}
+	// The child runs under a watchdog process that holds the lease's
+	// deadline even while this process is stopped or dead.
+	wd, err := watchdog.Start(watchdog.Config{
+		Path: path, Args: c.argv, Env: append(os.Environ(), c.env...),
+		Deadline: l.Deadline(), TTL: c.ttl, Grace: c.grace, KillMargin: killMargin,
+		NoCgroup: c.noCgroup,
+	})
+	if err != nil {
+		return o, false, fmt.Errorf("start %s: %w", c.argv[0], err)
+	}
+	fmt.Fprintf(os.Stderr, "leasehold %s: watchdog pid %d guards pid %d (%s)\n", c.name, wd.WatchdogPid(), wd.ChildPid(), wd.Mechanism())
+	o = watchdog.Supervise(l, wd, sigs)
+	// Nothing the child left running may outlive the lease.
+	return o, wd.Close(10 * time.Second), nil
 }

@@ -3,14 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
+	"github.com/spf13/cobra"
 )
 
 // Idempotency keys: idem show and idem list.
@@ -22,7 +18,7 @@ func newIdem(g *globals) *cobra.Command {
 }
 
 func newIdemShow(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "show KEY",
 		Short: "Show one idempotency key: its state, attempt token, owner, age and result size",
@@ -37,20 +33,18 @@ func newIdemShow(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(w, idemWire(r))
-			}
-			printIdem(w, r)
-			return nil
+			return out.print(cmd.OutOrStdout(), cliout.FromIdem(r), func(w io.Writer) error {
+				printIdem(w, r)
+				return nil
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (with the result, if this token may see it)")
+	out = addOutput(cmd)
 	return cmd
 }
 
 func newIdemList(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	var prefix string
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -75,31 +69,27 @@ func newIdemList(g *globals) *cobra.Command {
 				}
 				after = page[len(page)-1].Key
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				out := &pb.IdempotencyListResponse{}
-				for _, r := range all {
-					out.Records = append(out.Records, idemWire(r))
-				}
-				return printJSON(w, out)
-			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tSTATE\tTOKEN\tOWNER\tSTARTED\tRESULT")
+			recs := cliout.IdemRecords{Records: []cliout.IdemRecord{}}
 			for _, r := range all {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", clip(r.Key, 48), r.State, r.Token, clip(r.Owner, 24),
-					stamp(r.StartedAt, "2006-01-02 15:04:05"), resultCell(r))
+				recs.Records = append(recs.Records, cliout.FromIdem(r))
 			}
-			return tw.Flush()
+			return out.print(cmd.OutOrStdout(), recs, func(w io.Writer) error {
+				t := newTable(w, "KEY", "STATE", "TOKEN", "OWNER", "STARTED", "RESULT")
+				for _, r := range all {
+					t.row(clip(r.Key, 48), r.State, r.Token, clip(r.Owner, 24), stamp(r.StartedAt, "2006-01-02 15:04:05"), resultCell(r))
+				}
+				return t.flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only keys starting with this")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out = addOutput(cmd)
 	return cmd
 }
 
 func resultCell(r client.IdemInfo) string {
 	if r.State != "completed" {
-		return "-"
+		return ""
 	}
 	return fmt.Sprintf("%d bytes", r.ResultSize)
 }
@@ -111,17 +101,4 @@ func printIdem(w io.Writer, r client.IdemInfo) {
 		fmt.Fprintf(w, "completed:  %s\nretention:  %v\nresult:     %d bytes\n",
 			stamp(r.CompletedAt, "2006-01-02 15:04:05 MST"), r.Retention, r.ResultSize)
 	}
-}
-
-func idemWire(r client.IdemInfo) *pb.IdemRecord {
-	state := pb.IdemState_IDEM_STATE_IN_PROGRESS
-	if r.State == "completed" {
-		state = pb.IdemState_IDEM_STATE_COMPLETED
-	}
-	out := &pb.IdemRecord{Key: r.Key, State: state, Token: r.Token, Owner: r.Owner,
-		StartedAt: timestamppb.New(r.StartedAt), ResultSize: uint64(r.ResultSize), Result: r.Result}
-	if !r.CompletedAt.IsZero() {
-		out.CompletedAt, out.Retention = timestamppb.New(r.CompletedAt), durationpb.New(r.Retention)
-	}
-	return out
 }

@@ -2,26 +2,39 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
-	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
+	"github.com/spf13/cobra"
 )
 
 type acquireFlags struct {
 	ttl, wait, lockDelay, maxHold time.Duration
 	owner, operation              string
-	json                          bool
+	metadata                      []string
+	limit                         int
+	out                           *output
+}
+
+// parseMetadata turns repeated --metadata k=v flags into a map.
+func parseMetadata(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	md := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("--metadata %q: want KEY=VALUE, such as --metadata ticket=OPS-12", kv)
+		}
+		md[k] = v
+	}
+	return md, nil
 }
 
 func defaultOwner() string {
@@ -38,6 +51,10 @@ func newAcquire(g *globals) *cobra.Command {
 			"(leasehold release --lease ID --secret S). Keep the secret out of logs.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			md, err := parseMetadata(f.metadata)
+			if err != nil {
+				return err
+			}
 			c, ctx, cancel, err := g.session(cmd, f.wait)
 			if err != nil {
 				return err
@@ -45,50 +62,102 @@ func newAcquire(g *globals) *cobra.Command {
 			defer cancel()
 			l, err := c.AcquireMany(ctx, args, client.TTL(f.ttl), client.Wait(f.wait),
 				client.Owner(f.owner), client.Operation(f.operation), client.LockDelay(f.lockDelay),
-				client.MaxHold(f.maxHold), client.ManualRenew())
+				client.MaxHold(f.maxHold), client.Metadata(md), client.ManualRenew(), client.Semaphore(f.limit))
 			if err != nil {
 				return err
 			}
-			out := struct {
-				LeaseID   uint64   `json:"lease_id"`
-				Secret    string   `json:"secret"`
-				Token     uint64   `json:"token"`
-				Resources []string `json:"resources"`
-				ExpiresIn string   `json:"expires_in"`
-			}{l.ID(), l.Secret(), l.Token(), l.Resources(), time.Until(l.Deadline()).Round(time.Millisecond).String()}
-			w := cmd.OutOrStdout()
-			if f.json {
-				return json.NewEncoder(w).Encode(out)
+			deadline := l.Deadline()
+			a := cliout.Acquired{
+				LeaseID: l.ID(), Secret: l.Secret(), Token: l.Token(), Resources: l.Resources(),
+				Slot: l.Slot(), Limit: f.limit, TTL: cliout.Dur(f.ttl), ExpiresIn: cliout.Dur(f.ttl),
+				SafeDeadline: cliout.Time(deadline), SafeFor: cliout.Dur(time.Until(deadline)),
 			}
-			fmt.Fprintf(w, "lease_id:  %d\nsecret:    %s\ntoken:     %d\nresources: %s\nexpires:   in %s (unless renewed)\n",
-				out.LeaseID, out.Secret, out.Token, strings.Join(out.Resources, ", "), out.ExpiresIn)
-			return nil
+			return f.out.print(cmd.OutOrStdout(), a, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "lease_id:   %d\nsecret:     %s\ntoken:      %d\nresources:  %s\n"+
+					"expires:    in %s on the server (its countdown; unless renewed)\n"+
+					"safe until: %s (in %s): this client's own deadline, earlier than the server's\n"+
+					"            expiry by the request's round trip and a clock-drift allowance; stop work by then\n",
+					a.LeaseID, a.Secret, a.Token, strings.Join(a.Resources, ", "), a.ExpiresIn,
+					deadline.Format("15:04:05.000"), a.SafeFor)
+				if err == nil && a.Slot != "" {
+					_, err = fmt.Fprintf(w, "slot:       %s of %d (fence the slot with the token)\n", a.Slot, a.Limit)
+				}
+				return err
+			})
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&f.ttl, "ttl", 15*time.Second, "lease time to live (100ms to 1h)")
-	fl.DurationVar(&f.wait, "wait", 0, "how long to queue if a resource is held (0: fail at once)")
-	fl.DurationVar(&f.lockDelay, "lock-delay", 0, "keep the resources blocked this long after an expiry")
-	fl.DurationVar(&f.maxHold, "max-hold", 0, "end the lease at this age however often it is renewed")
+	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "lease time to live (100ms to 1h)")
+	durationVar(fl, &f.wait, "wait", 0, "how long to queue if a resource is held (0: fail at once)")
+	durationVar(fl, &f.lockDelay, "lock-delay", 0, "keep the resources blocked this long after an expiry")
+	durationVar(fl, &f.maxHold, "max-hold", 0, "end the lease at this age however often it is renewed")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the holder does (shown to operators)")
-	fl.BoolVar(&f.json, "json", false, "print JSON")
+	fl.StringArrayVar(&f.metadata, "metadata", nil, "KEY=VALUE shown to operators with the lease (repeatable)")
+	fl.IntVar(&f.limit, "limit", 0, "make RESOURCE a semaphore of this many concurrent holders (0: a lock)")
+	f.out = addOutput(cmd)
+	return cmd
+}
+
+// leaseSecret is --secret, or env LEASEHOLD_SECRET (which ps does not show).
+func leaseSecret(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv("LEASEHOLD_SECRET")
+}
+
+func newRenew(g *globals) *cobra.Command {
+	var id uint64
+	var secret, progress string
+	var out *output
+	cmd := &cobra.Command{
+		Use:   "renew --lease ID --secret S [--progress NOTE]",
+		Short: "Renew a lease (only its holder can), optionally reporting progress",
+		Long: "Restarts the lease's countdown from now on the server, as the Go client's renewals do,\n" +
+			"and records NOTE as its last progress (leasehold locks shows it). A lease acquired with\n" +
+			"leasehold acquire lives only as long as something renews it.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			secret = leaseSecret(secret)
+			if id == 0 || secret == "" {
+				return usagef("--lease and --secret (or env LEASEHOLD_SECRET) are required")
+			}
+			c, ctx, cancel, err := g.session(cmd, 0)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			_, expiresIn, err := c.RenewByID(ctx, id, secret, progress)
+			if err != nil {
+				return leaseGone(err)
+			}
+			r := cliout.Renewed{LeaseID: id, ExpiresIn: cliout.Dur(expiresIn), Progress: progress}
+			return out.print(cmd.OutOrStdout(), r, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "renewed lease %d: expires in %s on the server\n", id, r.ExpiresIn)
+				return err
+			})
+		},
+	}
+	cmd.Flags().Uint64Var(&id, "lease", 0, "lease id")
+	cmd.Flags().StringVar(&secret, "secret", "", "lease secret (or env LEASEHOLD_SECRET, which ps does not show)")
+	cmd.Flags().StringVar(&progress, "progress", "", "what the holder has done since the last renewal (shown to operators)")
+	out = addOutput(cmd)
 	return cmd
 }
 
 func newRelease(g *globals) *cobra.Command {
 	var id uint64
 	var secret string
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "release --lease ID --secret S",
 		Short: "Release a lease (only its holder can)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if secret == "" {
-				secret = os.Getenv("LEASEHOLD_SECRET")
-			}
+			secret = leaseSecret(secret)
 			if id == 0 || secret == "" {
-				return fmt.Errorf("--lease and --secret (or env LEASEHOLD_SECRET) are required")
+				return usagef("--lease and --secret (or env LEASEHOLD_SECRET) are required")
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -96,32 +165,27 @@ func newRelease(g *globals) *cobra.Command {
 			}
 			defer cancel()
 			if err := c.ReleaseByID(ctx, id, secret); err != nil {
-				return err
+				return leaseGone(err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "released lease %d\n", id)
-			return nil
+			return out.print(cmd.OutOrStdout(), cliout.Released{LeaseID: id, Released: true}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "released lease %d\n", id)
+				return err
+			})
 		},
 	}
+	out = addOutput(cmd)
 	cmd.Flags().Uint64Var(&id, "lease", 0, "lease id")
 	cmd.Flags().StringVar(&secret, "secret", "", "lease secret (or env LEASEHOLD_SECRET, which ps does not show)")
 	return cmd
 }
 
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: false}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
-}
-
 func newStatus(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	cmd := &cobra.Command{
-		Use:   "status RESOURCE",
-		Short: "Show a resource's holder, fencing token, expiry and waiters",
-		Args:  cobra.ExactArgs(1),
+		Use:               "status RESOURCE",
+		Short:             "Show a resource's holder, fencing token, expiry and waiters",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeResources(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -133,15 +197,21 @@ func newStatus(g *globals) *cobra.Command {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(w, resourceWire(r))
+			if out.JSON() {
+				return writeJSON(w, cliout.FromResource(r))
 			}
-			if r.Holder == nil {
+			if r.Limit > 0 {
+				fmt.Fprintf(w, "%s: semaphore, %d of %d slots held\n", r.Resource, len(r.Slots), r.Limit)
+				for _, h := range r.Slots {
+					fmt.Fprintf(w, "  %s: lease %d, owner %s, operation %s, token %d, expires in %s\n",
+						h.Resources[0], h.ID, orDash(h.Owner), orDash(h.Operation), h.Token, expiresIn(&h))
+				}
+			} else if r.Holder == nil {
 				fmt.Fprintf(w, "%s: free\n", r.Resource)
 			} else {
 				h := r.Holder
 				fmt.Fprintf(w, "%s: held by lease %d\n  owner:      %s\n  operation:  %s\n  token:      %d\n  ttl:        %s\n  expires in: %s\n  renewals:   %d\n",
-					r.Resource, h.ID, h.Owner, h.Operation, h.Token, pdur(h.TTL), expiresIn(h), h.RenewCount)
+					r.Resource, h.ID, orDash(h.Owner), orDash(h.Operation), h.Token, pdur(h.TTL), expiresIn(h), h.RenewCount)
 				if h.Progress != "" {
 					fmt.Fprintf(w, "  progress:   %s\n", h.Progress)
 				}
@@ -155,12 +225,12 @@ func newStatus(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out = addOutput(cmd)
 	return cmd
 }
 
 func newList(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	var prefix string
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -176,20 +246,24 @@ func newList(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(w, &pb.ListResponse{Leases: leasesWire(all)})
-			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "LEASE\tTOKEN\tRESOURCES\tOWNER\tOPERATION\tEXPIRES IN\tRENEWALS")
-			for _, l := range all {
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\n", l.ID, l.Token, strings.Join(l.Resources, ","),
-					l.Owner, l.Operation, expiresIn(&l), l.RenewCount)
-			}
-			return tw.Flush()
+			return out.print(cmd.OutOrStdout(), cliout.FromLeases(all), func(w io.Writer) error {
+				headers := []string{"LEASE", "TOKEN", "RESOURCES", "OWNER", "OPERATION", "EXPIRES IN", "RENEWALS"}
+				if out.Wide() {
+					headers = append(headers, "TTL", "ACQUIRED", "PROGRESS", "METADATA")
+				}
+				t := newTable(w, headers...)
+				for _, l := range all {
+					cells := []any{l.ID, l.Token, strings.Join(l.Resources, ","), l.Owner, l.Operation, expiresIn(&l), l.RenewCount}
+					if out.Wide() {
+						cells = append(cells, pdur(l.TTL), stamp(l.AcquiredAt, "2006-01-02 15:04:05"), l.Progress, metadataText(l.Metadata))
+					}
+					t.row(cells...)
+				}
+				return t.flush()
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out = addOutput(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only leases on resources with this prefix")
 	return cmd
 }

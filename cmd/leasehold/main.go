@@ -21,23 +21,18 @@ import (
 
 const defaultEndpoint = "http://127.0.0.1:7420"
 
-// exitError carries a process exit status up to main.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRoot().ExecuteContext(ctx)
 	stop()
 	var ee exitError
-	switch {
-	case errors.As(err, &ee):
-		os.Exit(ee.code)
-	case err != nil:
+	if err != nil && (!errors.As(err, &ee) || ee.err != nil) {
 		fmt.Fprintln(os.Stderr, "leasehold:", err)
-		os.Exit(1)
+		if errors.As(err, new(usageError)) {
+			fmt.Fprintln(os.Stderr, "Run 'leasehold help' or 'leasehold COMMAND --help' for usage.")
+		}
 	}
+	os.Exit(exitCode(err))
 }
 
 type globals struct {
@@ -71,7 +66,7 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.endpoints, "endpoints", def,
 		"comma-separated node URLs (env LEASEHOLD_ENDPOINTS)")
-	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second,
+	durationVar(root.PersistentFlags(), &g.timeout, "timeout", 10*time.Second,
 		"give up when the cluster cannot be reached for this long (on top of --wait; 0: never)")
 	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", os.Getenv("LEASEHOLD_TOKEN_FILE"),
 		"file holding the bearer token (env LEASEHOLD_TOKEN_FILE)")
@@ -82,6 +77,7 @@ func newRoot() *cobra.Command {
 		newAuth(),
 		newServe(g),
 		newAcquire(g),
+		newRenew(g),
 		newRelease(g),
 		newStatus(g),
 		newList(g),
@@ -93,8 +89,16 @@ func newRoot() *cobra.Command {
 		newLocks(g), newForceRelease(g), newAudit(g),
 		newIdem(g),
 		newQueue(g),
+		newGroups(g),
+		newKV(g), newCheckFence(g),
 		newRecover(),
+		newExitCodesHelp(),
+		newVersion(),
+		newSnapshot(g),
 	)
+	root.Version = versionLine(buildVersion())
+	root.SetVersionTemplate("{{.Version}}\n")
+	strictUsage(root)
 	return root
 }
 

@@ -24,11 +24,6 @@ func newQueue(g *globals) *cobra.Command {
 	return cmd
 }
 
-// usageError is a bad flag or argument.
-func usageError(format string, args ...any) error {
-	return leasehold.Errorf(leasehold.CodeInvalid, format, args...)
-}
-
 func newQueueCreate(g *globals) *cobra.Command {
 	var s client.QueueSettings
 	var asJSON bool
@@ -38,7 +33,7 @@ func newQueueCreate(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if s.DeadLetter != client.DeadLetterSkip && s.DeadLetter != client.DeadLetterBlock {
-				return usageError("--dead-letter must be skip or block, not %q", s.DeadLetter)
+				return usagef("--dead-letter must be skip or block, not %q", s.DeadLetter)
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -120,7 +115,7 @@ func newQueueShow(g *globals) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 1 || limit > leasehold.MaxListLimit {
-				return usageError("--limit must be 1 to %d, not %d", leasehold.MaxListLimit, limit)
+				return usagef("--limit must be 1 to %d, not %d", leasehold.MaxListLimit, limit)
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -178,7 +173,7 @@ func newQueuePurge(g *globals) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
-				return usageError("--reason is required: why the messages are dropped (kept in the audit log)")
+				return usagef("--reason is required: why the messages are dropped (kept in the audit log)")
 			}
 			if err := confirm(cmd, yes, fmt.Sprintf("Drop every queued and dead message of %q? Type yes: ", args[0]), "not purged"); err != nil {
 				return err
@@ -214,7 +209,7 @@ func newQueueDelete(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
-				return usageError("--reason is required: why the queue is deleted (kept in the audit log)")
+				return usagef("--reason is required: why the queue is deleted (kept in the audit log)")
 			}
 			if err := confirm(cmd, yes, fmt.Sprintf("Delete queue %q and every message in it? Type yes: ", args[0]), "not deleted"); err != nil {
 				return err

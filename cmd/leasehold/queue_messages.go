@@ -26,11 +26,11 @@ func newQueueSend(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if m.Key == "" {
-				return usageError("--key is required: messages of one key are delivered in order, one at a time")
+				return usagef("--key is required: messages of one key are delivered in order, one at a time")
 			}
 			bodySet, fileSet := cmd.Flags().Changed("body"), cmd.Flags().Changed("file")
 			if bodySet == fileSet {
-				return usageError("give the body with exactly one of --body and --file")
+				return usagef("give the body with exactly one of --body and --file")
 			}
 			m.Body = []byte(body)
 			if fileSet {
@@ -75,7 +75,7 @@ func readBody(stdin io.Reader, file string) ([]byte, error) {
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, usageError("--file: %v", err)
+		return nil, usagef("--file: %v", err)
 	}
 	return b, nil
 }
@@ -92,10 +92,10 @@ func newQueueReceive(g *globals) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if max < 1 || max > 100 {
-				return usageError("--max must be 1 to 100, not %d", max)
+				return usagef("--max must be 1 to 100, not %d", max)
 			}
 			if wait < 0 || wait > 20*time.Second {
-				return usageError("--wait must be 0 to 20s, not %v", wait)
+				return usagef("--wait must be 0 to 20s, not %v", wait)
 			}
 			c, ctx, cancel, err := g.session(cmd, wait)
 			if err != nil {
@@ -145,7 +145,7 @@ func deliveryFlags(cmd *cobra.Command, d *client.Delivery) {
 
 func checkDelivery(d client.Delivery) error {
 	if d.Sequence == 0 || d.Token == 0 {
-		return usageError("--delivery and --token are required: receive prints them")
+		return usagef("--delivery and --token are required: receive prints them")
 	}
 	return nil
 }
@@ -214,7 +214,7 @@ func newQueueExtend(g *globals) *cobra.Command {
 				return err
 			}
 			if visibility <= 0 {
-				return usageError("--visibility is required: 1s to 12h")
+				return usagef("--visibility is required: 1s to 12h")
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -274,7 +274,7 @@ func newQueueRedrive(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if max < 0 {
-				return usageError("--max must be 0 (all) or more, not %d", max)
+				return usagef("--max must be 0 (all) or more, not %d", max)
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {

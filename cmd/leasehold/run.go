@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 	"github.com/leasehold/leasehold/internal/watchdog"
 )
 
@@ -17,14 +19,13 @@ import (
 // already have been sent SIGKILL: time for the kernel to end it.
 const killMargin = 250 * time.Millisecond
 
-// exitLeaseLost is run's status when it had to stop the child because the
-// lease could not be kept (EX_TEMPFAIL).
-const exitLeaseLost = 75
-
 type runFlags struct {
-	ttl, wait, grace time.Duration
-	owner, operation string
-	cgroup           string
+	ttl, wait, grace   time.Duration
+	lockDelay, maxHold time.Duration
+	owner, operation   string
+	cgroup             string
+	limit              int
+	out                *output
 }
 
 func newRun(g *globals) *cobra.Command {
@@ -38,8 +39,11 @@ If renewal fails, CMD (its whole tree) gets SIGTERM early enough that, after
 --grace and a SIGKILL, it is gone before the lease's local safe deadline: it
 never runs while someone else may hold the lease. A watchdog process holds that
 deadline too, so this holds even if run itself is stopped or killed. On CMD's
-exit the lease is released and run exits with CMD's status (75 if CMD had to be
-stopped).`,
+exit the lease is released and run exits with CMD's status: 124 if CMD had to
+be stopped, 125 if the lease could not be had, 126 if CMD is not executable,
+127 if it was not found (leasehold help exit-codes). With --limit N, RESOURCE
+is a semaphore of N holders: LEASEHOLD_RESOURCE is then the slot held
+(RESOURCE#i), the name to fence with LEASEHOLD_TOKEN.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
@@ -55,12 +59,16 @@ stopped).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&f.ttl, "ttl", 15*time.Second, "lease time to live")
-	fl.DurationVar(&f.wait, "wait", time.Minute, "how long to queue for the resource")
-	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lease cannot be kept (less for a --ttl under 8.5s)")
+	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "lease time to live")
+	durationVar(fl, &f.wait, "wait", time.Minute, "how long to queue for the resource")
+	durationVar(fl, &f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lease cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the command does (default: the command's name)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")
+	durationVar(fl, &f.lockDelay, "lock-delay", 0, "keep the resource blocked this long after an expiry")
+	durationVar(fl, &f.maxHold, "max-hold", 0, "end the lease (and stop CMD) at this age however often it is renewed")
+	fl.IntVar(&f.limit, "limit", 0, "make RESOURCE a semaphore of this many concurrent holders (0: a lock)")
+	f.out = addOutput(cmd)
 	return cmd
 }
 
@@ -73,7 +81,7 @@ func newWatchdog() *cobra.Command {
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if code := watchdog.Main(args); code != 0 {
-				return exitError{code}
+				return exitError{code: code}
 			}
 			return nil
 		},
@@ -86,13 +94,28 @@ func defaultGrace(ttl time.Duration) time.Duration {
 	return max(0, min(2*time.Second, (ttl/2-killMargin)/2))
 }
 
-func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []string) error {
+func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []string) (err error) {
+	res := cliout.RunResult{Resource: resource}
+	if f.out.JSON() { // the last line of stdout, after CMD's own output
+		defer func() {
+			res.ExitCode = exitCode(err)
+			res.LeaseLost = res.ExitCode == exitLeaseLost
+			var ee exitError
+			if err != nil && (!errors.As(err, &ee) || ee.err != nil) {
+				res.Error = err.Error()
+			}
+			writeJSONLine(os.Stdout, res)
+		}()
+	}
 	if f.grace < 0 || f.grace+killMargin >= f.ttl/2 {
 		return fmt.Errorf("--grace %v is too long for --ttl %v: SIGTERM must come well before the lease can lapse; use a grace under %v",
 			f.grace, f.ttl, max(0, f.ttl/2-killMargin))
 	}
 	if f.operation == "" {
 		f.operation = argv[0]
+	}
+	if _, err := lookCommand(argv[0]); err != nil {
+		return err
 	}
 	c, err := g.client()
 	if err != nil {
@@ -101,16 +124,21 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 	// The child's being alive is the progress: renew without progress notes.
 	actx, cancel := g.ctx(ctx, f.wait)
 	l, err := c.Acquire(actx, resource, client.TTL(f.ttl), client.Wait(f.wait), client.Owner(f.owner),
-		client.Operation(f.operation), client.ProgressTimeout(0))
+		client.Operation(f.operation), client.LockDelay(f.lockDelay), client.MaxHold(f.maxHold), client.ProgressTimeout(0), client.Semaphore(f.limit))
 	cancel()
 	if err != nil {
-		return err
+		return noLease(err)
+	}
+	res.LeaseID, res.Token = l.ID(), l.Token()
+	fenced := resource
+	if l.Slot() != "" {
+		fenced = l.Slot() // a semaphore's holder fences its slot
 	}
 	return guarded(l, guardedChild{
 		name: "run", what: fmt.Sprintf("the lease on %q", resource), argv: argv,
 		env: []string{
 			"LEASEHOLD_TOKEN=" + strconv.FormatUint(l.Token(), 10),
-			"LEASEHOLD_RESOURCE=" + resource,
+			"LEASEHOLD_RESOURCE=" + fenced,
 			"LEASEHOLD_LEASE_ID=" + strconv.FormatUint(l.ID(), 10),
 		},
 		ttl: f.ttl, grace: f.grace, noCgroup: f.cgroup == "off",

@@ -90,7 +90,7 @@ func newServe(g *globals) *cobra.Command {
 		"refuse a request body larger than this (the default holds the largest valid batch; -1: no limit)")
 	fl.Int64Var(&f.limits.maxInflightBodyBytes, "max-inflight-body-bytes", server.DefaultMaxInflightBodyBytes,
 		"refuse a request when the bodies of all requests in flight would hold more bytes than this (-1: no limit)")
-	fl.DurationVar(&f.limits.bodyTimeout, "body-timeout", server.DefaultBodyTimeout,
+	durationVar(fl, &f.limits.bodyTimeout, "body-timeout", server.DefaultBodyTimeout,
 		"refuse a request whose body takes longer than this to arrive (a waiting acquire's wait is not counted)")
 	fl.IntVar(&f.limits.maxConns, "max-conns", server.DefaultMaxConns, "most API connections open at once (-1: no limit)")
 	fl.IntVar(&f.limits.maxConnsPerClient, "max-conns-per-client", server.DefaultMaxConnsPerClient,

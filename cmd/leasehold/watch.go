@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -9,11 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 func newWatch(g *globals) *cobra.Command {
 	var from uint64
-	var asJSON, renewals bool
+	var renewals bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "watch PREFIX...",
 		Short: "Print each change to resources and keys under PREFIXes, one per line, until interrupted",
@@ -38,9 +39,8 @@ func newWatch(g *globals) *cobra.Command {
 				opts = append(opts, client.Renewals())
 			}
 			w := c.Watch(cmd.Context(), args, opts...)
-			out := cmd.OutOrStdout()
 			for e := range w.Events() {
-				if err := printEvent(out, e, asJSON); err != nil {
+				if err := printEvent(cmd.OutOrStdout(), e, out.JSON()); err != nil {
 					return err
 				}
 			}
@@ -52,30 +52,14 @@ func newWatch(g *globals) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.Uint64Var(&from, "from-index", 0, "start after this log index (default: now)")
-	fl.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	out = addOutput(cmd) // JSON: one object per line
 	fl.BoolVar(&renewals, "renewals", false, "include lease renewals (left out by default)")
 	return cmd
 }
 
-// eventJSON is an event's --json line (the value as a string when it is
-// text, else base64 by encoding/json's []byte rule).
-type eventJSON struct {
-	Index     uint64   `json:"index"`
-	Kind      string   `json:"kind"`
-	LeaseID   uint64   `json:"lease_id,omitempty"`
-	Token     uint64   `json:"token,omitempty"`
-	Resources []string `json:"resources,omitempty"`
-	Owner     string   `json:"owner,omitempty"`
-	Operation string   `json:"operation,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
-	Key       string   `json:"key,omitempty"`
-	Value     []byte   `json:"value,omitempty"`
-	Version   uint64   `json:"version,omitempty"`
-}
-
 func printEvent(w io.Writer, e client.Event, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(eventJSON(e))
+		return writeJSONLine(w, cliout.FromEvent(e))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s", e.Index, e.Kind)

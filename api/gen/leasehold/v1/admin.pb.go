@@ -824,6 +824,201 @@ func (x *AuditRecord) GetReason() string {
 	return ""
 }
 
+type SnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_leasehold_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+type SnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set in the first message only.
+	Header *SnapshotHeader `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// The next bytes of the encoded state.
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotResponse) Reset() {
+	*x = SnapshotResponse{}
+	mi := &file_leasehold_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotResponse) ProtoMessage() {}
+
+func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SnapshotResponse) GetHeader() *SnapshotHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *SnapshotResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type SnapshotHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The log index and raft term the state reflects.
+	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Term  uint64 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	// The state encoding's version (the snapshot format).
+	Format uint32 `protobuf:"varint,3,opt,name=format,proto3" json:"format,omitempty"`
+	// The encoded state's length and SHA-256 (hex).
+	Size   uint64 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256 string `protobuf:"bytes,5,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// The node that wrote it, and when (its wall clock).
+	NodeId  string                 `protobuf:"bytes,6,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	TakenAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=taken_at,json=takenAt,proto3" json:"taken_at,omitempty"`
+	// The largest fencing token in the state.
+	LastToken     uint64 `protobuf:"varint,8,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_leasehold_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SnapshotHeader) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetFormat() uint32 {
+	if x != nil {
+		return x.Format
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetTakenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TakenAt
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetLastToken() uint64 {
+	if x != nil {
+		return x.LastToken
+	}
+	return 0
+}
+
 var File_leasehold_v1_admin_proto protoreflect.FileDescriptor
 
 const file_leasehold_v1_admin_proto_rawDesc = "" +
@@ -905,11 +1100,26 @@ const file_leasehold_v1_admin_proto_rawDesc = "" +
 	"\x05owner\x18\b \x01(\tR\x05owner\x12\x1c\n" +
 	"\toperation\x18\t \x01(\tR\toperation\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason2\xe2\x01\n" +
+	" \x01(\tR\x06reason\"\x11\n" +
+	"\x0fSnapshotRequest\"\\\n" +
+	"\x10SnapshotResponse\x124\n" +
+	"\x06header\x18\x01 \x01(\v2\x1c.leasehold.v1.SnapshotHeaderR\x06header\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xed\x01\n" +
+	"\x0eSnapshotHeader\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\rR\x06format\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x05 \x01(\tR\x06sha256\x12\x17\n" +
+	"\anode_id\x18\x06 \x01(\tR\x06nodeId\x125\n" +
+	"\btaken_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\b \x01(\x04R\tlastToken2\xaf\x02\n" +
 	"\x05Admin\x12@\n" +
 	"\x05Locks\x12\x1a.leasehold.v1.LocksRequest\x1a\x1b.leasehold.v1.LocksResponse\x12U\n" +
 	"\fForceRelease\x12!.leasehold.v1.ForceReleaseRequest\x1a\".leasehold.v1.ForceReleaseResponse\x12@\n" +
-	"\x05Audit\x12\x1a.leasehold.v1.AuditRequest\x1a\x1b.leasehold.v1.AuditResponseBAZ?github.com/leasehold/leasehold/api/gen/leasehold/v1;leaseholdv1b\x06proto3"
+	"\x05Audit\x12\x1a.leasehold.v1.AuditRequest\x1a\x1b.leasehold.v1.AuditResponse\x12K\n" +
+	"\bSnapshot\x12\x1d.leasehold.v1.SnapshotRequest\x1a\x1e.leasehold.v1.SnapshotResponse0\x01BAZ?github.com/leasehold/leasehold/api/gen/leasehold/v1;leaseholdv1b\x06proto3"
 
 var (
 	file_leasehold_v1_admin_proto_rawDescOnce sync.Once
@@ -923,7 +1133,7 @@ func file_leasehold_v1_admin_proto_rawDescGZIP() []byte {
 	return file_leasehold_v1_admin_proto_rawDescData
 }
 
-var file_leasehold_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_leasehold_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_leasehold_v1_admin_proto_goTypes = []any{
 	(*LocksRequest)(nil),          // 0: leasehold.v1.LocksRequest
 	(*LocksResponse)(nil),         // 1: leasehold.v1.LocksResponse
@@ -934,42 +1144,49 @@ var file_leasehold_v1_admin_proto_goTypes = []any{
 	(*AuditRequest)(nil),          // 6: leasehold.v1.AuditRequest
 	(*AuditResponse)(nil),         // 7: leasehold.v1.AuditResponse
 	(*AuditRecord)(nil),           // 8: leasehold.v1.AuditRecord
-	nil,                           // 9: leasehold.v1.Lock.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
-	(*Lease)(nil),                 // 12: leasehold.v1.Lease
+	(*SnapshotRequest)(nil),       // 9: leasehold.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),      // 10: leasehold.v1.SnapshotResponse
+	(*SnapshotHeader)(nil),        // 11: leasehold.v1.SnapshotHeader
+	nil,                           // 12: leasehold.v1.Lock.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(*Lease)(nil),                 // 15: leasehold.v1.Lease
 }
 var file_leasehold_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: leasehold.v1.LocksResponse.locks:type_name -> leasehold.v1.Lock
-	9,  // 1: leasehold.v1.Lock.metadata:type_name -> leasehold.v1.Lock.MetadataEntry
-	10, // 2: leasehold.v1.Lock.acquired_at:type_name -> google.protobuf.Timestamp
-	11, // 3: leasehold.v1.Lock.held_for:type_name -> google.protobuf.Duration
-	11, // 4: leasehold.v1.Lock.expires_in:type_name -> google.protobuf.Duration
-	11, // 5: leasehold.v1.Lock.ttl:type_name -> google.protobuf.Duration
-	11, // 6: leasehold.v1.Lock.max_hold:type_name -> google.protobuf.Duration
-	10, // 7: leasehold.v1.Lock.renewed_at:type_name -> google.protobuf.Timestamp
-	10, // 8: leasehold.v1.Lock.progress_at:type_name -> google.protobuf.Timestamp
-	11, // 9: leasehold.v1.Lock.oldest_wait:type_name -> google.protobuf.Duration
-	11, // 10: leasehold.v1.Lock.lock_delay:type_name -> google.protobuf.Duration
+	12, // 1: leasehold.v1.Lock.metadata:type_name -> leasehold.v1.Lock.MetadataEntry
+	13, // 2: leasehold.v1.Lock.acquired_at:type_name -> google.protobuf.Timestamp
+	14, // 3: leasehold.v1.Lock.held_for:type_name -> google.protobuf.Duration
+	14, // 4: leasehold.v1.Lock.expires_in:type_name -> google.protobuf.Duration
+	14, // 5: leasehold.v1.Lock.ttl:type_name -> google.protobuf.Duration
+	14, // 6: leasehold.v1.Lock.max_hold:type_name -> google.protobuf.Duration
+	13, // 7: leasehold.v1.Lock.renewed_at:type_name -> google.protobuf.Timestamp
+	13, // 8: leasehold.v1.Lock.progress_at:type_name -> google.protobuf.Timestamp
+	14, // 9: leasehold.v1.Lock.oldest_wait:type_name -> google.protobuf.Duration
+	14, // 10: leasehold.v1.Lock.lock_delay:type_name -> google.protobuf.Duration
 	3,  // 11: leasehold.v1.Lock.waiter_list:type_name -> leasehold.v1.QueuedWaiter
-	11, // 12: leasehold.v1.QueuedWaiter.wait:type_name -> google.protobuf.Duration
-	10, // 13: leasehold.v1.QueuedWaiter.queued_at:type_name -> google.protobuf.Timestamp
-	11, // 14: leasehold.v1.QueuedWaiter.waiting:type_name -> google.protobuf.Duration
-	12, // 15: leasehold.v1.ForceReleaseResponse.lease:type_name -> leasehold.v1.Lease
-	11, // 16: leasehold.v1.AuditRequest.since:type_name -> google.protobuf.Duration
+	14, // 12: leasehold.v1.QueuedWaiter.wait:type_name -> google.protobuf.Duration
+	13, // 13: leasehold.v1.QueuedWaiter.queued_at:type_name -> google.protobuf.Timestamp
+	14, // 14: leasehold.v1.QueuedWaiter.waiting:type_name -> google.protobuf.Duration
+	15, // 15: leasehold.v1.ForceReleaseResponse.lease:type_name -> leasehold.v1.Lease
+	14, // 16: leasehold.v1.AuditRequest.since:type_name -> google.protobuf.Duration
 	8,  // 17: leasehold.v1.AuditResponse.records:type_name -> leasehold.v1.AuditRecord
-	10, // 18: leasehold.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
-	0,  // 19: leasehold.v1.Admin.Locks:input_type -> leasehold.v1.LocksRequest
-	4,  // 20: leasehold.v1.Admin.ForceRelease:input_type -> leasehold.v1.ForceReleaseRequest
-	6,  // 21: leasehold.v1.Admin.Audit:input_type -> leasehold.v1.AuditRequest
-	1,  // 22: leasehold.v1.Admin.Locks:output_type -> leasehold.v1.LocksResponse
-	5,  // 23: leasehold.v1.Admin.ForceRelease:output_type -> leasehold.v1.ForceReleaseResponse
-	7,  // 24: leasehold.v1.Admin.Audit:output_type -> leasehold.v1.AuditResponse
-	22, // [22:25] is the sub-list for method output_type
-	19, // [19:22] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	13, // 18: leasehold.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	11, // 19: leasehold.v1.SnapshotResponse.header:type_name -> leasehold.v1.SnapshotHeader
+	13, // 20: leasehold.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
+	0,  // 21: leasehold.v1.Admin.Locks:input_type -> leasehold.v1.LocksRequest
+	4,  // 22: leasehold.v1.Admin.ForceRelease:input_type -> leasehold.v1.ForceReleaseRequest
+	6,  // 23: leasehold.v1.Admin.Audit:input_type -> leasehold.v1.AuditRequest
+	9,  // 24: leasehold.v1.Admin.Snapshot:input_type -> leasehold.v1.SnapshotRequest
+	1,  // 25: leasehold.v1.Admin.Locks:output_type -> leasehold.v1.LocksResponse
+	5,  // 26: leasehold.v1.Admin.ForceRelease:output_type -> leasehold.v1.ForceReleaseResponse
+	7,  // 27: leasehold.v1.Admin.Audit:output_type -> leasehold.v1.AuditResponse
+	10, // 28: leasehold.v1.Admin.Snapshot:output_type -> leasehold.v1.SnapshotResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_leasehold_v1_admin_proto_init() }
@@ -984,7 +1201,7 @@ func file_leasehold_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_leasehold_v1_admin_proto_rawDesc), len(file_leasehold_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

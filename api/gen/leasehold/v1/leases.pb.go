@@ -349,7 +349,11 @@ type BatchError struct {
 	// ("invalid_argument", "already_exists", "failed_precondition", ...).
 	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	// What went wrong, for a person.
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// leasehold's own code name ("conflict", "not_holder", ...), where two
+	// share a Connect code; a unary call's error carries it in the
+	// Leasehold-Error-Code header.
+	LeaseholdCode string `protobuf:"bytes,3,opt,name=leasehold_code,json=leaseholdCode,proto3" json:"leasehold_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -398,6 +402,13 @@ func (x *BatchError) GetMessage() string {
 	return ""
 }
 
+func (x *BatchError) GetLeaseholdCode() string {
+	if x != nil {
+		return x.LeaseholdCode
+	}
+	return ""
+}
+
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 64 distinct resource names, each 1 to 256 bytes of printable UTF-8.
@@ -421,7 +432,13 @@ type AcquireRequest struct {
 	// empty. Only its hash is stored.
 	Secret string `protobuf:"bytes,9,opt,name=secret,proto3" json:"secret,omitempty"`
 	// Idempotency key for retries, up to 64 bytes.
-	RequestId     string `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// A limit N (1 to 1000) makes this a semaphore acquire: up to N holders
+	// of the one resource named, each granted one of its N slots
+	// ("RESOURCE#1" to "RESOURCE#N"), which the lease holds and its token
+	// fences. Every holder of a name asks for the same limit; a name is a
+	// semaphore or a lock, never both (FailedPrecondition). 0: a lock.
+	Limit         uint32 `protobuf:"varint,11,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -524,6 +541,13 @@ func (x *AcquireRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *AcquireRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
 }
 
 type AcquireResponse struct {
@@ -868,7 +892,12 @@ type GetResponse struct {
 	// Waiters in the order they will be served.
 	Waiters []*Waiter `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
 	// Set while the resource is in lock-delay after an expiry.
-	LockDelay     *durationpb.Duration `protobuf:"bytes,4,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	LockDelay *durationpb.Duration `protobuf:"bytes,4,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// Set if the resource is a semaphore in use: its limit and the leases
+	// holding its slots, by slot (holder is then absent; waiters wait for a
+	// slot).
+	Limit         uint32   `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	Slots         []*Lease `protobuf:"bytes,6,rep,name=slots,proto3" json:"slots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -927,6 +956,20 @@ func (x *GetResponse) GetWaiters() []*Waiter {
 func (x *GetResponse) GetLockDelay() *durationpb.Duration {
 	if x != nil {
 		return x.LockDelay
+	}
+	return nil
+}
+
+func (x *GetResponse) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *GetResponse) GetSlots() []*Lease {
+	if x != nil {
+		return x.Slots
 	}
 	return nil
 }
@@ -1067,7 +1110,11 @@ type Lease struct {
 	RenewCount uint64                 `protobuf:"varint,12,opt,name=renew_count,json=renewCount,proto3" json:"renew_count,omitempty"`
 	Progress   string                 `protobuf:"bytes,13,opt,name=progress,proto3" json:"progress,omitempty"`
 	// Time left on the leader's clock, if this node knows it.
-	ExpiresIn     *durationpb.Duration `protobuf:"bytes,14,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	ExpiresIn *durationpb.Duration `protobuf:"bytes,14,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	// Set on a semaphore holder's lease: the semaphore and its limit. The
+	// lease's one resource is its slot ("semaphore#i"), fenced by the token.
+	Semaphore     string `protobuf:"bytes,15,opt,name=semaphore,proto3" json:"semaphore,omitempty"`
+	Limit         uint32 `protobuf:"varint,16,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1200,6 +1247,20 @@ func (x *Lease) GetExpiresIn() *durationpb.Duration {
 	return nil
 }
 
+func (x *Lease) GetSemaphore() string {
+	if x != nil {
+		return x.Semaphore
+	}
+	return ""
+}
+
+func (x *Lease) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 type Waiter struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Resources     []string               `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
@@ -1296,11 +1357,12 @@ const file_leasehold_v1_leases_proto_rawDesc = "" +
 	"\arelease\x18\x03 \x01(\v2\x1d.leasehold.v1.ReleaseResponseH\x00R\arelease\x12\x18\n" +
 	"\x06queued\x18\x04 \x01(\bH\x00R\x06queued\x120\n" +
 	"\x05error\x18\x05 \x01(\v2\x18.leasehold.v1.BatchErrorH\x00R\x05errorB\b\n" +
-	"\x06result\":\n" +
+	"\x06result\"a\n" +
 	"\n" +
 	"BatchError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xea\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12%\n" +
+	"\x0eleasehold_code\x18\x03 \x01(\tR\rleaseholdCode\"\x80\x04\n" +
 	"\x0eAcquireRequest\x12\x1c\n" +
 	"\tresources\x18\x01 \x03(\tR\tresources\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
@@ -1314,7 +1376,8 @@ const file_leasehold_v1_leases_proto_rawDesc = "" +
 	"\x06secret\x18\t \x01(\tR\x06secret\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\n" +
-	" \x01(\tR\trequestId\x1a;\n" +
+	" \x01(\tR\trequestId\x12\x14\n" +
+	"\x05limit\x18\v \x01(\rR\x05limit\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
@@ -1342,13 +1405,15 @@ const file_leasehold_v1_leases_proto_rawDesc = "" +
 	"\x05lease\x18\x01 \x01(\v2\x13.leasehold.v1.LeaseR\x05lease\"(\n" +
 	"\n" +
 	"GetRequest\x12\x1a\n" +
-	"\bresource\x18\x01 \x01(\tR\bresource\"\xc0\x01\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\"\x81\x02\n" +
 	"\vGetResponse\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12+\n" +
 	"\x06holder\x18\x02 \x01(\v2\x13.leasehold.v1.LeaseR\x06holder\x12.\n" +
 	"\awaiters\x18\x03 \x03(\v2\x14.leasehold.v1.WaiterR\awaiters\x128\n" +
 	"\n" +
-	"lock_delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"a\n" +
+	"lock_delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\x12)\n" +
+	"\x05slots\x18\x06 \x03(\v2\x13.leasehold.v1.LeaseR\x05slots\"a\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -1356,7 +1421,7 @@ const file_leasehold_v1_leases_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"c\n" +
 	"\fListResponse\x12+\n" +
 	"\x06leases\x18\x01 \x03(\v2\x13.leasehold.v1.LeaseR\x06leases\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x87\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbb\x05\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1c\n" +
@@ -1377,7 +1442,9 @@ const file_leasehold_v1_leases_proto_rawDesc = "" +
 	"renewCount\x12\x1a\n" +
 	"\bprogress\x18\r \x01(\tR\bprogress\x128\n" +
 	"\n" +
-	"expires_in\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\texpiresIn\x1a;\n" +
+	"expires_in\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\texpiresIn\x12\x1c\n" +
+	"\tsemaphore\x18\x0f \x01(\tR\tsemaphore\x12\x14\n" +
+	"\x05limit\x18\x10 \x01(\rR\x05limit\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc2\x01\n" +
@@ -1454,33 +1521,34 @@ var file_leasehold_v1_leases_proto_depIdxs = []int32{
 	15, // 19: leasehold.v1.GetResponse.holder:type_name -> leasehold.v1.Lease
 	16, // 20: leasehold.v1.GetResponse.waiters:type_name -> leasehold.v1.Waiter
 	19, // 21: leasehold.v1.GetResponse.lock_delay:type_name -> google.protobuf.Duration
-	15, // 22: leasehold.v1.ListResponse.leases:type_name -> leasehold.v1.Lease
-	19, // 23: leasehold.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	19, // 24: leasehold.v1.Lease.lock_delay:type_name -> google.protobuf.Duration
-	19, // 25: leasehold.v1.Lease.max_hold:type_name -> google.protobuf.Duration
-	18, // 26: leasehold.v1.Lease.metadata:type_name -> leasehold.v1.Lease.MetadataEntry
-	20, // 27: leasehold.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
-	20, // 28: leasehold.v1.Lease.renewed_at:type_name -> google.protobuf.Timestamp
-	19, // 29: leasehold.v1.Lease.expires_in:type_name -> google.protobuf.Duration
-	19, // 30: leasehold.v1.Waiter.wait:type_name -> google.protobuf.Duration
-	20, // 31: leasehold.v1.Waiter.queued_at:type_name -> google.protobuf.Timestamp
-	5,  // 32: leasehold.v1.Leases.Acquire:input_type -> leasehold.v1.AcquireRequest
-	7,  // 33: leasehold.v1.Leases.Renew:input_type -> leasehold.v1.RenewRequest
-	9,  // 34: leasehold.v1.Leases.Release:input_type -> leasehold.v1.ReleaseRequest
-	11, // 35: leasehold.v1.Leases.Get:input_type -> leasehold.v1.GetRequest
-	13, // 36: leasehold.v1.Leases.List:input_type -> leasehold.v1.ListRequest
-	0,  // 37: leasehold.v1.Leases.Batch:input_type -> leasehold.v1.BatchRequest
-	6,  // 38: leasehold.v1.Leases.Acquire:output_type -> leasehold.v1.AcquireResponse
-	8,  // 39: leasehold.v1.Leases.Renew:output_type -> leasehold.v1.RenewResponse
-	10, // 40: leasehold.v1.Leases.Release:output_type -> leasehold.v1.ReleaseResponse
-	12, // 41: leasehold.v1.Leases.Get:output_type -> leasehold.v1.GetResponse
-	14, // 42: leasehold.v1.Leases.List:output_type -> leasehold.v1.ListResponse
-	2,  // 43: leasehold.v1.Leases.Batch:output_type -> leasehold.v1.BatchResponse
-	38, // [38:44] is the sub-list for method output_type
-	32, // [32:38] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	15, // 22: leasehold.v1.GetResponse.slots:type_name -> leasehold.v1.Lease
+	15, // 23: leasehold.v1.ListResponse.leases:type_name -> leasehold.v1.Lease
+	19, // 24: leasehold.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	19, // 25: leasehold.v1.Lease.lock_delay:type_name -> google.protobuf.Duration
+	19, // 26: leasehold.v1.Lease.max_hold:type_name -> google.protobuf.Duration
+	18, // 27: leasehold.v1.Lease.metadata:type_name -> leasehold.v1.Lease.MetadataEntry
+	20, // 28: leasehold.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
+	20, // 29: leasehold.v1.Lease.renewed_at:type_name -> google.protobuf.Timestamp
+	19, // 30: leasehold.v1.Lease.expires_in:type_name -> google.protobuf.Duration
+	19, // 31: leasehold.v1.Waiter.wait:type_name -> google.protobuf.Duration
+	20, // 32: leasehold.v1.Waiter.queued_at:type_name -> google.protobuf.Timestamp
+	5,  // 33: leasehold.v1.Leases.Acquire:input_type -> leasehold.v1.AcquireRequest
+	7,  // 34: leasehold.v1.Leases.Renew:input_type -> leasehold.v1.RenewRequest
+	9,  // 35: leasehold.v1.Leases.Release:input_type -> leasehold.v1.ReleaseRequest
+	11, // 36: leasehold.v1.Leases.Get:input_type -> leasehold.v1.GetRequest
+	13, // 37: leasehold.v1.Leases.List:input_type -> leasehold.v1.ListRequest
+	0,  // 38: leasehold.v1.Leases.Batch:input_type -> leasehold.v1.BatchRequest
+	6,  // 39: leasehold.v1.Leases.Acquire:output_type -> leasehold.v1.AcquireResponse
+	8,  // 40: leasehold.v1.Leases.Renew:output_type -> leasehold.v1.RenewResponse
+	10, // 41: leasehold.v1.Leases.Release:output_type -> leasehold.v1.ReleaseResponse
+	12, // 42: leasehold.v1.Leases.Get:output_type -> leasehold.v1.GetResponse
+	14, // 43: leasehold.v1.Leases.List:output_type -> leasehold.v1.ListResponse
+	2,  // 44: leasehold.v1.Leases.Batch:output_type -> leasehold.v1.BatchResponse
+	39, // [39:45] is the sub-list for method output_type
+	33, // [33:39] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_leasehold_v1_leases_proto_init() }

@@ -1,0 +1,206 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/bench"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
+)
+
+// TestJSONOutputOfEveryCommand runs every command that prints something
+// with --json against one real node, decodes its output into the
+// documented structure with unknown fields refused, and checks the shared
+// conventions over every key of every output: snake_case, one name per
+// concept (a lease id is lease_id, never id or leaseId), ids and tokens as
+// numbers, times RFC 3339 UTC, durations Go duration strings.
+func TestJSONOutputOfEveryCommand(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	dir := t.TempDir()
+
+	// State for the commands to show: a lease with metadata and progress,
+	// a waiter, keys, an idempotency key, an election, a forced release.
+	a := n.acquire("j/held", "--ttl", "1m", "--metadata", "ticket=OPS-1", "--operation", "backup")
+	lid, secret, tok := strconv.FormatUint(a.LeaseID, 10), a.Secret, strconv.FormatUint(a.Token, 10)
+	rel := n.acquire("j/rel", "--ttl", "1m")
+	victim := n.acquire("j/victim", "--ttl", "1m")
+	n.lhOK("force-release", "j/victim", "--lease", strconv.FormatUint(victim.LeaseID, 10), "--reason", "json test", "--yes")
+	waiter := startProc(t, dir, "waiter", childEnv(), "acquire", "--endpoints", n.url, "--wait", "1m", "j/held")
+	begun := n.idemPost(t, "Begin", `{"key":"j/pay","fingerprint":"YQ==","attemptTtl":"30s"}`)
+	n.idemPost(t, "Complete", `{"key":"j/pay","attempt":"`+begun["attempt"].(string)+`","secret":"`+begun["secret"].(string)+`","result":"b2s="}`)
+	elect := startProc(t, dir, "elect", childEnv(), "elect", "--endpoints", n.url, "j/election", "--value", "10.0.0.1",
+		"--ttl", "10s", "--cgroup", "off", "--", "sleep", "60")
+	watch := startProc(t, dir, "watch", childEnv(), "watch", "--endpoints", n.url, "--json", "--from-index", "0", "j/")
+	observe := startProc(t, dir, "observe", childEnv(), "elect", "--endpoints", n.url, "j/election", "--observe", "--json")
+	checkFor(t, 20*time.Second, func() error {
+		if waiter.Exited() || elect.Exited() {
+			t.Fatalf("a background command ended early:\n%s\n%s", waiter.Stderr(), elect.Stderr())
+		}
+		if l := n.status("j/held"); len(l.Waiters) != 1 {
+			return fmt.Errorf("j/held has %d waiters, want 1", len(l.Waiters))
+		}
+		if !strings.Contains(n.lhOK("elections").stdout, "10.0.0.1") {
+			return fmt.Errorf("j/election has no leader yet")
+		}
+		return nil
+	})
+
+	txn := `{"if":[{"key":"j/k","version":0}],"then":[{"put":"j/k","value":"v1"},{"put":"j/bin","value":"x"}]}`
+	cases := []struct {
+		name  string
+		args  []string
+		stdin string
+		into  any
+	}{
+		{"acquire", []string{"acquire", "--ttl", "1m", "--metadata", "a=b", "j/other"}, "", &cliout.Acquired{}},
+		{"renew", []string{"renew", "--lease", lid, "--secret", secret, "--progress", "rows 1-10"}, "", &cliout.Renewed{}},
+		{"status", []string{"status", "j/held"}, "", &cliout.Resource{}},
+		{"list", []string{"list"}, "", &cliout.Leases{}},
+		{"locks", []string{"locks"}, "", &cliout.Locks{}},
+		{"locks show", []string{"locks", "show", "j/held"}, "", &cliout.Lock{}},
+		{"audit", []string{"audit", "--since", "1d"}, "", &cliout.Audit{}},
+		{"cluster members", []string{"cluster", "members"}, "", &cliout.Members{}},
+		{"cluster status", []string{"cluster", "status"}, "", &cliout.ClusterStatus{}},
+		{"elections", []string{"elections"}, "", &cliout.Elections{}},
+		{"idem show", []string{"idem", "show", "j/pay"}, "", &cliout.IdemRecord{}},
+		{"idem list", []string{"idem", "list"}, "", &cliout.IdemRecords{}},
+		{"kv txn", []string{"kv", "txn"}, txn, &cliout.TxnResult{}},
+		{"kv put", []string{"kv", "put", "j/k2", "v2", "--fence", "j/held", "--token", tok}, "", &cliout.KeyWritten{}},
+		{"kv get", []string{"kv", "get", "j/k"}, "", &cliout.KeyValue{}},
+		{"kv list", []string{"kv", "list", "j/"}, "", &cliout.KeyValues{}},
+		{"kv delete", []string{"kv", "delete", "j/k2"}, "", &cliout.KeyWritten{}},
+		{"check-fence", []string{"check-fence", "j/held", tok}, "", &cliout.FenceCheck{}},
+		{"version", []string{"version"}, "", &cliout.Version{}},
+		{"bench", []string{"bench", "--duration", "500ms", "--warmup", "0s", "--clients", "2", "--resources", "8"}, "", &bench.Report{}},
+		{"release", []string{"release", "--lease", strconv.FormatUint(rel.LeaseID, 10), "--secret", rel.Secret}, "", &cliout.Released{}},
+	}
+	var docs []string
+	for _, tc := range cases {
+		for _, flag := range []string{"--json", "-o=json"} {
+			args := append(slices.Clone(tc.args), flag)
+			if flag == "-o=json" && slices.Contains([]string{"acquire", "kv delete", "release"}, tc.name) {
+				continue // done once
+			}
+			r := lhStdin(t, tc.stdin, append([]string{args[0], "--endpoints", n.url}, args[1:]...)...)
+			if r.code != 0 {
+				t.Errorf("%s %s: %s", tc.name, flag, r)
+				continue
+			}
+			v := reflect.New(reflect.TypeOf(tc.into).Elem()).Interface()
+			if err := decodeStrict(r.stdout, v); err != nil {
+				t.Errorf("%s %s: does not decode into %T: %v\n%s", tc.name, flag, tc.into, err, r.stdout)
+			}
+			docs = append(docs, r.stdout)
+		}
+	}
+	// renew (run twice above) renewed the lease and kept its progress note.
+	if h := n.status("j/held").Holder; h == nil || h.RenewCount < 2 || h.Progress != "rows 1-10" {
+		t.Errorf("after two renews with --progress, j/held's holder is %+v; want renew_count 2 and the note", h)
+	}
+	// force-release, the streams: one object per line.
+	b := n.acquire("j/fr", "--ttl", "1m")
+	r := n.lhOK("force-release", "j/fr", "--lease", strconv.FormatUint(b.LeaseID, 10), "--reason", "r", "--yes", "--json")
+	if err := decodeStrict(r.stdout, &cliout.ForceReleased{}); err != nil {
+		t.Errorf("force-release --json: %v\n%s", err, r.stdout)
+	}
+	docs = append(docs, r.stdout)
+	for _, s := range []struct {
+		p    *proc
+		into func() any
+		min  int
+	}{{watch, func() any { return &cliout.Event{} }, 5}, {observe, func() any { return &cliout.Election{} }, 1}} {
+		var lines []string
+		checkFor(t, 10*time.Second, func() error {
+			lines = strings.Split(strings.TrimSpace(s.p.Stdout()), "\n")
+			if len(lines) < s.min {
+				return fmt.Errorf("%d lines so far", len(lines))
+			}
+			return nil
+		})
+		for _, l := range lines {
+			if err := decodeStrict(l, s.into()); err != nil {
+				t.Errorf("%s line: %v\n%s", s.p.Name, err, l)
+			}
+			docs = append(docs, l)
+		}
+	}
+
+	// The conventions, over every key seen.
+	seen := map[string]bool{}
+	for _, d := range docs {
+		var v any
+		if err := json.Unmarshal([]byte(d), &v); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, d)
+		}
+		checkConventions(t, "", v, seen)
+	}
+	for _, want := range []string{"lease_id", "token", "secret", "resource", "resources", "owner", "expires_in", "key", "version", "node_id", "election", "acquired_at"} {
+		if !seen[want] {
+			t.Errorf("no output has the key %q: the table misses a command", want)
+		}
+	}
+}
+
+var (
+	snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	// Keys that must not appear: another name for a concept that has one.
+	otherNames = map[string]string{"id": "lease_id or node_id", "leaseId": "lease_id", "lease": "lease_id",
+		"expiresIn": "expires_in", "leader_id": "leader_node_id"}
+	durationKeys = map[string]bool{"ttl": true, "expires_in": true, "lock_delay": true, "max_hold": true, "held_for": true,
+		"oldest_wait": true, "wait": true, "waiting": true, "safe_for": true, "last_contact": true, "retention": true}
+	numberKeys = map[string]bool{"lease_id": true, "token": true, "index": true, "version": true, "term": true,
+		"renew_count": true, "commit_index": true, "applied_index": true, "last_index": true, "candidates": true,
+		"waiter_count": true, "result_size": true}
+)
+
+// checkConventions walks a decoded JSON value and checks each key.
+func checkConventions(t *testing.T, path string, v any, seen map[string]bool) {
+	t.Helper()
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			checkConventions(t, path+"[]", e, seen)
+		}
+	case map[string]any:
+		for k, e := range v {
+			seen[k] = true
+			at := path + "." + k
+			if !snakeCase.MatchString(k) && k != "metadata" && !strings.HasPrefix(path, ".metadata") {
+				if !strings.Contains(path, "metadata") {
+					t.Errorf("%s: key %q is not snake_case", at, k)
+				}
+			}
+			if want, bad := otherNames[k]; bad {
+				t.Errorf("%s: key %q; the conventions name it %s", at, k, want)
+			}
+			switch {
+			case durationKeys[k]:
+				if s, ok := e.(string); !ok {
+					t.Errorf("%s: %v; want a duration string", at, e)
+				} else if _, err := time.ParseDuration(s); err != nil {
+					t.Errorf("%s: %q is not a Go duration", at, s)
+				}
+			case numberKeys[k]:
+				if _, ok := e.(float64); !ok {
+					t.Errorf("%s: %v (%T); want a JSON number", at, e, e)
+				}
+			case strings.HasSuffix(k, "_at") || k == "time" || k == "since" || k == "safe_deadline":
+				s, _ := e.(string)
+				if ts, err := time.Parse(time.RFC3339, s); err != nil || !strings.HasSuffix(s, "Z") || ts.IsZero() {
+					t.Errorf("%s: %v; want an RFC 3339 UTC time", at, e)
+				}
+			}
+			if k != "metadata" {
+				checkConventions(t, at, e, seen)
+			}
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Exit codes, the same for every command (leasehold help exit-codes).
+// Commands return errors; exitCode alone turns one into a status.
+const (
+	exitOK            = 0
+	exitFailure       = 1   // any other failure
+	exitUsage         = 2   // a bad flag, argument or command
+	exitConflict      = 3   // held, already exists, a version or state conflict
+	exitWaitTimeout   = 4   // waited the whole --wait without a grant
+	exitNotHolder     = 5   // not the holder, a stale token, the lease is gone
+	exitNotFound      = 6   // no such key, election, idempotency key, ...
+	exitUnavailable   = 7   // no quorum, or no node answered within --timeout
+	exitPermission    = 8   // unauthenticated or not allowed
+	exitExhausted     = 9   // over a limit or rate: retry later
+	exitLeaseLost     = 124 // run/elect stopped the command: the lease could not be kept
+	exitNoLease       = 125 // run/elect could not get the lease
+	exitNotExecutable = 126 // run/elect: the command is not executable
+	exitNoCommand     = 127 // run/elect: the command was not found
+)
+
+// exitCodes is the table that help exit-codes and the README show.
+var exitCodes = []struct {
+	code int
+	what string
+}{
+	{exitOK, "success"},
+	{exitFailure, "any other failure"},
+	{exitUsage, "invalid usage: an unknown command, a bad flag or argument, a request the server refuses as invalid"},
+	{exitConflict, "held, already exists or conflict: the resource is held, a version or state did not match"},
+	{exitWaitTimeout, "wait timed out: no grant within --wait"},
+	{exitNotHolder, "not the holder: a wrong secret, a stale fencing token, or the lease is gone (expired or released)"},
+	{exitNotFound, "not found: no such key, election or idempotency key"},
+	{exitUnavailable, "unavailable: no quorum or leader, or no node answered within --timeout"},
+	{exitPermission, "permission denied or unauthenticated"},
+	{exitExhausted, "resource exhausted: over a limit or a rate; retry later"},
+	{exitLeaseLost, "run, elect: the command was stopped because the lease could not be kept"},
+	{exitNoLease, "run, elect: the lease could not be had (held, wait timed out, unreachable, ...)"},
+	{exitNotExecutable, "run, elect: the command is not executable"},
+	{exitNoCommand, "run, elect: the command was not found"},
+}
+
+// Otherwise run and elect exit with the command's own status (128 + N if
+// signal N ended it).
+
+// exitError carries an exit status up to main, with the error that caused
+// it if any (printed unless nil).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("exit status %d", e.code)
+}
+
+func (e exitError) Unwrap() error { return e.err }
+
+// usageError marks a mistake in the command line.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef is a usage error (exit 2) with a message for a person.
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// errLeaseGone marks a lease that no longer exists when its holder speaks
+// for it (release, renew): for the holder it means "not yours any more".
+var errLeaseGone = errors.New("the lease is gone")
+
+// leaseGone reports err, a not-found answer about a lease the caller
+// holds, as errLeaseGone.
+func leaseGone(err error) error {
+	if errors.Is(err, leasehold.ErrNotFound) {
+		return fmt.Errorf("%w (%w: it expired or was released)", err, errLeaseGone)
+	}
+	return err
+}
+
+// exitCode is err's exit status: the one mapping from errors to codes.
+func exitCode(err error) int {
+	var ee exitError
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, errLeaseGone):
+		return exitNotHolder
+	}
+	switch leasehold.CodeOf(err) {
+	case leasehold.CodeInvalid:
+		return exitUsage
+	case leasehold.CodeHeld, leasehold.CodeVersionMismatch:
+		return exitConflict
+	case leasehold.CodeWaitTimeout:
+		return exitWaitTimeout
+	case leasehold.CodeNotHolder, leasehold.CodeStaleToken:
+		return exitNotHolder
+	case leasehold.CodeNotFound:
+		return exitNotFound
+	case leasehold.CodeUnavailable:
+		return exitUnavailable
+	case leasehold.CodePermission, leasehold.CodeUnauthenticated:
+		return exitPermission
+	case leasehold.CodeLimit:
+		return exitExhausted
+	}
+	if errors.Is(err, context.DeadlineExceeded) { // --timeout passed without an answer
+		return exitUnavailable
+	}
+	return exitFailure
+}
+
+// strictUsage makes every command-line mistake a usage error: bad flags,
+// wrong arguments, and unknown subcommands (also of command groups such as
+// cluster, which cobra would otherwise answer with help and status 0).
+func strictUsage(cmd *cobra.Command) {
+	if cmd.Args == nil && cmd.HasSubCommands() {
+		cmd.Args = cobra.NoArgs
+		if !cmd.Runnable() {
+			cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
+	}
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	for _, c := range cmd.Commands() {
+		strictUsage(c)
+	}
+}
+
+// newExitCodesHelp is `leasehold help exit-codes`.
+func newExitCodesHelp() *cobra.Command {
+	return &cobra.Command{
+		Use:   "exit-codes",
+		Short: "The exit statuses of every command",
+		Long:  exitCodesText(),
+	}
+}
+
+func exitCodesText() string {
+	var b strings.Builder
+	fmt.Fprintln(&b, "Every leasehold command exits with one of these statuses:")
+	fmt.Fprintln(&b)
+	writeExitCodes(&b)
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "Otherwise run and elect exit with the command's own status (128+N if signal N ended it).")
+	return b.String()
+}
+
+func writeExitCodes(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, e := range exitCodes {
+		fmt.Fprintf(tw, "  %d\t%s\n", e.code, e.what)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,86 @@
+package fsm
+
+import (
+	"sort"
+
+	"github.com/leasehold/leasehold"
+)
+
+// The semaphores section (version 10, semaphore.go): which leases hold a
+// semaphore's slot and which waiters await one, with the name and limit.
+// It comes after the leases and waiters it annotates, so their sections'
+// bytes are as before; the per-name counts are rebuilt from it.
+func writeSems(s *State, e *encoder) {
+	var ids []uint64
+	for id, l := range s.leases {
+		if l.Limit > 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	e.uvarint(uint64(len(ids)))
+	for _, id := range ids {
+		l := s.leases[id]
+		e.uvarint(id)
+		e.str(l.Semaphore)
+		e.uvarint(uint64(l.Limit))
+	}
+	var ws []*waiter
+	for _, w := range s.waiters {
+		if w.Limit > 0 {
+			ws = append(ws, w)
+		}
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].arrival < ws[j].arrival })
+	e.uvarint(uint64(len(ws)))
+	for _, w := range ws {
+		e.str(w.key)
+		e.uvarint(uint64(w.Limit))
+	}
+}
+
+func readSems(s *State, d *decoder, v byte) error {
+	if v < 10 {
+		return nil
+	}
+	for range d.count(3) {
+		id, name, limit := d.uvarint(), d.str(), decodeLimit(d)
+		l := s.leases[id]
+		if d.err != nil {
+			return nil
+		}
+		if l == nil || l.Limit != 0 || l.election || !s.semFits(name, limit) || len(l.Resources) != 1 {
+			return errCorrupt
+		}
+		l.Semaphore, l.Limit = name, limit
+		s.semJoin(name, limit)
+		n, i := s.slotOf(l.Resources[0])
+		if n != name {
+			return errCorrupt
+		}
+		s.semTake(name, i)
+	}
+	for range d.count(2) {
+		key, limit := d.str(), decodeLimit(d)
+		w := s.waiters[key]
+		if d.err != nil {
+			return nil
+		}
+		if w == nil || w.Limit != 0 || w.Election || len(w.Resources) != 1 || !s.semFits(w.Resources[0], limit) {
+			return errCorrupt
+		}
+		w.Limit = limit
+		s.semJoin(w.Resources[0], limit)
+	}
+	return nil
+}
+
+// semFits says whether name may be a semaphore of limit in a restored
+// state: a limit in range, the same as the name's other users'.
+func (s *State) semFits(name string, limit int) bool {
+	if limit < 1 || limit > leasehold.MaxSemaphoreLimit || name == "" {
+		return false
+	}
+	sem := s.sems[name]
+	return sem == nil || sem.limit == limit
+}
