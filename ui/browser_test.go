@@ -352,7 +352,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 		pollText(t, ctx, "#audit", "worker-1 hung on the export")
 		shot(t, ctx, "audit")
-		for _, view := range []string{"elections", "idempotency", "queues", "cluster"} {
+		for _, view := range []string{"elections", "idempotency", "queues", "groups", "cluster"} {
 			if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+"/ui/"+view), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 				t.Fatal(err)
 			}

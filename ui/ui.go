@@ -61,8 +61,7 @@ type Config struct {
 	Samples     int
 }
 
-// A view is one entry of the menu. A primitive a node does not serve has
-// no view: partition groups get theirs with their API.
+// A view is one entry of the menu, one per primitive the node serves.
 type view struct{ Nav, Title, Path string }
 
 var views = []view{
@@ -70,6 +69,7 @@ var views = []view{
 	{"elections", "Elections", "/ui/elections"},
 	{"idempotency", "Idempotency keys", "/ui/idempotency"},
 	{"queues", "Queues", "/ui/queues"},
+	{"groups", "Groups", "/ui/groups"},
 	{"cluster", "Cluster", "/ui/cluster"},
 	{"audit", "Audit log", "/ui/audit"},
 	{"charts", "Charts", "/ui/charts"},
@@ -86,6 +86,7 @@ type Dashboard struct {
 	idem     leaseholdv1connect.IdempotencyClient
 	watch    leaseholdv1connect.WatchClient
 	queues   leaseholdv1connect.QueuesClient
+	groups   leaseholdv1connect.GroupsClient
 	charts   *sampler
 	risk     template.HTML // the runbook's forced-release section
 	log      *slog.Logger
@@ -115,6 +116,7 @@ func New(cfg Config) (*Dashboard, error) {
 	d.idem = leaseholdv1connect.NewIdempotencyClient(hc, base, opt)
 	d.watch = leaseholdv1connect.NewWatchClient(hc, base, opt)
 	d.queues = leaseholdv1connect.NewQueuesClient(hc, base, opt)
+	d.groups = leaseholdv1connect.NewGroupsClient(hc, base, opt)
 	if err := d.parse(); err != nil {
 		return nil, err
 	}
@@ -165,6 +167,8 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("GET /ui/idempotency", d.viewing(d.idemPage))
 	m.HandleFunc("GET /ui/queues", d.viewing(d.queuesPage))
 	m.HandleFunc("GET /ui/queue", d.viewing(d.queuePage))
+	m.HandleFunc("GET /ui/groups", d.viewing(d.groupsPage))
+	m.HandleFunc("GET /ui/group", d.viewing(d.groupPage))
 	m.HandleFunc("GET /ui/cluster", d.viewing(d.clusterPage))
 	m.HandleFunc("GET /ui/cluster/rows", d.viewing(d.clusterRows))
 	m.HandleFunc("GET /ui/audit", d.viewing(d.auditPage))

@@ -204,7 +204,7 @@ func dashboard(t *testing.T, url, token string) map[string]string {
 	resp.Body.Close()
 	out["POST /ui/login (body)"] = string(b)
 	for _, path := range []string{"/ui/leases", "/ui/leases/rows", "/ui/lease?resource=jobs/x", "/ui/force-release?resource=jobs/x",
-		"/ui/lease?resource=jobs/pay-1", "/ui/elections", "/ui/idempotency", "/ui/idempotency?prefix=jobs/", "/ui/queues", "/ui/queue?name=jobs/q", "/ui/cluster",
+		"/ui/lease?resource=jobs/pay-1", "/ui/elections", "/ui/idempotency", "/ui/idempotency?prefix=jobs/", "/ui/queues", "/ui/queue?name=jobs/q", "/ui/groups", "/ui/cluster",
 		"/ui/cluster/rows", "/ui/audit", "/ui/audit?since=24h", "/ui/charts", "/ui/charts/svg"} {
 		fetch(path)
 	}
