@@ -398,6 +398,17 @@ func (n *Node) Queued(key string) (attempt string, secretHash [32]byte, ok bool)
 	return attempt, secretHash, ok
 }
 
+// GrantOf returns, on the leader, the grant the acquire with this key
+// got, if its lease still holds (see fsm.State.GrantOf). Elsewhere it
+// reports false.
+func (n *Node) GrantOf(key string) (r fsm.Result, attempt string, ok bool) {
+	if !n.IsLeader() {
+		return fsm.Result{}, "", false
+	}
+	n.m.read(func(st *fsm.State) { r, attempt, ok = st.GrantOf(key) })
+	return r, attempt, ok
+}
+
 // Watch returns a channel that receives the outcome of the queued acquire
 // with this key (fsm.Acquire.Key). Call it before proposing the acquire,
 // and call stop when done.

@@ -40,7 +40,7 @@ func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire, proposal fsm.Co
 	var outcome <-chan fsm.Result
 	var res fsm.Result
 	var err error
-	queued := false
+	claimed := false
 	if cmd.Wait > 0 {
 		var stop func()
 		key := cmd.Key()
@@ -48,16 +48,22 @@ func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire, proposal fsm.Co
 		defer stop()
 		// A place in line a Batch took here, whose caller now waits for
 		// it: wait for it as the attempt that took it, without another log
-		// entry. Watching first means no grant is missed. (The key is
-		// scoped to the caller and secret, so only the same caller finds
-		// it; a place held by no Batch here is taken over by proposing
-		// the acquire again, as a retry.)
+		// entry. Watching first means no grant is missed. If the place was
+		// granted before the caller came back (the release's entry granted
+		// it), answer from that grant, also without an entry: a hand-off
+		// costs the release's entry alone. (The key is scoped to the
+		// caller and secret, so only the same caller finds it; a place
+		// held by no Batch here is taken over by proposing the acquire
+		// again, as a retry.)
 		if attempt, _, ok := s.node.Queued(key); ok && s.places.claim(key) {
-			cmd.Attempt, queued = attempt, true
+			cmd.Attempt, claimed = attempt, true
 			res = fsm.Result{Queued: true, Dup: true}
+		} else if granted, attempt, ok := s.node.GrantOf(key); ok && s.places.claim(key) {
+			cmd.Attempt, claimed = attempt, true
+			res = granted
 		}
 	}
-	if !queued {
+	if !claimed {
 		res, err = s.node.Propose(ctx, proposal)
 	}
 	if err != nil {
