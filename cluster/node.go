@@ -398,6 +398,17 @@ func (n *Node) Queued(key string) (attempt string, secretHash [32]byte, ok bool)
 	return attempt, secretHash, ok
 }
 
+// Contended reports, on the leader, whether an acquire of resources
+// would have to wait now (see fsm.State.Contended). Elsewhere it reports
+// false.
+func (n *Node) Contended(resources []string) (yes bool) {
+	if !n.IsLeader() {
+		return false
+	}
+	n.m.read(func(st *fsm.State) { yes = st.Contended(resources) })
+	return yes
+}
+
 // GrantOf returns, on the leader, the grant the acquire with this key
 // got, if its lease still holds (see fsm.State.GrantOf). Elsewhere it
 // reports false.

@@ -154,7 +154,7 @@ func (n *Node) raiseTokens() bool {
 			return true
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-		_, err := n.propose(ctx, []fsm.Command{&fsm.RaiseTokens{Floor: floor}})
+		_, err := n.propose(ctx, []fsm.Command{&fsm.RaiseTokens{Floor: floor}}, false)
 		cancel()
 		if err == nil {
 			n.log.Info("raised the token counter to the saved floor", "floor", floor, "was", last)

@@ -55,6 +55,10 @@ func (s *State) Queued(key string) (attempt string, secretHash [32]byte, ok bool
 	return w.Attempt, w.SecretHash, true
 }
 
+// Contended reports whether an acquire of resources would have to wait
+// now: one is held, in lock-delay or wanted by a waiter.
+func (s *State) Contended(resources []string) bool { return s.blocker(resources, nil) != nil }
+
 // GrantOf returns the grant the acquire with this key got, if its lease
 // still holds: the answer a retry would get (Dup set) and the attempt that
 // owns the grant. A caller that queued in one request and waits in the

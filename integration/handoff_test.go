@@ -3,10 +3,12 @@ package integration
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
@@ -81,5 +83,71 @@ func TestContendedHandoffCostsOneEntry(t *testing.T) {
 				t.Errorf("%d hand-offs took %d log entries, want at most %d (one release each, the holder's included)", waiters, entries, waiters+1)
 			}
 		})
+	}
+}
+
+// Workers looping {acquire the one resource, release} make each hand-off
+// one log entry: the releaser's next acquire, which will queue, rides in
+// the entry of the next holder's release instead of taking a commit of its
+// own ahead of it (cluster.Node.ProposeBehind). Without that it is two
+// entries a grant, and a hand-off waits for two fsyncs whenever the
+// acquire gets to the log first. FIFO order holds: every worker is granted
+// about as often as every other.
+func TestContendedLoopCostsOneEntryPerGrant(t *testing.T) {
+	// A roomy linger: a loaded machine may take a while to send the release.
+	c := testcluster.Start(t, 1, func(cfg *cluster.Config) { cfg.QueueLinger = 50 * time.Millisecond })
+	n := c.Node(c.WaitLeader(10 * time.Second))
+	const workers, warmup, measured = 8, 40, 400
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := []client.Option{client.TTL(time.Minute), client.Wait(time.Minute), client.ManualRenew(), client.ProgressTimeout(0)}
+	var grants atomic.Int64
+	var from, to atomic.Uint64
+	perWorker := make([]int, workers)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		cl := newTestClient(t, 90*time.Second, c.URLs()...)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l, err := cl.Acquire(ctx, "loop", opts...)
+				if err != nil {
+					errs <- err
+					return
+				}
+				g := grants.Add(1)
+				if g == warmup {
+					from.Store(n.Cluster.Stats().AppliedIndex)
+				}
+				if g == warmup+measured {
+					to.Store(n.Cluster.Stats().AppliedIndex)
+				}
+				if err := l.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if g > warmup && g <= warmup+measured {
+					perWorker[w]++
+				}
+				if g >= warmup+measured {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	perGrant := float64(to.Load()-from.Load()) / measured
+	t.Logf("%.2f log entries per grant; grants per worker %v", perGrant, perWorker)
+	if perGrant > 1.25 {
+		t.Errorf("%.2f log entries per contended grant, want about 1 (at most 1.25)", perGrant)
+	}
+	for w, k := range perWorker {
+		if k < measured/workers/2 {
+			t.Errorf("worker %d was granted %d times of %d, want about %d (FIFO)", w, k, measured, measured/workers)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/fsm"
 )
 
@@ -64,7 +65,10 @@ func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire, proposal fsm.Co
 		}
 	}
 	if !claimed {
-		res, err = s.node.Propose(ctx, proposal)
+		var rs []fsm.Result
+		if rs, err = s.propose(ctx, []fsm.Command{proposal}); err == nil {
+			res = rs[0]
+		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -184,7 +188,7 @@ func (s *Service) Batch(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, 
 			r.Age = s.node.LeaseAge(r.LeaseID)
 		}
 	}
-	results, err := s.node.ProposeAll(ctx, cmds)
+	results, err := s.propose(ctx, cmds)
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +198,33 @@ func (s *Service) Batch(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, 
 		}
 	}
 	return results, nil
+}
+
+// propose commits cmds in one log entry. Acquires that will all wait in
+// line ride behind (cluster.Node.ProposeBehind): in a contended hand-off
+// they share the entry of the release that is coming, rather than take a
+// commit ahead of it.
+func (s *Service) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
+	if willWait(s.node, cmds) {
+		return s.node.ProposeBehind(ctx, cmds)
+	}
+	return s.node.ProposeAll(ctx, cmds)
+}
+
+func willWait(node *cluster.Node, cmds []fsm.Command) bool {
+	for _, c := range cmds {
+		var a *fsm.Acquire
+		switch c := c.(type) {
+		case *fsm.Acquire:
+			a = c
+		case *fsm.Campaign:
+			a = &c.Acquire
+		}
+		if a == nil || a.Wait == 0 || !node.Contended(a.Resources) {
+			return false
+		}
+	}
+	return len(cmds) > 0
 }
 
 func isRelease(c fsm.Command) bool { _, ok := c.(*fsm.Release); return ok }
