@@ -243,6 +243,7 @@ func (n *Node) Close() error {
 		// blocked on one.
 		err := n.stopRaft().Error()
 		n.wg.Wait()
+		n.floor.wait()
 		if err == nil {
 			err = n.settleFloor()
 		}
