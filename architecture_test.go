@@ -33,6 +33,7 @@ var mayImport = map[string][]string{
 	"cmd/leasehold":          {".", "api", "client", "cluster", "embed", "server", "service", "cmd/leasehold/internal", "internal/watchdog"},
 	"cmd/leasehold/internal": {".", "api", "client", "cluster", "embed", "server"},
 	"examples":               {".", "api", "client", "fence", "idempotency"},
+	"benchmarks":             {"client"},
 	"internal/watchdog":      {},
 	"internal/freeport":      {},
 	"internal/smalldisk":     {},

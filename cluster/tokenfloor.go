@@ -25,7 +25,7 @@ const TokenFloorFile = "token-floor"
 
 // tokenFloorStep is how far ahead of the applied tokens the floor is moved:
 // one fsync'd write per that many tokens, and after a crash the tokens jump
-// by at most that much (two steps if a save ahead had just finished).
+// by at most that much (one and a half steps just after a save ahead).
 const tokenFloorStep = 1024
 
 // The floor is saved ahead, in the background, once the tokens are within
