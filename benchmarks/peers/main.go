@@ -25,6 +25,7 @@ import (
 func main() {
 	etcdBin := flag.String("etcd", "etcd", "etcd server binary")
 	lhBin := flag.String("leasehold", "leasehold", "leasehold binary")
+	baseBin := flag.String("baseline", "", "another leasehold binary (an earlier build) to run beside, alternating with the others")
 	out := flag.String("out", ".", "directory for results.md, results.json and results.svg")
 	work := flag.String("work-dir", "", "directory for the nodes' data and logs (default: a new temp dir, removed at the end)")
 	warmup := flag.Duration("warmup", time.Second, "warm-up of each round, not measured")
@@ -60,20 +61,38 @@ func main() {
 			etcd.stop()
 			log.Fatal(err)
 		}
+		order := []string{targetEtcd, targetOwn, targetShared}
+		var base *servers
+		if *baseBin != "" {
+			bdir := filepath.Join(ndir, "baseline")
+			if err := os.MkdirAll(bdir, 0o755); err != nil {
+				log.Fatal(err)
+			}
+			if base, err = startLeasehold(*baseBin, bdir, n); err != nil {
+				etcd.stop()
+				lh.stop()
+				log.Fatal(err)
+			}
+			order = append(order, targetBaseOwn, targetBaseShared)
+		}
+		stopAll := func() {
+			etcd.stop()
+			lh.stop()
+			if base != nil {
+				base.stop()
+			}
+		}
 		for _, r := range res {
 			for _, w := range workers {
 				sc := scenario{Nodes: n, Resources: r, Workers: w}
 				// Alternate targets, and rotate who goes first, so that a
 				// drift in the machine's speed falls on all of them alike.
-				order := []string{targetEtcd, targetOwn, targetShared}
 				k := roundNo % len(order)
-				order = append(order[k:], order[:k]...)
-				for _, t := range order {
+				for _, t := range append(order[k:len(order):len(order)], order[:k]...) {
 					roundNo++
-					res, err := runTarget(t, etcd, lh, sc, fmt.Sprintf("r%d", roundNo), *warmup, *measure)
+					res, err := runTarget(t, etcd, lh, base, sc, fmt.Sprintf("r%d", roundNo), *warmup, *measure)
 					if err != nil {
-						etcd.stop()
-						lh.stop()
+						stopAll()
 						log.Fatalf("%s, %+v: %v", t, sc, err)
 					}
 					fmt.Fprintf(os.Stderr, "%-30s nodes=%d resources=%-4d workers=%-2d  %8.0f pairs/s  p50 %v  p99 %v  errors %d\n",
@@ -82,10 +101,9 @@ func main() {
 				}
 			}
 		}
-		etcd.stop()
-		lh.stop()
+		stopAll()
 	}
-	md := markdown(results, *warmup, *measure)
+	md := markdown(results, order(results), *warmup, *measure)
 	must(os.WriteFile(filepath.Join(*out, "results.md"), []byte(md), 0o644))
 	js, _ := json.MarshalIndent(results, "", "  ")
 	must(os.WriteFile(filepath.Join(*out, "results.json"), js, 0o644))
@@ -93,7 +111,7 @@ func main() {
 	fmt.Print(md)
 }
 
-func runTarget(t string, etcd, lh *servers, sc scenario, prefix string, warmup, measure time.Duration) (result, error) {
+func runTarget(t string, etcd, lh, base *servers, sc scenario, prefix string, warmup, measure time.Duration) (result, error) {
 	var lk locker
 	var err error
 	switch t {
@@ -103,6 +121,10 @@ func runTarget(t string, etcd, lh *servers, sc scenario, prefix string, warmup, 
 		lk, err = newLeaseholdLocker(lh.endpoints, sc.Workers, false)
 	case targetShared:
 		lk, err = newLeaseholdLocker(lh.endpoints, sc.Workers, true)
+	case targetBaseOwn:
+		lk, err = newLeaseholdLocker(base.endpoints, sc.Workers, false)
+	case targetBaseShared:
+		lk, err = newLeaseholdLocker(base.endpoints, sc.Workers, true)
 	}
 	if err != nil {
 		return result{}, err

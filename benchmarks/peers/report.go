@@ -7,12 +7,24 @@ import (
 	"time"
 )
 
-var targets = []string{targetEtcd, targetOwn, targetShared}
+// order lists the targets that ran, etcd first.
+func order(results []result) []string {
+	ts := []string{targetEtcd}
+	for _, t := range []string{targetOwn, targetShared, targetBaseOwn, targetBaseShared} {
+		for _, r := range results {
+			if r.Target == t {
+				ts = append(ts, t)
+				break
+			}
+		}
+	}
+	return ts
+}
 
 // markdown renders the results as the README's tables: throughput and
 // latency per scenario with ratios to etcd, then the contended waits
 // against their FIFO bound.
-func markdown(results []result, warmup, measure time.Duration) string {
+func markdown(results []result, targets []string, warmup, measure time.Duration) string {
 	by := map[scenario]map[string]result{}
 	var order []scenario
 	for _, r := range results {
@@ -24,8 +36,8 @@ func markdown(results []result, warmup, measure time.Duration) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Rounds of %v after %v of warm-up, targets alternating; pairs/s (× etcd), acquire p50 / p99.\n\n", measure, warmup)
-	b.WriteString("| nodes | resources | workers | etcd | leasehold, client per worker | leasehold, shared client |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+	b.WriteString("| nodes | resources | workers | " + strings.Join(targets, " | ") + " |\n")
+	b.WriteString("|---|---|---" + strings.Repeat("|---", len(targets)) + "|\n")
 	for _, sc := range order {
 		e := by[sc][targetEtcd]
 		fmt.Fprintf(&b, "| %d | %d | %d | %s |", sc.Nodes, sc.Resources, sc.Workers, cell(e, 0))
@@ -35,7 +47,7 @@ func markdown(results []result, warmup, measure time.Duration) string {
 		b.WriteString("\n")
 	}
 	b.WriteString("\nOne resource: each acquire's wait against its FIFO bound (the workers ahead of it when it asked, holder included, × the round's mean hand-off).\n\n")
-	b.WriteString("| nodes | workers | target | ahead (mean) | mean hand-off | bound | wait p50 / p99 / max | p99 ÷ bound | waits over 2× their bound |\n")
+	b.WriteString("| nodes | workers | target | ahead (mean) | hand-off mean / p50 / p99 / max | bound | wait p50 / p99 / max | p99 ÷ bound | waits over 2× their bound |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, sc := range order {
 		for _, t := range targets {
@@ -44,8 +56,8 @@ func markdown(results []result, warmup, measure time.Duration) string {
 				continue
 			}
 			f := r.Fifo
-			fmt.Fprintf(&b, "| %d | %d | %s | %.1f | %s | %s | %s / %s / %s | %.2f | %.2f%% |\n",
-				sc.Nodes, sc.Workers, t, f.MeanAhead, ms(f.MeanHandoff), ms(f.Bound),
+			fmt.Fprintf(&b, "| %d | %d | %s | %.1f | %s / %s / %s / %s | %s | %s / %s / %s | %.2f | %.2f%% |\n",
+				sc.Nodes, sc.Workers, t, f.MeanAhead, ms(f.MeanHandoff), ms(f.HandoffP50), ms(f.HandoffP99), ms(f.HandoffMax), ms(f.Bound),
 				ms(f.WaitP50), ms(f.WaitP99), ms(f.WaitMax), float64(f.WaitP99)/float64(max(f.Bound, 1)), 100*f.Over2x)
 		}
 	}
@@ -68,19 +80,22 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) 
 
 // plot draws pairs/s per scenario, one bar per target, on a log scale.
 func plot(results []result) string {
-	var order []scenario
+	targets := order(results)
+	var scs []scenario
 	val := map[scenario]map[string]float64{}
 	for _, r := range results {
 		if val[r.scenario] == nil {
 			val[r.scenario] = map[string]float64{}
-			order = append(order, r.scenario)
+			scs = append(scs, r.scenario)
 		}
 		val[r.scenario][r.Target] = r.PairsPerS
 	}
-	const left, top, plotH, groupW, barW = 70, 40, 300, 66, 18
-	width := left + len(order)*groupW + 20
+	const left, top, plotH, barW = 70, 40, 300, 18
+	groupW := 12 + barW*len(targets)
+	width := left + len(scs)*groupW + 20
 	height := top + plotH + 90
-	colors := map[string]string{targetEtcd: "#888888", targetOwn: "#4c78a8", targetShared: "#f58518"}
+	colors := map[string]string{targetEtcd: "#888888", targetOwn: "#4c78a8", targetShared: "#f58518",
+		targetBaseOwn: "#9ecae9", targetBaseShared: "#ffbf79"}
 	lo, hi := 10.0, 100000.0
 	y := func(v float64) float64 {
 		v = math.Min(math.Max(v, lo), hi)
@@ -93,7 +108,7 @@ func plot(results []result) string {
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%.0f</text>`+"\n",
 			left, width-20, y(v), y(v), left-6, y(v)+4, v)
 	}
-	for i, sc := range order {
+	for i, sc := range scs {
 		x0 := left + i*groupW + 6
 		for j, t := range targets {
 			v, ok := val[sc][t]
@@ -104,7 +119,7 @@ func plot(results []result) string {
 				x0+j*barW, y(v), barW-2, top+plotH-y(v), colors[t], t, v)
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%dn %dw</text><text x="%d" y="%d" text-anchor="middle">%d res</text>`+"\n",
-			x0+27, top+plotH+16, sc.Nodes, sc.Workers, x0+27, top+plotH+30, sc.Resources)
+			x0+groupW/2-6, top+plotH+16, sc.Nodes, sc.Workers, x0+groupW/2-6, top+plotH+30, sc.Resources)
 	}
 	for j, t := range targets {
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",

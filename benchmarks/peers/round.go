@@ -45,11 +45,17 @@ type fifoStats struct {
 	RatioP99    float64       `json:"ratio_p99"`
 	RatioMax    float64       `json:"ratio_max"`
 	Over2x      float64       `json:"over_2x"` // share of acquires that waited more than twice their bound
+	// The time between one grant and the next: a waiter's wait is the sum
+	// of the hand-offs ahead of it, so a slow one delays everyone in line.
+	HandoffP50 time.Duration `json:"handoff_p50"`
+	HandoffP99 time.Duration `json:"handoff_p99"`
+	HandoffMax time.Duration `json:"handoff_max"`
 }
 
 type sample struct {
-	wait  time.Duration
-	ahead int
+	wait    time.Duration
+	ahead   int
+	granted time.Time
 }
 
 // round runs workers that loop {lock a random resource, unlock} for
@@ -93,7 +99,7 @@ func round(lk locker, sc scenario, target, prefix string, warmup, measure time.D
 				inLine.Add(-1)
 				t2 := time.Now()
 				if t1.After(from) && t1.Before(to) {
-					mine = append(mine, sample{t1.Sub(t0), ahead})
+					mine = append(mine, sample{t1.Sub(t0), ahead, t1})
 				}
 				if err != nil {
 					myErrs++
@@ -141,6 +147,16 @@ func fifo(samples []sample, sorted []time.Duration, handoff time.Duration) *fifo
 		}
 	}
 	slices.Sort(ratios)
+	byTime := slices.Clone(samples)
+	slices.SortFunc(byTime, func(a, b sample) int { return a.granted.Compare(b.granted) })
+	var gaps []time.Duration
+	for i := 1; i < len(byTime); i++ {
+		gaps = append(gaps, byTime[i].granted.Sub(byTime[i-1].granted))
+	}
+	slices.Sort(gaps)
+	if len(gaps) > 0 {
+		f.HandoffP50, f.HandoffP99, f.HandoffMax = quantile(gaps, 0.50), quantile(gaps, 0.99), gaps[len(gaps)-1]
+	}
 	f.MeanAhead = float64(ahead) / float64(len(samples))
 	f.Bound = time.Duration(f.MeanAhead * float64(handoff))
 	f.RatioP50, f.RatioP99, f.RatioMax = ratios[len(ratios)/2], ratios[len(ratios)*99/100], ratios[len(ratios)-1]

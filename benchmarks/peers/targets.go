@@ -22,12 +22,15 @@ type locker interface {
 
 // Target names, in the order each scenario runs them.
 const (
-	targetEtcd     = "etcd"
-	targetOwn      = "leasehold, client per worker"
-	targetShared   = "leasehold, shared client"
-	lockTTL        = 15 * time.Second
-	lockWait       = 30 * time.Second
-	sessionTTLSecs = 15
+	targetEtcd   = "etcd"
+	targetOwn    = "leasehold, client per worker"
+	targetShared = "leasehold, shared client"
+	// With -baseline: the same two shapes on another leasehold build.
+	targetBaseOwn    = "baseline, client per worker"
+	targetBaseShared = "baseline, shared client"
+	lockTTL          = 15 * time.Second
+	lockWait         = 30 * time.Second
+	sessionTTLSecs   = 15
 )
 
 // etcdLocker is how etcd's own documentation takes a lock: one clientv3
