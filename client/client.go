@@ -140,6 +140,8 @@ func New(cfg Config) (*Client, error) {
 			elections: leaseholdv1connect.NewElectionsClient(cfg.HTTPClient, e, opts...),
 			watch:     leaseholdv1connect.NewWatchClient(cfg.HTTPClient, e, opts...),
 			idem:      leaseholdv1connect.NewIdempotencyClient(cfg.HTTPClient, e, opts...),
+			queues:    leaseholdv1connect.NewQueuesClient(cfg.HTTPClient, e, opts...),
+			groups:    leaseholdv1connect.NewGroupsClient(cfg.HTTPClient, e, opts...),
 		})
 	}
 	return c, nil
@@ -155,6 +157,8 @@ type endpoint struct {
 	elections leaseholdv1connect.ElectionsClient
 	watch     leaseholdv1connect.WatchClient
 	idem      leaseholdv1connect.IdempotencyClient
+	queues    leaseholdv1connect.QueuesClient
+	groups    leaseholdv1connect.GroupsClient
 }
 
 // Service pickers for call.

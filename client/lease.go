@@ -385,6 +385,15 @@ func (l *Lease) stopRenewal() {
 // then ran without the lease, and it is counted. Calling Release again
 // returns nil.
 func (l *Lease) Release(ctx context.Context) error {
+	return l.releaseWith(ctx, func(ctx context.Context) error {
+		_, err := l.c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
+		return err
+	})
+}
+
+// releaseWith is Release with the call that gives the lease back (a
+// release, or a group member's Leave).
+func (l *Lease) releaseWith(ctx context.Context, send func(context.Context) error) error {
 	l.stopRenewal()
 	l.mu.Lock()
 	released := l.releaseDone || errors.Is(l.err, ErrReleased)
@@ -397,7 +406,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.end(ErrReleased)
 		return nil
 	}
-	_, err := l.c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
+	err := send(ctx)
 	if err == nil || errors.Is(err, leasehold.ErrNotFound) {
 		l.mu.Lock()
 		l.releaseDone = true

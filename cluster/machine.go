@@ -25,7 +25,9 @@ type machine struct {
 	events eventSink
 	// history hears the state's change events (nil: nobody watches).
 	history History
-	log     *slog.Logger
+	// bell wakes Receives that long-poll a queue (queuebell.go).
+	bell *bell
+	log  *slog.Logger
 	// floor is saved above every token before any is answered; outcomes
 	// for waiting requests are held in pending until it is.
 	floor   *tokenFloor
@@ -50,7 +52,7 @@ type eventSink interface {
 }
 
 func newMachine(cfg fsm.Config, t *timers, w *waits, ev eventSink, h History, log *slog.Logger) *machine {
-	m := &machine{cfg: cfg, timers: t, waits: w, events: ev, history: h, log: log}
+	m := &machine{cfg: cfg, timers: t, waits: w, events: ev, history: h, log: log, bell: newBell()}
 	m.state = fsm.New(cfg, m)
 	return m
 }
@@ -137,6 +139,7 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 		m.history.Restored(s.LastIndex())
 	}
 	m.mu.Unlock()
+	m.bell.ringAll()
 	m.timers.restart(m) // no-op unless leader
 	return nil
 }

@@ -25,7 +25,9 @@ type timers struct {
 	leases  map[uint64]*leaseTimer
 	waits   map[string]clock.Timer
 	blocks  map[string]clock.Timer
-	ret     retention // idempotency results' retention (retention.go)
+	ret     retention                     // idempotency results' retention (retention.go)
+	vis     visibility                    // queue deliveries' visibility (queuetimers.go)
+	revokes map[revocationKey]clock.Timer // partition revocations' bounds (revocations.go)
 	pending []fsm.Command
 	kick    chan struct{}
 	log     *slog.Logger
@@ -39,12 +41,13 @@ type leaseTimer struct {
 
 func newTimers(c clock.Clock, log *slog.Logger) *timers {
 	return &timers{
-		clock:  c,
-		log:    log,
-		leases: make(map[uint64]*leaseTimer),
-		waits:  make(map[string]clock.Timer),
-		blocks: make(map[string]clock.Timer),
-		kick:   make(chan struct{}, 1),
+		clock:   c,
+		log:     log,
+		leases:  make(map[uint64]*leaseTimer),
+		waits:   make(map[string]clock.Timer),
+		blocks:  make(map[string]clock.Timer),
+		revokes: make(map[revocationKey]clock.Timer),
+		kick:    make(chan struct{}, 1),
 	}
 }
 
@@ -207,6 +210,9 @@ func (t *timers) restart(m *machine) {
 	m.state.EachWaiter(func(id string, wait time.Duration) { t.armWait(id, wait) })
 	m.state.EachBlock(func(r string, tok uint64, d time.Duration) { t.armBlock(r, tok, d) })
 	m.state.EachIdemCompleted(func(k string, tok uint64, d time.Duration) { t.armRetention(k, tok, d) })
+	m.state.EachQueueDelivery(func(q string, seq, tok uint64, d time.Duration) { t.armVisibility(q, seq, tok, d) })
+	t.armRetire(m.retirements)
+	m.state.EachGroupRevocation(t.armRevocation)
 }
 
 // activate starts the timers on becoming leader.
@@ -240,4 +246,6 @@ func (t *timers) stopAllLocked() {
 	clear(t.waits)
 	clear(t.blocks)
 	t.stopRetention()
+	t.stopVisibility()
+	t.stopRevocations()
 }

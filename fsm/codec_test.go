@@ -89,6 +89,21 @@ func sampleCommands() map[string]Command {
 		"queue delete zero":  &QueueDelete{},
 		"queue retire":       &QueueRetire{Queue: "jobs", Before: math.MinInt64},
 		"queue retire zero":  &QueueRetire{},
+		"group create":       &GroupCreate{Group: "g", Partitions: math.MaxUint32, RevokeTimeout: time.Minute, Caller: "c"},
+		"group create zero":  &GroupCreate{},
+		"group grow":         &GroupGrow{Group: "g", Partitions: 65536, Caller: "c"},
+		"group grow zero":    &GroupGrow{},
+		"group delete":       &GroupDelete{Group: "g", Actor: "alice", Reason: "unused"},
+		"group delete zero":  &GroupDelete{},
+		"group join": &GroupJoin{Group: "g", Member: "m-1", TTL: time.Second, Metadata: map[string]string{"host": "a"},
+			SecretHash: full, Caller: "c"},
+		"group join zero":    &GroupJoin{},
+		"group leave":        &GroupLeave{RequestID: "r", LeaseID: math.MaxUint64, SecretHash: full, Caller: "c"},
+		"group leave zero":   &GroupLeave{},
+		"group revoked":      &GroupRevoked{Group: "g", Member: "m", LeaseID: 3, SecretHash: full, Partition: 7, Epoch: math.MaxUint64},
+		"group revoked zero": &GroupRevoked{},
+		"group lapse":        &GroupLapse{Group: "g", LeaseID: 3, Partition: math.MaxUint32, Epoch: 9},
+		"group lapse zero":   &GroupLapse{},
 	}
 }
 

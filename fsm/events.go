@@ -22,10 +22,15 @@ const (
 	EventPut                                // a key was written
 	EventDeleted                            // a key was deleted (also when its lease ended, at the same index)
 	EventLeaderChanged                      // an election has a new leader, a new value, or no leader (LeaseID 0)
+	EventGroupChanged                       // a group was created, grown (Partition: its count) or deleted (0)
+	EventGroupAssigned                      // a member got a partition (Token: the epoch)
+	EventGroupRevoking                      // a member must give a partition up
+	EventGroupRemoved                       // a member no longer owns a partition
 )
 
 func (k EventKind) String() string {
-	names := [...]string{"", "granted", "renewed", "released", "expired", "force_released", "queued", "withdrawn", "put", "deleted", "leader_changed"}
+	names := [...]string{"", "granted", "renewed", "released", "expired", "force_released", "queued", "withdrawn", "put", "deleted", "leader_changed",
+		"group_changed", "group_assigned", "group_revoking", "group_removed"}
 	if int(k) < len(names) && k != 0 {
 		return names[k]
 	}
@@ -52,6 +57,10 @@ type Event struct {
 	Key     string
 	Value   []byte // Put: the new value; LeaderChanged: the leader's value
 	Version uint64 // Put: the new version; Deleted: the version removed
+	// Group events: the group, and the partition (GroupChanged: the
+	// count). LeaseID, Resources and Owner are the member's session.
+	Group     string
+	Partition uint32
 }
 
 // EventSink receives every event, inside Apply: it must be quick and must

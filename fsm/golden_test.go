@@ -98,11 +98,24 @@ func goldenEntries() []*Batch {
 			&QueueReceive{Queue: "jobs", Max: 1, Caller: "worker"}, // a2, in flight in the snapshot
 			&QueueSend{Queue: "jobs", Caller: "svc", Messages: []QueueMessage{{Key: "a", Body: []byte("dup"), DedupID: "d1"}}},
 		}},
+		{Time: at(9), Cmds: []Command{ // batch 9 is newer than the v8 snapshot fixture
+			&GroupCreate{Group: "shards", Partitions: 5, RevokeTimeout: 3 * time.Second, Caller: "svc"},
+			&GroupCreate{Group: "gone", Partitions: 1, Caller: "svc"},
+			&GroupJoin{Group: "shards", Member: "w1", TTL: 10 * time.Second, Metadata: map[string]string{"host": "a"},
+				SecretHash: secret("w1"), Caller: "worker"}, // all five partitions
+			&GroupJoin{Group: "gone", Member: "w9", TTL: 10 * time.Second, SecretHash: secret("w9"), Caller: "worker"},
+			&GroupDelete{Group: "gone", Actor: "admin", Reason: "retired"},
+			&GroupGrow{Group: "shards", Partitions: 6, Caller: "svc"},
+			&GroupJoin{Group: "shards", Member: "w2", TTL: 10 * time.Second, SecretHash: secret("w2"), Caller: "worker"}, // three revoking
+			&GroupRevoked{Group: "shards", Member: "w1", LeaseID: 58, SecretHash: secret("w1"), Partition: 5, Epoch: 66}, // to w2
+			&GroupLeave{RequestID: "bye", LeaseID: 67, SecretHash: secret("nobody"), Caller: "worker"},                   // refused
+			&GroupLapse{Group: "shards", LeaseID: 58, Partition: 3, Epoch: 1},                                            // stale
+		}},
 	}
 }
 
 func goldenPaths() (log, snap string) {
-	return "testdata/current-v2.log.hex", "testdata/current-v8.snapshot.hex"
+	return "testdata/current-v2.log.hex", "testdata/current-v9.snapshot.hex"
 }
 
 // The log entries and the snapshot the current code writes for the golden
@@ -154,9 +167,26 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 || len(restored.bound) == 0 || len(restored.Elections("")) == 0 || len(restored.idem) < 2 ||
 		len(restored.queuesByName) < 2 || restored.queuesByName["jobs"].depth < 3 || len(restored.queuesByName["jobs"].inflight) == 0 ||
 		len(restored.queuesByName["jobs"].dead) == 0 || len(restored.queuesByName["jobs"].dedupLog) == 0 ||
+		len(restored.groups) == 0 || restored.GroupStats().Pending == 0 || restored.GroupStats().Members < 2 ||
 		restored.LastToken() < 50 {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
 			c, len(restored.audit), len(restored.kv), restored.LastToken())
+	}
+}
+
+// A node of this version reads the version-8 snapshot of the first eight
+// golden entries: it writes the same sections again, and an empty groups
+// section after them.
+func TestReadsSnapshotVersion8(t *testing.T) {
+	v8 := legacySnapshotBytes(t, "legacy-v8.snapshot.hex")
+	old, err := Restore(v8, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(snapMagic+"\x09"), v8[len(snapMagic)+1:]...)
+	want = append(want, 0) // no groups
+	if got := old.Snapshot(); !bytes.Equal(got, want) {
+		t.Fatalf("a restored version-8 snapshot writes\n%x\nwant\n%x", got, want)
 	}
 }
 
@@ -169,8 +199,8 @@ func TestReadsSnapshotVersion7(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x08"), v7[len(snapMagic)+1:]...)
-	want = append(want, 0) // no queues
+	want := append([]byte(snapMagic+"\x09"), v7[len(snapMagic)+1:]...)
+	want = append(want, 0, 0) // no queues, no groups
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-7 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -185,8 +215,8 @@ func TestReadsSnapshotVersion6(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x08"), v6[len(snapMagic)+1:]...)
-	want = append(want, 0, 0) // no idempotency keys, no queues
+	want := append([]byte(snapMagic+"\x09"), v6[len(snapMagic)+1:]...)
+	want = append(want, 0, 0, 0) // no idempotency keys, no queues, no groups
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-6 snapshot writes\n%x\nwant\n%x", got, want)
 	}

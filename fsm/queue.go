@@ -44,6 +44,12 @@ const (
 // MaxQueueBatch is the most messages one Send carries.
 const MaxQueueBatch = 100
 
+// MaxQueueBody is the largest message body the state accepts. A node
+// refuses bodies over its own, smaller limit (server.Config.MaxQueueBodyBytes,
+// default 256 KiB) at the API edge; the state checks only this ceiling,
+// so nodes configured apart still apply every entry alike.
+const MaxQueueBody = 1 << 20
+
 // QueueSettings are a queue's limits; zero fields take the defaults.
 type QueueSettings struct {
 	Visibility             time.Duration // a delivery's default visibility
@@ -51,7 +57,7 @@ type QueueSettings struct {
 	Retention              time.Duration // how long a message is kept (QueueRetire)
 	MaxDepth               int           // messages (queued, in flight, dead) at most
 	MaxBytes               int           // bytes of bodies at most
-	MaxInFlightPerConsumer int           // enforced by the service, per consumer
+	MaxInFlightPerConsumer int           // deliveries in flight per Receive caller (consumer)
 	DedupWindow            time.Duration // how long a dedup id is remembered
 	DeadLetter             DeadLetterMode
 }
@@ -157,6 +163,7 @@ type queue struct {
 	keys      map[string]*qkey
 	ready     readyHeap
 	inflight  map[uint64]*qmsg // by sequence
+	consumers map[string]int   // deliveries in flight by consumer (derived from inflight)
 	dead      []deadLetter     // oldest first
 	dedupIDs  map[string]uint64
 	dedupLog  []dedupEntry // arrival order, for the window
@@ -194,8 +201,11 @@ type QueueObserver interface {
 	QueueDelivered(queue string, seq, token uint64, visibility time.Duration)
 	QueueDeliveryEnded(queue string, seq, token uint64)
 	// QueueReady says a command left the queue with a key ready, maybe
-	// not before NextReady: a long-polling Receive can try again.
+	// not before NextReady, or deleted the queue: a long-polling Receive
+	// can try again.
 	QueueReady(queue string)
+	// QueueDeadLettered says a message used up its receives.
+	QueueDeadLettered(queue string, seq uint64)
 }
 
 // queueWake tells the observer that name has a ready key.
@@ -215,6 +225,8 @@ type Delivery struct {
 	Body     []byte // shared with the state: read it, never change it
 	SentAt   time.Time
 	Consumer string // the Receive's caller
+	// Visibility is the delivery's visibility, as given or extended.
+	Visibility time.Duration
 }
 
 // QueueResult is what a queue command answers besides an error.
@@ -223,6 +235,7 @@ type QueueResult struct {
 	Duplicate  []bool     // Send: which messages were duplicates
 	Deliveries []Delivery // Receive
 	Moved      int        // Redrive, Purge: messages moved or dropped
+	SentAt     time.Time  // Ack: when the acked message was sent (zero for a retried Ack)
 }
 
 func (s *State) queueOf(name string) (*queue, error) {
@@ -259,7 +272,7 @@ func (s *State) queueCreate(now int64, c *QueueCreate) Result {
 
 func newQueue(set QueueSettings, now int64) *queue {
 	return &queue{QueueSettings: set, createdAt: now, nextSeq: 1, keys: make(map[string]*qkey),
-		inflight: make(map[uint64]*qmsg), dedupIDs: make(map[string]uint64)}
+		inflight: make(map[uint64]*qmsg), consumers: make(map[string]int), dedupIDs: make(map[string]uint64)}
 }
 
 func (s *State) queueSend(now int64, c *QueueSend) Result {
@@ -332,8 +345,8 @@ func validateQueueMessage(m *QueueMessage) error {
 	if err := leasehold.ValidateName("message key", m.Key, leasehold.MaxResourceLen, true); err != nil {
 		return err
 	}
-	if len(m.Body) > leasehold.MaxValueBytes {
-		return leasehold.Errorf(leasehold.CodeInvalid, "the body is %d bytes; the limit is %d", len(m.Body), leasehold.MaxValueBytes)
+	if len(m.Body) > MaxQueueBody {
+		return leasehold.Errorf(leasehold.CodeInvalid, "the body is %d bytes; the limit is %d", len(m.Body), MaxQueueBody)
 	}
 	if len(m.DedupID) > leasehold.MaxResourceLen {
 		return leasehold.Errorf(leasehold.CodeInvalid, "the dedup id is %d bytes; the limit is %d", len(m.DedupID), leasehold.MaxResourceLen)
@@ -411,17 +424,26 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 	if err := leasehold.ValidateDuration("visibility", vis, time.Second, 12*time.Hour); err != nil {
 		return Result{Err: err}
 	}
-	res := &QueueResult{Deliveries: make([]Delivery, 0, min(c.Max, len(q.ready)))}
+	// A consumer gets what is left of its in-flight allowance, and is
+	// refused when nothing is: it must ack (or let expire) first.
+	room := q.MaxInFlightPerConsumer - q.consumers[c.Caller]
+	if room <= 0 {
+		return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
+			"consumer %q has %d deliveries of queue %q in flight (limit max_in_flight_per_consumer %d); ack some first", c.Caller, q.consumers[c.Caller], c.Queue, q.MaxInFlightPerConsumer)}
+	}
+	want := min(c.Max, room)
+	res := &QueueResult{Deliveries: make([]Delivery, 0, min(want, len(q.ready)))}
 	obs := s.queueObs()
-	for len(res.Deliveries) < c.Max && len(q.ready) > 0 && q.ready[0].msgs[0].notReady <= now {
+	for len(res.Deliveries) < want && len(q.ready) > 0 && q.ready[0].msgs[0].notReady <= now {
 		k := heap.Pop(&q.ready).(*qkey)
 		m := k.msgs[0]
 		m.token = s.nextToken(ix)
 		m.receives++
 		m.consumer, m.vis = c.Caller, vis
 		q.inflight[m.seq] = m
+		q.consumers[m.consumer]++
 		res.Deliveries = append(res.Deliveries, Delivery{Queue: c.Queue, Key: k.name, Seq: m.seq, Token: m.token,
-			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer})
+			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: vis})
 		if obs != nil {
 			obs.QueueDelivered(c.Queue, m.seq, m.token, vis)
 		}
@@ -446,10 +468,18 @@ func (s *State) delivery(name string, seq, token uint64) (*queue, *qmsg, error) 
 // endDelivery takes m out of flight.
 func (s *State) endDelivery(name string, q *queue, m *qmsg) {
 	delete(q.inflight, m.seq)
+	q.release(m.consumer)
 	if o := s.queueObs(); o != nil {
 		o.QueueDeliveryEnded(name, m.seq, m.token)
 	}
 	m.token, m.consumer = 0, ""
+}
+
+// release takes one delivery off consumer's count.
+func (q *queue) release(consumer string) {
+	if q.consumers[consumer]--; q.consumers[consumer] <= 0 {
+		delete(q.consumers, consumer)
+	}
 }
 
 func (s *State) queueAck(now int64, c *QueueAck) Result {
@@ -473,7 +503,7 @@ func (s *State) queueAck(now int64, c *QueueAck) Result {
 	q.afterHead(k)
 	s.queueWake(c.Queue, q)
 	s.dedup.put(key, KindQueueAck, sum, now, Result{}, s.cfg)
-	return Result{}
+	return Result{Queue: &QueueResult{SentAt: nanosTime(m.sentAt)}}
 }
 
 func (c *QueueAck) sum(e *encoder) fingerprint {
@@ -541,6 +571,9 @@ func (s *State) requeue(now int64, name string, q *queue, m *qmsg, delay time.Du
 			receives: m.receives, note: m.note, diedAt: now})
 		k.blocked = q.DeadLetter == DeadLetterBlock
 		q.afterHead(k)
+		if o := s.queueObs(); o != nil {
+			o.QueueDeadLettered(name, m.seq)
+		}
 	} else {
 		m.notReady = now + int64(delay)
 		q.makeReady(k)
@@ -627,11 +660,12 @@ func (s *State) queuePurge(ix uint64, now int64, c *QueuePurge) Result {
 	return Result{Queue: &QueueResult{Moved: moved}}
 }
 
-func (s *State) queueRetire(c *QueueRetire) Result {
+func (s *State) queueRetire(now int64, c *QueueRetire) Result {
 	q, err := s.queueOf(c.Queue)
 	if err != nil {
 		return Result{Err: err}
 	}
+	q.evictDedup(now) // else ids past the window wait for the queue's next send
 	dropped := 0
 	dead := q.dead[:0]
 	for _, dl := range q.dead {
@@ -685,6 +719,9 @@ func (s *State) queueDelete(ix uint64, now int64, c *QueueDelete) Result {
 	}
 	s.queueBytes -= q.bytes
 	delete(s.queuesByName, c.Queue)
+	if o := s.queueObs(); o != nil {
+		o.QueueReady(c.Queue) // wakes long polls, to answer that it is gone
+	}
 	s.auditQueue(ix, now, c.Actor, "queue-delete", c.Queue, c.Reason)
 	return Result{}
 }

@@ -112,7 +112,8 @@ type QueueDelete struct {
 }
 
 // QueueRetire drops the messages of a queue, queued or dead, sent before
-// Before (unix nanoseconds), as its retention says. The leader proposes
+// Before (unix nanoseconds), as its retention says, and the dedup ids past
+// the queue's dedup window (by the entry's time). The leader proposes
 // it now and then with Before = its wall clock - retention; retention is
 // days, so clock skew between leaders matters little. A message in
 // flight is kept: its consumer may be committing it.
@@ -133,7 +134,7 @@ func (*QueueRedrive) Kind() Kind { return KindQueueRedrive }
 func (*QueuePurge) Kind() Kind   { return KindQueuePurge }
 func (*QueueDelete) Kind() Kind  { return KindQueueDelete }
 
-func (c *QueueRetire) apply(s *State, _ uint64, _ int64) Result   { return s.queueRetire(c) }
+func (c *QueueRetire) apply(s *State, _ uint64, now int64) Result { return s.queueRetire(now, c) }
 func (c *QueueCreate) apply(s *State, _ uint64, now int64) Result { return s.queueCreate(now, c) }
 func (c *QueueSend) apply(s *State, _ uint64, now int64) Result   { return s.queueSend(now, c) }
 func (c *QueueReceive) apply(s *State, ix uint64, now int64) Result {

@@ -16,6 +16,10 @@ type QueueInfo struct {
 	Bytes     int
 	Keys      int       // keys with a message queued or in flight (or blocked)
 	OldestAt  time.Time // the send time of the oldest message not dead; zero if none
+	// DedupIDs are the dedup ids remembered, the oldest sent at
+	// OldestDedupAt (zero if none).
+	DedupIDs      int
+	OldestDedupAt time.Time
 }
 
 // Queue returns a queue's settings and counts.
@@ -33,6 +37,9 @@ func (s *State) Queue(name string) (QueueInfo, bool) {
 		}
 	}
 	info.OldestAt = nanosTime(oldest)
+	if info.DedupIDs = len(q.dedupLog); info.DedupIDs > 0 {
+		info.OldestDedupAt = nanosTime(q.dedupLog[0].at)
+	}
 	return info, true
 }
 
@@ -61,7 +68,7 @@ func (s *State) InFlight(name string, limit int) []Delivery {
 	out := make([]Delivery, 0, len(q.inflight))
 	for _, m := range q.inflight {
 		out = append(out, Delivery{Queue: name, Key: m.key.name, Seq: m.seq, Token: m.token,
-			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer})
+			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: m.vis})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	if limit > 0 && len(out) > limit {

@@ -225,6 +225,7 @@ func (o *queueTimers) QueueReady(string) { o.wakes++ }
 
 func (o *queueTimers) QueueDelivered(_ string, _, token uint64, v time.Duration) { o.vis[token] = v }
 func (o *queueTimers) QueueDeliveryEnded(_ string, _, token uint64)              { delete(o.vis, token) }
+func (o *queueTimers) QueueDeadLettered(string, uint64)                          {}
 
 // The leader's timers hear of each delivery and its end; an Extend
 // restarts the countdown, and a new leader finds the extended visibility.
@@ -288,5 +289,69 @@ func TestQueueDedupWindow(t *testing.T) {
 	}
 	if info, _ := q.s.Queue("q"); info.Depth != 2 {
 		t.Fatalf("depth %d, want 2", info.Depth)
+	}
+}
+
+// A consumer's Receive is capped to what is left of its in-flight
+// allowance and refused when none is left; another consumer is not
+// held back, and an ack gives the room back. A restored state counts
+// alike.
+func TestQueueMaxInFlightPerConsumer(t *testing.T) {
+	q := newQueueRig(t, DefaultConfig(), nil)
+	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{MaxInFlightPerConsumer: 2}})
+	q.send("q", "a", "a1", "b", "b1", "c", "c1", "d", "d1")
+	ds := q.ok(&QueueReceive{Queue: "q", Max: 3, Caller: "w1"}).Queue.Deliveries
+	if len(ds) != 2 {
+		t.Fatalf("a receive of 3 with room for 2 got %d", len(ds))
+	}
+	r := q.apply(&QueueReceive{Queue: "q", Max: 1, Caller: "w1"})
+	if leasehold.CodeOf(r.Err) != leasehold.CodeLimit || !strings.Contains(r.Err.Error(), "max_in_flight_per_consumer 2") {
+		t.Fatalf("a receive past the allowance: %v, want the limit error naming it", r.Err)
+	}
+	if got := q.ok(&QueueReceive{Queue: "q", Max: 1, Caller: "w2"}).Queue.Deliveries; len(got) != 1 {
+		t.Fatalf("another consumer got %d, want 1", len(got))
+	}
+	restored, err := Restore(q.s.Snapshot(), DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.s = restored
+	if r := q.apply(&QueueReceive{Queue: "q", Max: 1, Caller: "w1"}); leasehold.CodeOf(r.Err) != leasehold.CodeLimit {
+		t.Fatalf("after a restore, a receive past the allowance: %v, want the limit error", r.Err)
+	}
+	q.ok(&QueueAck{Queue: "q", Seq: ds[0].Seq, Token: ds[0].Token})
+	if got := q.ok(&QueueReceive{Queue: "q", Max: 2, Caller: "w1"}).Queue.Deliveries; len(got) != 1 {
+		t.Fatalf("after an ack, the consumer got %d, want 1", len(got))
+	}
+}
+
+// The state takes bodies up to MaxQueueBody (the node's edge holds its
+// configured, smaller limit), so a 256 KiB body is not refused here.
+func TestQueueBodyCeiling(t *testing.T) {
+	q := newQueueRig(t, DefaultConfig(), nil)
+	q.ok(&QueueCreate{Queue: "q"})
+	q.ok(&QueueSend{Queue: "q", Messages: []QueueMessage{{Key: "a", Body: make([]byte, 256<<10)}}})
+	r := q.apply(&QueueSend{Queue: "q", Messages: []QueueMessage{{Key: "a", Body: make([]byte, MaxQueueBody+1)}}})
+	if leasehold.CodeOf(r.Err) != leasehold.CodeInvalid {
+		t.Fatalf("a body over the ceiling: %v, want invalid", r.Err)
+	}
+}
+
+// A retirement also forgets the dedup ids past the window, so an idle
+// queue does not keep them until its next send.
+func TestQueueRetireForgetsDedupIDs(t *testing.T) {
+	q := newQueueRig(t, DefaultConfig(), nil)
+	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{DedupWindow: 2 * time.Second}})
+	q.ok(&QueueSend{Queue: "q", Messages: []QueueMessage{{Key: "a", DedupID: "d"}}})
+	if info, _ := q.s.Queue("q"); info.DedupIDs != 1 || info.OldestDedupAt != nanosTime(q.now) {
+		t.Fatalf("after a send: %d dedup ids, oldest %v", info.DedupIDs, info.OldestDedupAt)
+	}
+	q.ok(&QueueRetire{Queue: "q"}) // 1s later: inside the window
+	if info, _ := q.s.Queue("q"); info.DedupIDs != 1 {
+		t.Fatalf("a retirement inside the window forgot the id: %d left", info.DedupIDs)
+	}
+	q.ok(&QueueRetire{Queue: "q"}) // 2s after the send: past it
+	if info, _ := q.s.Queue("q"); info.DedupIDs != 0 || !info.OldestDedupAt.IsZero() {
+		t.Fatalf("a retirement past the window kept %d ids", info.DedupIDs)
 	}
 }

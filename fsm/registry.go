@@ -36,6 +36,13 @@ var commands = [...]struct {
 	KindQueuePurge:   {"queue-purge", func() Command { return new(QueuePurge) }},
 	KindQueueDelete:  {"queue-delete", func() Command { return new(QueueDelete) }},
 	KindQueueRetire:  {"queue-retire", func() Command { return new(QueueRetire) }},
+	KindGroupCreate:  {"group-create", func() Command { return new(GroupCreate) }},
+	KindGroupGrow:    {"group-grow", func() Command { return new(GroupGrow) }},
+	KindGroupDelete:  {"group-delete", func() Command { return new(GroupDelete) }},
+	KindGroupJoin:    {"group-join", func() Command { return new(GroupJoin) }},
+	KindGroupLeave:   {"group-leave", func() Command { return new(GroupLeave) }},
+	KindGroupRevoked: {"group-revoked", func() Command { return new(GroupRevoked) }},
+	KindGroupLapse:   {"group-lapse", func() Command { return new(GroupLapse) }},
 }
 
 // newCommand returns an empty command of kind k, or nil if k is unknown.

@@ -27,10 +27,12 @@ import (
 // Version 7 adds the idempotency keys (snapshot_idem.go).
 //
 // Version 8 adds the keyed queues (snapshot_queue.go).
+//
+// Version 9 adds the partition groups (snapshot_groups.go).
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = 8
+	snapVersion = 9
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -62,6 +64,7 @@ var sections = [...]section{
 	{"dedup", 6, writeDedup, readDedup},
 	{"idem", 7, writeIdem, readIdem},
 	{"queues", 8, writeQueues, readQueues},
+	{"groups", 9, writeGroups, readGroups},
 }
 
 // Snapshot encodes the whole state.

@@ -79,6 +79,7 @@ func readQueues(s *State, d *decoder, v byte) error {
 				}
 				if m.token != 0 {
 					q.inflight[m.seq] = m
+					q.consumers[m.consumer]++
 				}
 				k.msgs = append(k.msgs, m)
 				q.depth++

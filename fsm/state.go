@@ -67,6 +67,7 @@ type Result struct {
 	Dup       bool             // answered from the dedup window
 	Idem      *Idem            // idempotency Begin and Complete: where the key stands (idem.go)
 	Queue     *QueueResult     // queue commands: sequences, deliveries, counts (queue.go)
+	Group     *GroupInfo       // group commands: the group, and a Join's partitions (groups.go)
 	// ForeignSecret marks a retried acquire whose secret differs from the
 	// first request's (or can no longer be checked): the caller does not
 	// know the lease's secret, so the answer must not claim it does.
@@ -177,6 +178,8 @@ type State struct {
 	idemBytes    int                    // bytes of stored results
 	queuesByName map[string]*queue      // keyed queues (queue.go)
 	queueBytes   int                    // bytes of message bodies in all queues
+	groups       map[string]*group      // partition groups (groups.go)
+	now          int64                  // the time of the entry being applied
 
 	scratch encoder // a buffer for fingerprints (request.go); not state
 }
@@ -201,6 +204,7 @@ func New(cfg Config, obs Observer) *State {
 		idem:         make(map[string]*idemRecord),
 		idemCount:    make(map[string]int),
 		queuesByName: make(map[string]*queue),
+		groups:       make(map[string]*group),
 	}
 	s.setSink(obs)
 	return s
@@ -223,7 +227,7 @@ func (s *State) LastToken() uint64 { return s.lastToken }
 
 // Apply applies one log entry and returns one result per command.
 func (s *State) Apply(index uint64, b *Batch) []Result {
-	s.lastIndex = index
+	s.lastIndex, s.now = index, b.Time
 	s.dedup.evict(b.Time, s.cfg)
 	out := make([]Result, len(b.Cmds))
 	for i, c := range b.Cmds {
@@ -536,6 +540,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 		s.vacated = append(s.vacated, l.Resources[0])
 	}
 	s.idemEnded(l)
+	s.groupMemberEnded(l)
 	return &view
 }
 

@@ -178,6 +178,15 @@ var required = map[string]Role{
 	"/leasehold.v1.Idempotency/Abandon":    RoleWorker,
 	"/leasehold.v1.Idempotency/Get":        RoleWorker,
 	"/leasehold.v1.Idempotency/List":       RoleWorker,
+	"/leasehold.v1.Groups/Create":          RoleOperator,
+	"/leasehold.v1.Groups/Grow":            RoleOperator,
+	"/leasehold.v1.Groups/Delete":          RoleAdmin,
+	"/leasehold.v1.Groups/List":            RoleOperator,
+	"/leasehold.v1.Groups/Get":             RoleWorker,
+	"/leasehold.v1.Groups/Join":            RoleWorker,
+	"/leasehold.v1.Groups/Leave":           RoleWorker, // proven by the session's secret, as Renew
+	"/leasehold.v1.Groups/AckRevocation":   RoleWorker,
+	"/leasehold.v1.Groups/Assignments":     RoleWorker, // within its prefixes: the handler checks them
 	"/leasehold.v1.Admin/Audit":            RoleOperator,
 	"/leasehold.v1.Admin/ForceRelease":     RoleAdmin,
 	"/leasehold.v1.Cluster/Members":        RoleOperator,
@@ -185,6 +194,22 @@ var required = map[string]Role{
 	"/leasehold.v1.Cluster/AddVoter":       RoleAdmin,
 	"/leasehold.v1.Cluster/RemoveServer":   RoleAdmin,
 	"/leasehold.v1.Cluster/TransferLeader": RoleAdmin,
+	// Queues: workers send, receive and settle deliveries within their
+	// prefixes (of queue names); operators inspect; admins create, purge,
+	// delete and redrive.
+	"/leasehold.v1.Queues/Send":        RoleWorker,
+	"/leasehold.v1.Queues/SendBatch":   RoleWorker,
+	"/leasehold.v1.Queues/Receive":     RoleWorker,
+	"/leasehold.v1.Queues/Ack":         RoleWorker,
+	"/leasehold.v1.Queues/Nack":        RoleWorker,
+	"/leasehold.v1.Queues/Extend":      RoleWorker,
+	"/leasehold.v1.Queues/List":        RoleOperator,
+	"/leasehold.v1.Queues/Get":         RoleOperator,
+	"/leasehold.v1.Queues/DeadLetters": RoleOperator,
+	"/leasehold.v1.Queues/Create":      RoleAdmin,
+	"/leasehold.v1.Queues/Purge":       RoleAdmin,
+	"/leasehold.v1.Queues/Delete":      RoleAdmin,
+	"/leasehold.v1.Queues/Redrive":     RoleAdmin,
 }
 
 // names lists the resources or keys a request touches, for prefix checks.
@@ -226,6 +251,26 @@ func names(msg any) []string {
 		return []string{m.Election}
 	case *pb.ObserveRequest:
 		return []string{m.Election}
+	case *pb.QueuesSendRequest:
+		return []string{m.Queue}
+	case *pb.QueuesSendBatchRequest:
+		return []string{m.Queue}
+	case *pb.QueuesReceiveRequest:
+		return []string{m.Queue}
+	case *pb.QueuesAckRequest:
+		return []string{m.Queue}
+	case *pb.QueuesNackRequest:
+		return []string{m.Queue}
+	case *pb.QueuesExtendRequest:
+		return []string{m.Queue}
+	case *pb.GroupsGetRequest:
+		return []string{m.Group}
+	case *pb.GroupsJoinRequest:
+		return []string{m.Group}
+	case *pb.GroupsAckRevocationRequest:
+		return []string{m.Group}
+	case *pb.GroupsAssignmentsRequest:
+		return []string{m.Group}
 	}
 	return nil
 }

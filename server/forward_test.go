@@ -9,10 +9,12 @@ import (
 )
 
 // answeredLocally are the procedures every node answers itself: the
-// members it knows, and a status it gathers from every member.
+// members it knows, and a status it gathers from every member; and the
+// streams, which any node serves from its own history.
 var answeredLocally = map[string]bool{
-	"/leasehold.v1.Cluster/Members": true,
-	"/leasehold.v1.Cluster/Status":  true,
+	"/leasehold.v1.Cluster/Members":    true,
+	"/leasehold.v1.Cluster/Status":     true,
+	"/leasehold.v1.Groups/Assignments": true,
 }
 
 // Every other procedure of the API is forwarded to the leader, with the
@@ -20,7 +22,7 @@ var answeredLocally = map[string]bool{
 // procedures cannot be left out of the one forwarding table.
 func TestEveryProcedureIsForwarded(t *testing.T) {
 	for _, f := range []protoreflect.FileDescriptor{pb.File_leasehold_v1_leases_proto, pb.File_leasehold_v1_kv_proto,
-		pb.File_leasehold_v1_admin_proto, pb.File_leasehold_v1_cluster_proto} {
+		pb.File_leasehold_v1_admin_proto, pb.File_leasehold_v1_cluster_proto, pb.File_leasehold_v1_groups_proto} {
 		for i := range f.Services().Len() {
 			svc := f.Services().Get(i)
 			for j := range svc.Methods().Len() {

@@ -13,6 +13,7 @@ import (
 // Metrics are the server's Prometheus series. Label values are outcome
 // codes and reasons, never resource names or secrets. Counters about
 // applied changes (grants, expiries) count on every node as it applies.
+// The queue series are labelled by queue name (see queue_metrics.go).
 type Metrics struct {
 	Acquisitions      *prometheus.CounterVec // by outcome
 	AcquireWait       prometheus.Histogram   // seconds a granted acquire waited
@@ -29,7 +30,14 @@ type Metrics struct {
 	Campaigns         *prometheus.CounterVec // campaigns answered by this node, by outcome
 	LeaderChanges     prometheus.Counter     // election leader changes (applied on this node)
 
-	idemLapsed prometheus.Counter // idempotency attempts whose lease expired (idem.go)
+	// Keyed queues (queue_metrics.go), by queue.
+	QueueSent, QueueReceived, QueueRedelivered *prometheus.CounterVec
+	QueueAcked, QueueNacked, QueueDeadLetters  *prometheus.CounterVec
+	QueueRefused                               *prometheus.CounterVec   // by queue and limit
+	QueueLatency                               *prometheus.HistogramVec // send to ack
+
+	idemLapsed   prometheus.Counter   // idempotency attempts whose lease expired (idem.go)
+	groupHandOff prometheus.Histogram // partition hand-off time (group_metrics.go)
 
 	reg prometheus.Registerer // for WatchNode
 }
@@ -86,7 +94,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, c := range []prometheus.Collector{m.Acquisitions, m.AcquireWait, m.LeasesGranted, m.LeasesEnded, m.Renewals,
 		m.RenewalFailures, m.ReleasedAfterLoss, m.FenceRejections, m.ForcedReleases, m.CommitLatency, m.Refused, m.Txns,
-		m.Campaigns, m.LeaderChanges, m.newIdemLapsed()} {
+		m.Campaigns, m.LeaderChanges, m.newIdemLapsed(), m.newGroupHandOff()} {
+		f(c)
+	}
+	for _, c := range m.newQueueMetrics() {
 		f(c)
 	}
 	return m
@@ -110,7 +121,7 @@ func (m *Metrics) ObserveCommit(d time.Duration) { m.CommitLatency.Observe(d.Sec
 // applied index, applied lag, leader changes) on the registry NewMetrics
 // was given. Call it once, after cluster.Open.
 func (m *Metrics) WatchNode(n *cluster.Node) {
-	m.reg.MustRegister(raftCollector{n}, electionsCollector{n})
+	m.reg.MustRegister(raftCollector{n}, electionsCollector{n}, queueCollector{n})
 }
 
 // raftCollector reads raft's progress once per scrape.

@@ -75,6 +75,10 @@ type Config struct {
 	// from one IP address (defaults DefaultMaxConns and
 	// DefaultMaxConnsPerClient).
 	MaxConns, MaxConnsPerClient int
+	// MaxQueueBodyBytes bounds a queue message's body (default
+	// DefaultMaxQueueBodyBytes; more than service.MaxQueueBody, 1 MiB,
+	// is taken as that).
+	MaxQueueBodyBytes int
 }
 
 // Defaults of the limits that protect a node from its clients.
@@ -184,6 +188,8 @@ func New(cfg Config) (*Server, error) {
 		registerWatchMetrics(cfg.Registry, cfg.Hub)
 	}
 	mount(leaseholdv1connect.NewIdempotencyHandler(newIdemAPI(s, cfg.Registry), guard, large, codec))
+	mount(leaseholdv1connect.NewQueuesHandler(newQueuesAPI(s, cfg.MaxQueueBodyBytes), guard, large, codec))
+	mount(leaseholdv1connect.NewGroupsHandler(newGroupsAPI(s, cfg.Registry), guard, small, codec))
 	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MetricsAuth {
 		if cfg.Auth == nil {
@@ -235,6 +241,10 @@ func (c *Config) setDefaults() {
 	if c.MaxConnsPerClient == 0 {
 		c.MaxConnsPerClient = DefaultMaxConnsPerClient
 	}
+	if c.MaxQueueBodyBytes <= 0 {
+		c.MaxQueueBodyBytes = DefaultMaxQueueBodyBytes
+	}
+	c.MaxQueueBodyBytes = min(c.MaxQueueBodyBytes, service.MaxQueueBody) // the state's ceiling
 }
 
 // refused counts a connection or request refused by one of the node's

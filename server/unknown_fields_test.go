@@ -19,7 +19,7 @@ func TestJSONUnknownFieldRefused(t *testing.T) {
 	hc := httpClient(t)
 
 	files := []protoreflect.FileDescriptor{pb.File_leasehold_v1_leases_proto, pb.File_leasehold_v1_kv_proto,
-		pb.File_leasehold_v1_admin_proto, pb.File_leasehold_v1_cluster_proto}
+		pb.File_leasehold_v1_admin_proto, pb.File_leasehold_v1_cluster_proto, pb.File_leasehold_v1_queues_proto}
 	methods := 0
 	for _, f := range files {
 		for i := range f.Services().Len() {

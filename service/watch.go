@@ -151,7 +151,7 @@ func (h *Hub) grow() {
 }
 
 func eventBytes(e *fsm.Event) int {
-	n := len(e.Key) + len(e.Value) + len(e.Owner) + len(e.Operation)
+	n := len(e.Key) + len(e.Value) + len(e.Owner) + len(e.Operation) + len(e.Group)
 	for _, r := range e.Resources {
 		n += len(r)
 	}

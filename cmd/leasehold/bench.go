@@ -39,13 +39,15 @@ type benchFlags struct {
 	shared      bool
 	clientBatch int
 	noGzip      bool
+	batch       int
+	bodyBytes   int
 }
 
 func newBench(g *globals) *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure throughput, latency and fairness with the lock, renew or contend workload",
+		Short: "Measure throughput, latency and fairness with the lock, renew, contend or queue workload",
 		Long: `Runs a workload against --endpoints, or with --embedded against a node of its
 own (fsync'd log in a temp dir, API on loopback), and prints throughput and
 latency percentiles per operation.
@@ -56,6 +58,10 @@ latency percentiles per operation.
            --clients workers; reports the renew rate and leases lost
   contend  every client queues for one resource, holds it --hold, releases;
            counts grants per second and how fairly clients were served
+  queue    --clients producers send --body-bytes messages (--batch per send)
+           to random keys of --resources in a keyed queue, and as many
+           consumers receive (up to --batch) and ack them; counts messages
+           acked per second and the latency from send to ack
 
 Operations finishing during --warmup are not counted. The run ends after
 --duration, or after --ops measured operations if given.`,
@@ -69,9 +75,11 @@ Operations finishing during --warmup are not counted. The run ends after
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&f.embedded, "embedded", false, "start an in-process node in a temp dir instead of using --endpoints")
-	fl.StringVar(&f.workload, "workload", bench.Lock, "lock, renew or contend")
+	fl.StringVar(&f.workload, "workload", bench.Lock, "lock, renew, contend or queue")
 	fl.IntVar(&f.clients, "clients", 16, "concurrent clients (renew: size of the renewal pool)")
-	fl.IntVar(&f.resources, "resources", 1024, "lock: number of resources chosen from at random")
+	fl.IntVar(&f.resources, "resources", 1024, "lock: number of resources chosen from at random; queue: number of message keys")
+	fl.IntVar(&f.batch, "batch", 1, "queue: messages per send and most per receive (1: no batches)")
+	fl.IntVar(&f.bodyBytes, "body-bytes", 200, "queue: bytes per message")
 	fl.IntVar(&f.leases, "leases", 1000, "renew: number of leases held")
 	fl.DurationVar(&f.hold, "hold", 0, "time spent holding each lease (critical section)")
 	fl.DurationVar(&f.ttl, "ttl", 0, "lease TTL (default 30s for renew, 15s otherwise)")
@@ -82,7 +90,7 @@ Operations finishing during --warmup are not counted. The run ends after
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for the choice of resources")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fl.StringVar(&f.plot, "plot", "", "write a latency percentile plot to this .svg or .png file")
-	fl.BoolVar(&f.shared, "shared", false, "lock, contend: the clients share one Go client (goroutines of one process), so their concurrent calls go out together in batch requests")
+	fl.BoolVar(&f.shared, "shared", false, "lock, contend: the clients share one Go client (goroutines of one process), so their concurrent calls go out together in batch requests; queue: producers share one client and consumers another")
 	fl.IntVar(&f.clientBatch, "client-max-batch", 0, "most calls a Go client sends in one batch request (0: client default; 1: no batching)")
 	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (node included with --embedded)")
 	fl.StringVar(&f.trace, "trace", "", "write an execution trace of the run (go tool trace)")
@@ -101,6 +109,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		Workload: f.workload, Clients: f.clients, Resources: f.resources, Leases: f.leases,
 		Hold: f.hold, TTL: f.ttl, Wait: f.wait, Duration: f.duration, Ops: f.ops, Warmup: f.warmup,
 		Seed: f.seed, NoCompression: f.noGzip, Shared: f.shared, MaxBatch: f.clientBatch,
+		Batch: f.batch, BodyBytes: f.bodyBytes,
 	}
 	if f.plot != "" && !strings.HasSuffix(f.plot, ".svg") && !strings.HasSuffix(f.plot, ".png") {
 		return fmt.Errorf("--plot %s: the file name must end in .svg or .png", f.plot)

@@ -45,32 +45,16 @@ func guarded(l *client.Lease, c guardedChild) error {
 		}
 	}()
 
-	path, err := exec.LookPath(c.argv[0])
-	if err != nil {
-		return fmt.Errorf("start %s: %w", c.argv[0], err)
-	}
 	// Pass SIGINT and SIGTERM on to the child; the lease is kept until it
 	// exits. Registered before the start so that no signal is missed.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-
-	// The child runs under a watchdog process that holds the lease's
-	// deadline even while this process is stopped or dead.
-	wd, err := watchdog.Start(watchdog.Config{
-		Path: path, Args: c.argv, Env: append(os.Environ(), c.env...),
-		Deadline: l.Deadline(), TTL: c.ttl, Grace: c.grace, KillMargin: killMargin,
-		NoCgroup: c.noCgroup,
-	})
+	o, gone, err := superviseChild(l, c, sigs)
 	if err != nil {
-		return fmt.Errorf("start %s: %w", c.argv[0], err)
+		return err
 	}
-	fmt.Fprintf(os.Stderr, "leasehold %s: watchdog pid %d guards pid %d (%s)\n", c.name, wd.WatchdogPid(), wd.ChildPid(), wd.Mechanism())
-
-	o := watchdog.Supervise(l, wd, sigs)
-	// Nothing the child left running may outlive the lease, which the
-	// deferred Release gives up.
-	if !wd.Close(10 * time.Second) {
+	if !gone {
 		keep = true
 		fmt.Fprintf(os.Stderr, "leasehold %s: processes of the command still run 10s after SIGKILL; %s is left to expire instead of being released\n", c.name, c.what)
 	}
@@ -90,4 +74,29 @@ func guarded(l *client.Lease, c guardedChild) error {
 		return exitError{o.ExitCode()}
 	}
 	return nil
+}
+
+// superviseChild runs c.argv under the watchdog (internal/watchdog) while l
+// holds, passing signals from sigs on to it, and stops it in time if l
+// cannot be kept. gone reports that the command's whole tree was seen
+// gone: only then may what l stands for be given up.
+func superviseChild(l watchdog.Lease, c guardedChild, sigs <-chan os.Signal) (o watchdog.Outcome, gone bool, err error) {
+	path, err := exec.LookPath(c.argv[0])
+	if err != nil {
+		return o, false, fmt.Errorf("start %s: %w", c.argv[0], err)
+	}
+	// The child runs under a watchdog process that holds the lease's
+	// deadline even while this process is stopped or dead.
+	wd, err := watchdog.Start(watchdog.Config{
+		Path: path, Args: c.argv, Env: append(os.Environ(), c.env...),
+		Deadline: l.Deadline(), TTL: c.ttl, Grace: c.grace, KillMargin: killMargin,
+		NoCgroup: c.noCgroup,
+	})
+	if err != nil {
+		return o, false, fmt.Errorf("start %s: %w", c.argv[0], err)
+	}
+	fmt.Fprintf(os.Stderr, "leasehold %s: watchdog pid %d guards pid %d (%s)\n", c.name, wd.WatchdogPid(), wd.ChildPid(), wd.Mechanism())
+	o = watchdog.Supervise(l, wd, sigs)
+	// Nothing the child left running may outlive the lease.
+	return o, wd.Close(10 * time.Second), nil
 }

@@ -92,6 +92,8 @@ func newRoot() *cobra.Command {
 		newCluster(g),
 		newLocks(g), newForceRelease(g), newAudit(g),
 		newIdem(g),
+		newQueue(g),
+		newGroups(g),
 		newRecover(),
 	)
 	return root

@@ -18,6 +18,7 @@ const (
 	Lock    = "lock"    // acquire+release pairs on random resources
 	Renew   = "renew"   // many held leases renewed at TTL/3
 	Contend = "contend" // every client queues for one resource
+	Queue   = "queue"   // producers send to a keyed queue, consumers receive and ack
 )
 
 // Config describes one benchmark run.
@@ -39,8 +40,13 @@ type Config struct {
 	Target string
 
 	Workload  string
-	Clients   int // workers (lock, contend) or renewal pool size (renew)
-	Resources int // lock: resources chosen at random
+	Clients   int // workers (lock, contend), renewal pool size (renew), producers and as many consumers (queue)
+	Resources int // lock: resources chosen at random; queue: message keys
+	// Batch is the messages of one send and the most of one receive
+	// (queue; 1: no batches).
+	Batch int
+	// BodyBytes is each message's size (queue; default 200).
+	BodyBytes int
 	Leases    int // renew: leases held
 	Hold      time.Duration
 	// TTL of every lease; 0 means 30s for renew and 15s otherwise.
@@ -96,6 +102,12 @@ func (c *Config) setDefaults() {
 	if c.Seed == 0 {
 		c.Seed = 1
 	}
+	if c.Workload == Queue {
+		c.Batch = max(c.Batch, 1)
+		if c.BodyBytes == 0 {
+			c.BodyBytes = 200
+		}
+	}
 	if c.Target == "" && len(c.Endpoints) > 0 {
 		c.Target = fmt.Sprint(c.Endpoints)
 	}
@@ -106,11 +118,15 @@ func (c *Config) Validate() error {
 	switch {
 	case len(c.Endpoints) == 0:
 		return errors.New("bench: no endpoints")
-	case c.Workload != Lock && c.Workload != Renew && c.Workload != Contend:
-		return fmt.Errorf("bench: workload %q: use lock, renew or contend", c.Workload)
+	case c.Workload != Lock && c.Workload != Renew && c.Workload != Contend && c.Workload != Queue:
+		return fmt.Errorf("bench: workload %q: use lock, renew, contend or queue", c.Workload)
 	case c.Clients < 1:
 		return fmt.Errorf("bench: clients is %d; it must be at least 1", c.Clients)
-	case c.Workload == Lock && c.Resources < 1:
+	case c.Workload == Queue && (c.Batch < 0 || c.Batch > 100):
+		return fmt.Errorf("bench: batch is %d; it must be 1 to 100", c.Batch)
+	case c.Workload == Queue && (c.BodyBytes < 16 && c.BodyBytes != 0 || c.BodyBytes > 1<<20):
+		return fmt.Errorf("bench: body bytes is %d; it must be 16 (a send time and a run id) to 1 MiB", c.BodyBytes)
+	case (c.Workload == Lock || c.Workload == Queue) && c.Resources < 1:
 		return fmt.Errorf("bench: resources is %d; it must be at least 1", c.Resources)
 	case c.Workload == Renew && c.Leases < 1:
 		return fmt.Errorf("bench: leases is %d; it must be at least 1", c.Leases)

@@ -21,6 +21,8 @@ type Report struct {
 	Clients    int       `json:"clients"`
 	Resources  int       `json:"resources,omitempty"`
 	Leases     int       `json:"leases,omitempty"`
+	Batch      int       `json:"batch,omitempty"`      // queue: messages per send, most per receive
+	BodyBytes  int       `json:"body_bytes,omitempty"` // queue: bytes per message
 	Hold       string    `json:"hold"`
 	TTL        string    `json:"ttl"`
 	Wait       string    `json:"wait,omitempty"`
@@ -159,6 +161,8 @@ func newReport(cfg Config, w workload, r *runner, st []*stats, total time.Durati
 		rep.Wait = cfg.Wait.String()
 	case Renew:
 		rep.Leases = cfg.Leases
+	case Queue:
+		rep.Resources, rep.Batch, rep.BodyBytes = cfg.Resources, cfg.Batch, cfg.BodyBytes
 	}
 	n := r.measuredCount()
 	rep.Throughput = Throughput{Unit: w.unit(), Count: n, PerSecond: rate(n, window)}
@@ -280,8 +284,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 		b.WriteString(", 1 resource")
 	case Renew:
 		fmt.Fprintf(&b, " (renewal pool), %s leases", commas(int64(rep.Leases)))
+	case Queue:
+		fmt.Fprintf(&b, " (producers, and as many consumers), %d keys, batch %d, %d-byte messages", rep.Resources, rep.Batch, rep.BodyBytes)
 	}
-	fmt.Fprintf(&b, ", hold %s, ttl %s", rep.Hold, rep.TTL)
+	if rep.Workload != Queue {
+		fmt.Fprintf(&b, ", hold %s, ttl %s", rep.Hold, rep.TTL)
+	}
 	if rep.Wait != "" {
 		fmt.Fprintf(&b, ", wait up to %s", rep.Wait)
 	}

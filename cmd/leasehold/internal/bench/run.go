@@ -250,6 +250,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		w, err = newContendWorkload(r)
 	case Renew:
 		w, err = newRenewWorkload(r)
+	case Queue:
+		w, err = newQueueWorkload(r)
 	}
 	if err != nil {
 		return nil, err

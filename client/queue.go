@@ -1,0 +1,300 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/leasehold/leasehold"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+)
+
+// Keyed queues: messages of one key are delivered in send order, at most
+// one in flight at a time, each delivery with a fencing token. package
+// queue (queue.Consume) runs handlers on them; these are the calls.
+
+func queuesOf(e *endpoint) leaseholdv1connect.QueuesClient { return e.queues }
+
+// ReceiveOption adjusts one Receive.
+type ReceiveOption func(*receiveOptions)
+
+type receiveOptions struct {
+	visibility, wait time.Duration
+	consumer         string
+}
+
+// VisibilityTimeout is how long the deliveries stay invisible to other
+// consumers (1s to 12h; default the queue's).
+func VisibilityTimeout(d time.Duration) ReceiveOption {
+	return func(o *receiveOptions) { o.visibility = d }
+}
+
+// PollWait long-polls: if nothing is ready, Receive waits up to d (at
+// most 20s) for a message before answering empty.
+func PollWait(d time.Duration) ReceiveOption { return func(o *receiveOptions) { o.wait = d } }
+
+// ConsumerName names this consumer among the caller's: the server counts
+// its deliveries in flight against the queue's max_in_flight_per_consumer.
+func ConsumerName(name string) ReceiveOption { return func(o *receiveOptions) { o.consumer = name } }
+
+// CreateQueue makes a queue with settings (zero fields: the defaults). A
+// queue that exists with the same settings is answered as it is; with
+// other settings the error matches leasehold.ErrHeld.
+func (c *Client) CreateQueue(ctx context.Context, name string, s QueueSettings) (QueueInfo, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Create,
+		&pb.QueuesCreateRequest{Queue: name, Settings: queueSettingsWire(s)})
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return queueInfo(r.Queue), nil
+}
+
+// Queue shows one queue: settings, counts, the age of its oldest message
+// and up to inFlight of its deliveries in flight, oldest first (the
+// slowest keys; 0: the server's default of 20). A missing queue is an
+// error matching leasehold.ErrNotFound.
+func (c *Client) Queue(ctx context.Context, name string, inFlight int) (QueueInfo, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Get,
+		&pb.QueuesGetRequest{Queue: name, InFlightLimit: uint32(inFlight)})
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	info := queueInfo(r.Queue)
+	for _, d := range r.InFlight {
+		info.InFlightKeys = append(info.InFlightKeys, InFlightKey{Key: d.Key, Sequence: d.Sequence, Token: d.Token,
+			Receives: int(d.Receives), Consumer: d.Consumer, SentAt: stamp(d.SentAt), Visibility: dur(d.Visibility)})
+	}
+	return info, nil
+}
+
+// Queues lists every queue whose name starts with prefix, by name.
+func (c *Client) Queues(ctx context.Context, prefix string) ([]QueueInfo, error) {
+	var out []QueueInfo
+	after := ""
+	for {
+		r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.List,
+			&pb.QueuesListRequest{Prefix: prefix, After: after, Limit: leasehold.MaxListLimit})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, convertAll(r.Queues, queueInfo)...)
+		if len(r.Queues) < leasehold.MaxListLimit {
+			return out, nil
+		}
+		after = r.Queues[len(r.Queues)-1].Name
+	}
+}
+
+// PurgeQueue drops every message of the queue that is not in flight, and
+// its dead letters, and returns how many (admin; reason goes to the audit
+// log).
+func (c *Client) PurgeQueue(ctx context.Context, name, reason string) (int, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Purge,
+		&pb.QueuesPurgeRequest{Queue: name, Reason: reason})
+	if err != nil {
+		return 0, err
+	}
+	return int(r.Dropped), nil
+}
+
+// DeleteQueue drops the queue and everything in it (admin; reason goes to
+// the audit log).
+func (c *Client) DeleteQueue(ctx context.Context, name, reason string) error {
+	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Delete,
+		&pb.QueuesDeleteRequest{Queue: name, Reason: reason})
+	return err
+}
+
+// Send enqueues m and returns its sequence number once committed. A retry
+// after a lost reply carries the same request ID, so it never enqueues
+// twice. A full queue is refused with a *RetryAfterError.
+func (c *Client) Send(ctx context.Context, queue string, m Message) (Sent, error) {
+	req := &pb.QueuesSendRequest{Queue: queue, Key: m.Key, Body: m.Body, DedupId: m.DedupID, RequestId: randomHex(16)}
+	if m.Delay > 0 {
+		req.Delay = durationpb.New(m.Delay)
+	}
+	var hint time.Duration
+	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf,
+		func(s leaseholdv1connect.QueuesClient, ctx context.Context, req *connect.Request[pb.QueuesSendRequest]) (*connect.Response[pb.QueuesSendResponse], error) {
+			resp, err := s.Send(ctx, req)
+			hint = retryAfterOf(err)
+			return resp, err
+		}, req)
+	if err != nil {
+		return Sent{}, backpressure(err, hint)
+	}
+	return Sent{Sequence: r.Sequence, Duplicate: r.Duplicate}, nil
+}
+
+// SendBatch enqueues 1 to 100 messages in one commit, all or none, and
+// returns one answer per message, in order. Like Send, a retry never
+// enqueues twice, and a full queue is refused with a *RetryAfterError.
+func (c *Client) SendBatch(ctx context.Context, queue string, ms []Message) ([]Sent, error) {
+	req := &pb.QueuesSendBatchRequest{Queue: queue, RequestId: randomHex(16), Messages: make([]*pb.QueueMessage, len(ms))}
+	for i, m := range ms {
+		req.Messages[i] = &pb.QueueMessage{Key: m.Key, Body: m.Body, DedupId: m.DedupID}
+		if m.Delay > 0 {
+			req.Messages[i].Delay = durationpb.New(m.Delay)
+		}
+	}
+	var hint time.Duration
+	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf,
+		func(s leaseholdv1connect.QueuesClient, ctx context.Context, req *connect.Request[pb.QueuesSendBatchRequest]) (*connect.Response[pb.QueuesSendBatchResponse], error) {
+			resp, err := s.SendBatch(ctx, req)
+			hint = retryAfterOf(err)
+			return resp, err
+		}, req)
+	if err != nil {
+		return nil, backpressure(err, hint)
+	}
+	return convertAll(r.Results, func(s *pb.QueuesSendResponse) Sent {
+		return Sent{Sequence: s.Sequence, Duplicate: s.Duplicate}
+	}), nil
+}
+
+// retryAfterOf reads the QueueRetryAfter detail of a refused send.
+func retryAfterOf(err error) time.Duration {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return 0
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if ra, ok := v.(*pb.QueueRetryAfter); ok {
+				return dur(ra.RetryAfter)
+			}
+		}
+	}
+	return 0
+}
+
+// Receive hands out up to max (1 to 100) messages of distinct keys, each
+// key's in send order. With PollWait it waits for one if none is ready,
+// and answers empty if none came. A Receive retried after a lost reply
+// hands out other messages: the lost reply's come back once their
+// visibility runs out.
+func (c *Client) Receive(ctx context.Context, queue string, max int, opts ...ReceiveOption) ([]Delivery, error) {
+	var o receiveOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	req := &pb.QueuesReceiveRequest{Queue: queue, Max: uint32(max), Consumer: o.consumer}
+	if o.visibility > 0 {
+		req.Visibility = durationpb.New(o.visibility)
+	}
+	if o.wait > 0 {
+		req.Wait = durationpb.New(o.wait)
+	}
+	perTry := c.cfg.RequestTimeout + o.wait
+	// The clock starts before the send: the deliveries cannot be older.
+	sent := time.Now()
+	r, err := call(ctx, c, perTry, queuesOf, leaseholdv1connect.QueuesClient.Receive, req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Delivery, len(r.Deliveries))
+	for i, d := range r.Deliveries {
+		out[i] = Delivery{Queue: d.Queue, Key: d.Key, Sequence: d.Sequence, Token: d.Token, Receives: int(d.Receives),
+			Body: d.Body, SentAt: stamp(d.SentAt), Deadline: c.safeExpiry(sent, dur(d.Visibility))}
+	}
+	return out, nil
+}
+
+// Ack removes a delivered message. d needs only Queue, Sequence and Token.
+// A delivery that is no longer this consumer's (its visibility ran out and
+// the message was delivered again, or it was nacked) is refused with an
+// error matching leasehold.ErrStaleToken; a retry after a lost reply is
+// answered as the first attempt was.
+func (c *Client) Ack(ctx context.Context, d Delivery) error {
+	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Ack,
+		&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, RequestId: randomHex(16)})
+	return err
+}
+
+// Nack returns a delivered message to the head of its key, deliverable
+// again after delay (0 to 15m), keeping note (up to 1 KiB) as its last
+// error. A stale delivery is refused as for Ack.
+func (c *Client) Nack(ctx context.Context, d Delivery, delay time.Duration, note string) error {
+	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Nack,
+		&pb.QueuesNackRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, Delay: durationpb.New(delay), Error: note})
+	return err
+}
+
+// Extend keeps a delivery invisible to others for visibility more from
+// now, with a progress note, and returns its new local safe deadline. A
+// stale delivery is refused as for Ack.
+func (c *Client) Extend(ctx context.Context, d Delivery, visibility time.Duration, progress string) (time.Time, error) {
+	sent := time.Now()
+	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Extend,
+		&pb.QueuesExtendRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token,
+			Visibility: durationpb.New(visibility), Progress: progress})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return c.safeExpiry(sent, visibility), nil
+}
+
+// Redrive moves up to max (0: all) dead letters back to their keys,
+// oldest first, and returns how many moved (admin).
+func (c *Client) Redrive(ctx context.Context, queue string, max int) (int, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Redrive,
+		&pb.QueuesRedriveRequest{Queue: queue, Max: uint32(max)})
+	if err != nil {
+		return 0, err
+	}
+	return int(r.Moved), nil
+}
+
+// DeadLetters lists up to limit (0: the server's default of 100) of the
+// queue's dead letters, oldest first.
+func (c *Client) DeadLetters(ctx context.Context, queue string, limit int) ([]DeadLetter, error) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.DeadLetters,
+		&pb.QueuesDeadLettersRequest{Queue: queue, Limit: uint32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	return convertAll(r.DeadLetters, func(d *pb.QueueDeadLetter) DeadLetter {
+		return DeadLetter{Sequence: d.Sequence, Key: d.Key, Body: d.Body, SentAt: stamp(d.SentAt),
+			Receives: int(d.Receives), Note: d.Note, DiedAt: stamp(d.DiedAt)}
+	}), nil
+}
+
+func queueSettingsWire(s QueueSettings) *pb.QueueSettings {
+	out := &pb.QueueSettings{MaxReceives: uint32(s.MaxReceives), MaxDepth: uint64(s.MaxDepth), MaxBytes: uint64(s.MaxBytes),
+		MaxInFlightPerConsumer: uint32(s.MaxInFlightPerConsumer)}
+	if s.Visibility > 0 {
+		out.Visibility = durationpb.New(s.Visibility)
+	}
+	if s.Retention > 0 {
+		out.Retention = durationpb.New(s.Retention)
+	}
+	if s.DedupWindow > 0 {
+		out.DedupWindow = durationpb.New(s.DedupWindow)
+	}
+	switch s.DeadLetter {
+	case DeadLetterSkip:
+		out.DeadLetter = pb.DeadLetterMode_DEAD_LETTER_MODE_SKIP
+	case DeadLetterBlock:
+		out.DeadLetter = pb.DeadLetterMode_DEAD_LETTER_MODE_BLOCK
+	}
+	return out
+}
+
+func queueInfo(q *pb.QueueInfo) QueueInfo {
+	s := q.GetSettings()
+	mode := DeadLetterSkip
+	if s.GetDeadLetter() == pb.DeadLetterMode_DEAD_LETTER_MODE_BLOCK {
+		mode = DeadLetterBlock
+	}
+	return QueueInfo{Name: q.GetName(), CreatedAt: stamp(q.GetCreatedAt()), Depth: int(q.GetDepth()),
+		InFlight: int(q.GetInFlight()), Dead: int(q.GetDead()), Bytes: int(q.GetBytes()), Keys: int(q.GetKeys()),
+		OldestAge: dur(q.GetOldestAge()),
+		Settings: QueueSettings{Visibility: dur(s.GetVisibility()), MaxReceives: int(s.GetMaxReceives()),
+			Retention: dur(s.GetRetention()), MaxDepth: int(s.GetMaxDepth()), MaxBytes: int(s.GetMaxBytes()),
+			MaxInFlightPerConsumer: int(s.GetMaxInFlightPerConsumer()), DedupWindow: dur(s.GetDedupWindow()),
+			DeadLetter: mode}}
+}

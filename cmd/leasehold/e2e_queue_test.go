@@ -1,0 +1,121 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// queueJSON runs a queue command with --json against n and decodes its
+// output into v.
+func (n *node) queueJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	r := n.lhOK(append(append([]string{"queue"}, args...), "--json")...)
+	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+		t.Fatalf("queue %s --json: %v\n%s", strings.Join(args, " "), err, r.stdout)
+	}
+}
+
+type cliDelivery struct {
+	Queue        string `json:"queue"`
+	Key          string `json:"key"`
+	DeliveryID   uint64 `json:"delivery_id"`
+	Token        uint64 `json:"token"`
+	Receives     int    `json:"receives"`
+	Body         string `json:"body"`
+	SentAt       string `json:"sent_at"`
+	SafeDeadline string `json:"safe_deadline"`
+}
+
+// The queue commands end to end: send (with a dedup id and from a file),
+// receive in key order, show the key in flight, ack, refuse a stale ack,
+// nack into a dead letter with its note, redrive it, purge and delete.
+func TestCLIQueue(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	n.lhOK("queue", "create", "jobs", "--max-receives", "1", "--visibility", "30s")
+
+	var sent struct {
+		Sequence  uint64 `json:"sequence"`
+		Duplicate bool   `json:"duplicate"`
+	}
+	n.queueJSON(t, &sent, "send", "jobs", "--key", "a", "--body", "first", "--dedup-id", "a-1")
+	first := sent.Sequence
+	n.queueJSON(t, &sent, "send", "jobs", "--key", "a", "--body", "first again", "--dedup-id", "a-1")
+	if !sent.Duplicate || sent.Sequence != first {
+		t.Fatalf("a resend with the same dedup id: %+v, want a duplicate of sequence %d", sent, first)
+	}
+	file := filepath.Join(t.TempDir(), "body")
+	if err := os.WriteFile(file, []byte("second"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.lhOK("queue", "send", "jobs", "--key", "a", "--file", file)
+	if r := n.lh("queue", "send", "jobs", "--key", "a"); r.code == 0 || !strings.Contains(r.stderr, "exactly one of --body and --file") {
+		t.Fatalf("a send without a body: %s", r)
+	}
+
+	var got struct {
+		Deliveries []cliDelivery `json:"deliveries"`
+	}
+	n.queueJSON(t, &got, "receive", "jobs", "--max", "10")
+	if len(got.Deliveries) != 1 || got.Deliveries[0].Body != "first" || got.Deliveries[0].DeliveryID != first ||
+		got.Deliveries[0].Token == 0 || !strings.HasSuffix(got.Deliveries[0].SentAt, "Z") ||
+		!strings.HasSuffix(got.Deliveries[0].SafeDeadline, "Z") {
+		t.Fatalf("receive: %+v, want only key a's first message (one per key in flight)", got.Deliveries)
+	}
+	d := got.Deliveries[0]
+
+	var show struct {
+		Depth        int `json:"depth"`
+		InFlight     int `json:"in_flight"`
+		InFlightKeys []struct {
+			Key        string `json:"key"`
+			DeliveryID uint64 `json:"delivery_id"`
+			Token      uint64 `json:"token"`
+		} `json:"in_flight_keys"`
+	}
+	n.queueJSON(t, &show, "show", "jobs")
+	if show.Depth != 2 || show.InFlight != 1 || len(show.InFlightKeys) != 1 || show.InFlightKeys[0].Key != "a" ||
+		show.InFlightKeys[0].Token != d.Token {
+		t.Fatalf("show: %+v", show)
+	}
+
+	ack := []string{"queue", "ack", "jobs", "--delivery", fmt.Sprint(d.DeliveryID), "--token", fmt.Sprint(d.Token)}
+	n.lhOK(ack...)
+	if r := n.lh(ack...); r.code == 0 || !strings.Contains(r.stderr, "no longer in flight") {
+		t.Fatalf("a second ack of the same delivery: %s", r)
+	}
+
+	n.queueJSON(t, &got, "receive", "jobs")
+	if len(got.Deliveries) != 1 || got.Deliveries[0].Body != "second" {
+		t.Fatalf("receive after the ack: %+v, want key a's second message", got.Deliveries)
+	}
+	d = got.Deliveries[0]
+	n.lhOK("queue", "nack", "jobs", "--delivery", fmt.Sprint(d.DeliveryID), "--token", fmt.Sprint(d.Token), "--error", "disk full")
+	var dead struct {
+		DeadLetters []struct {
+			Key  string `json:"key"`
+			Note string `json:"note"`
+		} `json:"dead_letters"`
+	}
+	n.queueJSON(t, &dead, "dead-letters", "jobs")
+	if len(dead.DeadLetters) != 1 || dead.DeadLetters[0].Note != "disk full" {
+		t.Fatalf("dead letters after a nack past max receives: %+v", dead.DeadLetters)
+	}
+	if r := n.lhOK("queue", "redrive", "jobs"); !strings.Contains(r.stdout, "moved 1") {
+		t.Fatalf("redrive: %s", r)
+	}
+	if r := n.lhOK("queue", "purge", "jobs", "--reason", "test", "--yes"); !strings.Contains(r.stdout, "dropped 1") {
+		t.Fatalf("purge: %s", r)
+	}
+	if r := n.lh("queue", "delete", "jobs", "--yes"); r.code == 0 || !strings.Contains(r.stderr, "--reason is required") {
+		t.Fatalf("delete without a reason: %s", r)
+	}
+	n.lhOK("queue", "delete", "jobs", "--reason", "test", "--yes")
+	if r := n.lh("queue", "show", "jobs"); r.code == 0 || !strings.Contains(r.stderr, "does not exist") {
+		t.Fatalf("show after delete: %s", r)
+	}
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
+)
+
+// Keyed queues: queue create|list|show|purge|delete here, the message
+// commands in queue_messages.go.
+
+func newQueue(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "queue", Short: "Keyed queues: per-key order, leased deliveries with fencing tokens"}
+	cmd.AddCommand(newQueueCreate(g), newQueueList(g), newQueueShow(g), newQueuePurge(g), newQueueDelete(g),
+		newQueueSend(g), newQueueReceive(g), newQueueAck(g), newQueueNack(g), newQueueExtend(g),
+		newQueueDeadLetters(g), newQueueRedrive(g))
+	return cmd
+}
+
+// usageError is a bad flag or argument.
+func usageError(format string, args ...any) error {
+	return leasehold.Errorf(leasehold.CodeInvalid, format, args...)
+}
+
+func newQueueCreate(g *globals) *cobra.Command {
+	var s client.QueueSettings
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create QUEUE",
+		Short: "Create a queue (or show it, if it exists with the same settings); zero flags take the defaults",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if s.DeadLetter != client.DeadLetterSkip && s.DeadLetter != client.DeadLetterBlock {
+				return usageError("--dead-letter must be skip or block, not %q", s.DeadLetter)
+			}
+			c, ctx, cancel, err := g.session(cmd, 0)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			q, err := c.CreateQueue(ctx, args[0], s)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printOut(cmd.OutOrStdout(), queueOutOf(q))
+			}
+			printQueue(cmd.OutOrStdout(), q)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&s.Visibility, "visibility", 0, "a delivery's default visibility: 1s to 12h (default 30s)")
+	f.IntVar(&s.MaxReceives, "max-receives", 0, "deliveries before a message is dead-lettered: 1 to 1000 (default 5)")
+	f.DurationVar(&s.Retention, "retention", 0, "how long a message is kept: 1m to 336h (default 96h)")
+	f.IntVar(&s.MaxDepth, "max-depth", 0, "messages (queued, in flight, dead) at most; a send past it is refused (default 100000)")
+	f.IntVar(&s.MaxBytes, "max-bytes", 0, "bytes of bodies at most (default 64 MiB)")
+	f.IntVar(&s.MaxInFlightPerConsumer, "max-in-flight", 0, "deliveries in flight per consumer at most (default 1000)")
+	f.DurationVar(&s.DedupWindow, "dedup-window", 0, "how long a dedup id is remembered: 1s to 24h (default 5m)")
+	f.StringVar(&s.DeadLetter, "dead-letter", client.DeadLetterSkip,
+		"what a key does after its head message is dead-lettered: skip (go on with the next) or block (wait for a redrive)")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newQueueList(g *globals) *cobra.Command {
+	var prefix string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the queues with their depth, messages in flight, dead letters and oldest message age",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, ctx, cancel, err := g.session(cmd, 0)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			qs, err := c.Queues(ctx, prefix)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				out := struct {
+					Queues []queueOut `json:"queues"`
+				}{Queues: []queueOut{}}
+				for _, q := range qs {
+					out.Queues = append(out.Queues, queueOutOf(q))
+				}
+				return printOut(w, out)
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "QUEUE\tDEPTH\tIN FLIGHT\tDEAD\tKEYS\tBYTES\tOLDEST")
+			for _, q := range qs {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", clip(q.Name, 48), q.Depth, q.InFlight, q.Dead, q.Keys, q.Bytes, pdur(q.OldestAge.Round(time.Millisecond)))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "only queues whose name starts with this")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newQueueShow(g *globals) *cobra.Command {
+	var limit int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use: "show QUEUE",
+		Short: "Show a queue: depth, in flight, oldest message age, the keys with a message in flight (slowest first) " +
+			"and the oldest dead letters",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 || limit > leasehold.MaxListLimit {
+				return usageError("--limit must be 1 to %d, not %d", leasehold.MaxListLimit, limit)
+			}
+			c, ctx, cancel, err := g.session(cmd, 0)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			q, err := c.Queue(ctx, args[0], limit)
+			if err != nil {
+				return err
+			}
+			var dead []client.DeadLetter
+			if q.Dead > 0 {
+				if dead, err = c.DeadLetters(ctx, args[0], limit); err != nil {
+					return err
+				}
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				out := queueOutOf(q)
+				for _, d := range dead {
+					out.DeadLetters = append(out.DeadLetters, deadLetterOutOf(d))
+				}
+				return printOut(w, out)
+			}
+			printQueue(w, q)
+			if len(q.InFlightKeys) > 0 {
+				fmt.Fprintln(w, "\nin flight, slowest first:")
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "KEY\tDELIVERY\tTOKEN\tRECEIVES\tAGE\tCONSUMER")
+				for _, k := range q.InFlightKeys {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", clip(k.Key, 40), k.Sequence, k.Token, k.Receives,
+						age(k.SentAt), clip(k.Consumer, 32))
+				}
+				tw.Flush()
+			}
+			if len(dead) > 0 {
+				fmt.Fprintln(w, "\ndead letters, oldest first:")
+				printDeadLetters(w, dead)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 10, "in-flight keys and dead letters to show")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newQueuePurge(g *globals) *cobra.Command {
+	var reason string
+	var yes, asJSON bool
+	cmd := &cobra.Command{
+		Use: "purge QUEUE --reason TEXT [--yes]",
+		Short: "Drop every message of a queue that is not in flight, and its dead letters (admin; audited). " +
+			"Asks for confirmation unless --yes",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return usageError("--reason is required: why the messages are dropped (kept in the audit log)")
+			}
+			if err := confirm(cmd, yes, fmt.Sprintf("Drop every queued and dead message of %q? Type yes: ", args[0]), "not purged"); err != nil {
+				return err
+			}
+			c, ctx, cancel, err := g.session(cmd, 0)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			n, err := c.PurgeQueue(ctx, args[0], reason)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printOut(cmd.OutOrStdout(), countOut{Queue: args[0], Dropped: &n})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "dropped %d messages of %s\n", n, args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the audit log (required)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newQueueDelete(g *globals) *cobra.Command {
+	var reason string
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "delete QUEUE --reason TEXT [--yes]",
+		Short: "Delete a queue and everything in it (admin; audited). Asks for confirmation unless --yes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return usageError("--reason is required: why the queue is deleted (kept in the audit log)")
+			}
+			if err := confirm(cmd, yes, fmt.Sprintf("Delete queue %q and every message in it? Type yes: ", args[0]), "not deleted"); err != nil {
+				return err
+			}
+			c, ctx, cancel, err := g.session(cmd, 0)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			if err := c.DeleteQueue(ctx, args[0], reason); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "deleted %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the audit log (required)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	return cmd
+}
+
+func printQueue(w io.Writer, q client.QueueInfo) {
+	s := q.Settings
+	fmt.Fprintf(w, "queue:       %s\ndepth:       %d (%d bytes, %d keys)\nin flight:   %d\ndead:        %d\noldest:      %s\n",
+		q.Name, q.Depth, q.Bytes, q.Keys, q.InFlight, q.Dead, pdur(q.OldestAge.Round(time.Millisecond)))
+	fmt.Fprintf(w, "settings:    visibility %v, max receives %d, retention %v, max depth %d, max bytes %d, "+
+		"max in flight per consumer %d, dedup window %v, dead letters %s\n",
+		s.Visibility, s.MaxReceives, s.Retention, s.MaxDepth, s.MaxBytes, s.MaxInFlightPerConsumer, s.DedupWindow, s.DeadLetter)
+}
+
+func printDeadLetters(w io.Writer, dead []client.DeadLetter) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQUENCE\tKEY\tRECEIVES\tDIED\tNOTE")
+	for _, d := range dead {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", d.Sequence, clip(d.Key, 40), d.Receives, stamp(d.DiedAt, "2006-01-02 15:04:05"), clip(d.Note, 60))
+	}
+	tw.Flush()
+}
+
+// age is how long ago t was, or "-" if unknown.
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Round(time.Millisecond).String()
+}

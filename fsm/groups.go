@@ -1,0 +1,554 @@
+package fsm
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Partition groups: a group has a fixed (growable) number of partitions
+// and members whose sessions are leases on the internal resource
+// GroupMemberResource(group, member), renewed with the ordinary Renew and
+// ended like any lease (Leave = release, expiry, forced). On every change
+// of membership or size, apply recomputes the assignment: each member's
+// share is within one partition of every other's, and a member keeps what
+// it has unless it holds more than its share (sticky).
+//
+// A partition's grant carries an epoch, a fencing token from nextToken:
+// strictly increasing per partition. A partition never has two owners: to
+// move it from A to B, it first becomes revoking for A (A still owns it);
+// B gets it with a new epoch only when A acknowledges (GroupRevoked) or
+// A's session ends. The leader bounds the acknowledgement (GroupObserver)
+// and proposes a GroupLapse when the bound passes, which ends A's session.
+//
+// Every grant, revocation and loss is an event (EventGroupAssigned,
+// EventGroupRevoking, EventGroupRemoved) carrying the member's session
+// lease and resource, so a member's assignment stream is a watch.
+
+// groupPrefix starts every group's internal resources. Its zero byte is
+// refused in a resource name, so no caller can acquire one.
+const groupPrefix = "\x00group/"
+
+// Limits of groups.
+const (
+	MaxGroupPartitions = 65536
+	MaxGroupMembers    = 4096 // members of one group
+	MaxGroups          = 10000
+	MaxGroupNameLen    = leasehold.MaxResourceLen
+	MaxGroupMemberLen  = leasehold.MaxOwnerLen
+)
+
+// GroupResource is the prefix of the group's member resources and the
+// resource of its own events (created, grown, deleted).
+func GroupResource(group string) string { return groupPrefix + group + "\x00" }
+
+// GroupMemberResource is the resource of member's session leases.
+func GroupMemberResource(group, member string) string { return GroupResource(group) + member }
+
+// GroupMemberOf is the group and member a session lease's resource stands
+// for.
+func GroupMemberOf(resource string) (group, member string, ok bool) {
+	rest, ok := strings.CutPrefix(resource, groupPrefix)
+	if !ok {
+		return "", "", false
+	}
+	group, member, ok = strings.Cut(rest, "\x00")
+	return group, member, ok && member != ""
+}
+
+type group struct {
+	parts         []partition
+	revokeTimeout time.Duration // 0: the revoked member's session TTL
+	createdAt     int64
+	members       map[string]uint64 // member -> session lease
+	rebalances    uint64            // assignment changes
+	moved         uint64            // partitions that changed target member (or lost it to a leave)
+	lapsed        uint64            // revocations ended by the bound
+}
+
+// partition is one partition's owner; 48 bytes, so a group of 65,536
+// partitions costs about 3 MiB.
+type partition struct {
+	lease     uint64 // the owner's session (0: none)
+	epoch     uint64 // the last grant's fencing token
+	since     int64  // the last grant, leader's wall clock
+	next      uint64 // revoking: the session it goes to (0: none yet)
+	waitSince int64  // revoking, or unowned after a loss: since when (0: not waiting)
+	revoking  bool
+}
+
+// target is the session the assignment gives p to: while revoking, or
+// unowned after its revoking owner ended, the next in line.
+func (p *partition) target() uint64 {
+	if p.revoking || p.lease == 0 {
+		return p.next
+	}
+	return p.lease
+}
+
+// GroupObserver hears, inside Apply, about revocations, so the leader
+// can bound them, and about hand-offs, for metrics. An Observer that
+// implements it receives the calls.
+type GroupObserver interface {
+	// GroupRevoking: lease must acknowledge the revocation of partition's
+	// grant epoch within timeout, or be proposed a GroupLapse.
+	GroupRevoking(group string, lease uint64, partition uint32, epoch uint64, timeout time.Duration)
+	// GroupRevokeEnded: that revocation was acknowledged, or its member's
+	// session ended.
+	GroupRevokeEnded(group string, partition uint32, epoch uint64)
+	// GroupHandedOff: a partition waited this long (leader wall clock)
+	// between its owner being asked to give it up, or lost, and its next
+	// grant.
+	GroupHandedOff(group string, wait time.Duration)
+}
+
+func (s *State) groupObs() GroupObserver {
+	o, _ := s.obs.(GroupObserver)
+	return o
+}
+
+// GroupInfo is what a group command answers and inspection shows.
+type GroupInfo struct {
+	Name               string
+	Partitions         uint32
+	RevokeTimeout      time.Duration
+	CreatedAt          time.Time
+	Members            int
+	Rebalances         uint64
+	Moved              uint64
+	Lapsed             uint64
+	PendingRevocations int
+	Unowned            int
+	// Assignments: a Join's member's partitions, right after it joined.
+	Assignments []Assignment
+}
+
+// Assignment is one partition of a member.
+type Assignment struct {
+	Partition uint32
+	Epoch     uint64
+	Revoking  bool
+}
+
+func validGroupName(name string) error {
+	return leasehold.ValidateName("group", name, MaxGroupNameLen, true)
+}
+
+func (s *State) groupOf(name string) (*group, error) {
+	if err := validGroupName(name); err != nil {
+		return nil, err
+	}
+	g := s.groups[name]
+	if g == nil {
+		return nil, leasehold.Errorf(leasehold.CodeNotFound, "group %q does not exist; create it first", name)
+	}
+	return g, nil
+}
+
+func (s *State) groupCreate(now int64, c *GroupCreate) Result {
+	if err := validGroupName(c.Group); err != nil {
+		return Result{Err: err}
+	}
+	if c.Partitions < 1 || c.Partitions > MaxGroupPartitions {
+		return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
+			"partitions is %d; it must be between 1 and %d", c.Partitions, MaxGroupPartitions)}
+	}
+	if c.RevokeTimeout != 0 {
+		if err := leasehold.ValidateDuration("revoke_timeout", c.RevokeTimeout, leasehold.MinTTL, leasehold.MaxTTL); err != nil {
+			return Result{Err: err}
+		}
+	}
+	if g := s.groups[c.Group]; g != nil {
+		if uint32(len(g.parts)) == c.Partitions && g.revokeTimeout == c.RevokeTimeout {
+			return Result{Dup: true, Group: s.groupInfo(c.Group, g)}
+		}
+		return Result{Err: leasehold.Errorf(leasehold.CodeHeld,
+			"group %q already exists with %d partitions and revoke timeout %v", c.Group, len(g.parts), g.revokeTimeout)}
+	}
+	if len(s.groups) >= MaxGroups {
+		return Result{Err: leasehold.Errorf(leasehold.CodeLimit, "there are %d groups already (limit %d); delete one first", len(s.groups), MaxGroups)}
+	}
+	g := &group{parts: make([]partition, c.Partitions), revokeTimeout: c.RevokeTimeout, createdAt: now,
+		members: make(map[string]uint64)}
+	s.groups[c.Group] = g
+	s.emitGroup(c.Group, c.Partitions)
+	return Result{Group: s.groupInfo(c.Group, g)}
+}
+
+func (s *State) groupGrow(ix uint64, now int64, c *GroupGrow) Result {
+	g, err := s.groupOf(c.Group)
+	if err != nil {
+		return Result{Err: err}
+	}
+	n := uint32(len(g.parts))
+	switch {
+	case c.Partitions > MaxGroupPartitions:
+		return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
+			"partitions is %d; the limit is %d", c.Partitions, MaxGroupPartitions)}
+	case c.Partitions < n:
+		return Result{Err: leasehold.Errorf(leasehold.CodeNotHolder,
+			"group %q has %d partitions; a group never shrinks (asked for %d)", c.Group, n, c.Partitions)}
+	case c.Partitions == n:
+		return Result{Dup: true, Group: s.groupInfo(c.Group, g)}
+	}
+	g.parts = append(g.parts, make([]partition, c.Partitions-n)...)
+	s.emitGroup(c.Group, c.Partitions)
+	s.rebalance(ix, now, c.Group, g)
+	return Result{Group: s.groupInfo(c.Group, g)}
+}
+
+func (s *State) groupDelete(ix uint64, now int64, c *GroupDelete) Result {
+	g, err := s.groupOf(c.Group)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if err := leasehold.ValidateName("actor", c.Actor, leasehold.MaxOwnerLen, true); err != nil {
+		return Result{Err: err}
+	}
+	if err := leasehold.ValidateName("reason", c.Reason, MaxReasonLen, true); err != nil {
+		return Result{Err: err}
+	}
+	info := s.groupInfo(c.Group, g)
+	// Gone first: the sessions ended below find no group to rebalance.
+	delete(s.groups, c.Group)
+	if o := s.groupObs(); o != nil {
+		for p := range g.parts {
+			if ps := &g.parts[p]; ps.revoking {
+				o.GroupRevokeEnded(c.Group, uint32(p), ps.epoch)
+			}
+		}
+	}
+	for _, m := range sortedKeys(g.members) {
+		if l := s.leases[g.members[m]]; l != nil {
+			s.end(l, EndForced)
+		}
+	}
+	s.auditQueue(ix, now, c.Actor, "group-delete", c.Group, c.Reason)
+	s.emitGroup(c.Group, 0)
+	return Result{Group: info}
+}
+
+func (s *State) groupJoin(ix uint64, now int64, c *GroupJoin) Result {
+	g, err := s.groupOf(c.Group)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if err := leasehold.ValidateName("member", c.Member, MaxGroupMemberLen, true); err != nil {
+		return Result{Err: err}
+	}
+	if id, ok := g.members[c.Member]; ok {
+		l := s.leases[id]
+		if l.secretHash == c.SecretHash { // a retry of the Join that started it
+			view := l.Lease
+			info := s.groupInfo(c.Group, g)
+			info.Assignments = g.assignments(id)
+			return Result{Lease: &view, Remaining: l.TTL, Dup: true, Group: info}
+		}
+		return Result{Err: leasehold.Errorf(leasehold.CodeHeld,
+			"member %q of group %q already has a session (lease %d): leave it, or wait for it to lapse", c.Member, c.Group, id)}
+	}
+	if err := leasehold.ValidateMetadata(c.Metadata); err != nil {
+		return Result{Err: err}
+	}
+	if err := leasehold.ValidateDuration("ttl", c.TTL, leasehold.MinTTL, leasehold.MaxTTL); err != nil {
+		return Result{Err: err}
+	}
+	if len(g.members) >= MaxGroupMembers {
+		return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
+			"group %q has %d members already (limit %d)", c.Group, len(g.members), MaxGroupMembers)}
+	}
+	if err := s.ownerLimit(c.Member); err != nil {
+		return Result{Err: err}
+	}
+	l := s.grant(ix, now, &Acquire{Resources: []string{GroupMemberResource(c.Group, c.Member)}, Owner: c.Member,
+		Operation: "group-member", TTL: c.TTL, Metadata: c.Metadata, SecretHash: c.SecretHash, Caller: c.Caller}, "")
+	g.members[c.Member] = l.ID
+	s.rebalance(ix, now, c.Group, g)
+	info := s.groupInfo(c.Group, g)
+	info.Assignments = g.assignments(l.ID)
+	return Result{Lease: l, Remaining: l.TTL, Group: info}
+}
+
+func (s *State) groupLeave(now int64, c *GroupLeave) Result {
+	if err := validateRequestID(c.RequestID); err != nil {
+		return Result{Err: err}
+	}
+	key, sum := c.key(), c.sum(&s.scratch)
+	if r, ok := s.dedup.lookup(key, c.RequestID, KindGroupLeave, sum); ok {
+		return r
+	}
+	var r Result
+	if l, err := s.holderOf(c.LeaseID, c.SecretHash, "leave with"); err != nil {
+		r = Result{Err: err}
+	} else if _, _, ok := GroupMemberOf(l.Resources[0]); !ok {
+		r = Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
+			"lease %d is not a group member's session; release it with Leases.Release", l.ID)}
+	} else {
+		r = Result{Lease: s.end(l, EndReleased)}
+	}
+	s.dedup.put(key, KindGroupLeave, sum, now, r, s.cfg)
+	return r
+}
+
+func (s *State) groupRevoked(ix uint64, now int64, c *GroupRevoked) Result {
+	g, err := s.groupOf(c.Group)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if _, err := s.holderOf(c.LeaseID, c.SecretHash, "acknowledge a revocation with"); err != nil {
+		return Result{Err: err}
+	}
+	if g.members[c.Member] != c.LeaseID {
+		return Result{Err: leasehold.Errorf(leasehold.CodeNotHolder,
+			"lease %d is not the session of member %q in group %q", c.LeaseID, c.Member, c.Group)}
+	}
+	if c.Partition >= uint32(len(g.parts)) {
+		return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
+			"partition %d does not exist: group %q has %d partitions", c.Partition, c.Group, len(g.parts))}
+	}
+	ps := &g.parts[c.Partition]
+	switch {
+	case ps.lease == c.LeaseID && ps.epoch == c.Epoch && ps.revoking:
+		s.giveUp(c.Group, g, c.Partition)
+		if ps.lease == 0 {
+			s.rebalance(ix, now, c.Group, g) // nobody was next: share it out again
+		}
+		return Result{}
+	case ps.lease == c.LeaseID && ps.epoch == c.Epoch:
+		return Result{Err: leasehold.Errorf(leasehold.CodeNotHolder,
+			"partition %d (epoch %d) is not being revoked from member %q: keep working on it", c.Partition, c.Epoch, c.Member)}
+	case c.Epoch < ps.epoch:
+		// The member's session is alive, so it lost that grant by an
+		// acknowledgement: this is a retry.
+		return Result{Dup: true}
+	}
+	return Result{Err: leasehold.Errorf(leasehold.CodeStaleToken,
+		"epoch %d is not member %q's grant of partition %d (its current epoch is %d)", c.Epoch, c.Member, c.Partition, ps.epoch)}
+}
+
+// giveUp ends the revoking owner's grant of p and hands p to the session
+// next in line, if any.
+func (s *State) giveUp(name string, g *group, p uint32) {
+	ps := &g.parts[p]
+	if o := s.groupObs(); o != nil {
+		o.GroupRevokeEnded(name, p, ps.epoch)
+	}
+	s.emitPartition(EventGroupRemoved, name, g, ps.lease, p, ps.epoch)
+	next := ps.next
+	ps.lease, ps.next, ps.revoking = 0, 0, false
+	if next != 0 {
+		s.grantPartition(name, g, p, next)
+	}
+}
+
+func (s *State) groupLapse(c *GroupLapse) Result {
+	g := s.groups[c.Group]
+	if g == nil || c.Partition >= uint32(len(g.parts)) {
+		return Result{}
+	}
+	ps := &g.parts[c.Partition]
+	l := s.leases[c.LeaseID]
+	if !ps.revoking || ps.lease != c.LeaseID || ps.epoch != c.Epoch || l == nil {
+		return Result{} // acknowledged or ended since the leader decided
+	}
+	g.lapsed++
+	return Result{Lease: s.end(l, EndExpired)}
+}
+
+// groupMemberEnded frees the partitions of a session lease that ended
+// and shares them out among the members left.
+func (s *State) groupMemberEnded(l *lease) {
+	name, member, ok := GroupMemberOf(l.Resources[0])
+	if !ok {
+		return
+	}
+	g := s.groups[name]
+	if g == nil || g.members[member] != l.ID {
+		return
+	}
+	delete(g.members, member)
+	o := s.groupObs()
+	for p := range g.parts {
+		ps := &g.parts[p]
+		if ps.target() == l.ID && len(g.members) > 0 {
+			g.moved++ // to whoever the rebalance below gives it
+		}
+		if ps.next == l.ID {
+			ps.next = 0
+		}
+		if ps.lease != l.ID {
+			continue
+		}
+		if ps.revoking && o != nil {
+			o.GroupRevokeEnded(name, uint32(p), ps.epoch)
+		}
+		s.emitPartition(EventGroupRemoved, name, g, l.ID, uint32(p), ps.epoch)
+		if !ps.revoking {
+			ps.waitSince = s.now
+		}
+		// A revoking partition keeps its next in line: the assignment
+		// stands, only the hand-off comes sooner.
+		ps.lease, ps.revoking = 0, false
+	}
+	s.rebalance(s.lastIndex, s.now, name, g)
+}
+
+// rebalance recomputes the assignment of g and acts on it: unowned
+// partitions are granted at once, and owned ones whose target changed
+// start being revoked. Deterministic: members are taken in name order.
+func (s *State) rebalance(ix uint64, now int64, name string, g *group) {
+	names := sortedKeys(g.members)
+	m := len(names)
+	if m == 0 {
+		return
+	}
+	index := make(map[uint64]int, m)
+	for i, n := range names {
+		index[g.members[n]] = i
+	}
+	n := len(g.parts)
+	target := make([]int, n) // member index, or -1
+	count := make([]int, m)
+	for p := range g.parts {
+		target[p] = -1
+		if t := g.parts[p].target(); t != 0 {
+			if i, ok := index[t]; ok {
+				target[p] = i
+				count[i]++
+			}
+		}
+	}
+	before := append([]int(nil), target...)
+	// Shares: the members holding most keep the one extra partition, so
+	// nobody gives up a partition it need not.
+	order := make([]int, m)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return count[order[a]] > count[order[b]] })
+	quota := make([]int, m)
+	for k, i := range order {
+		quota[i] = n / m
+		if k < n%m {
+			quota[i]++
+		}
+	}
+	// Members over their share give up partitions, those still on their
+	// way to them first, then the highest numbered.
+	for i := range m {
+		for pass := 0; pass < 2 && count[i] > quota[i]; pass++ {
+			for p := n - 1; p >= 0 && count[i] > quota[i]; p-- {
+				owned := g.parts[p].lease == g.members[names[i]]
+				if target[p] == i && owned == (pass == 1) {
+					target[p] = -1
+					count[i]--
+				}
+			}
+		}
+	}
+	// Members under their share take the free partitions, lowest first.
+	i := 0
+	for p := range g.parts {
+		if target[p] != -1 {
+			continue
+		}
+		for count[i] >= quota[i] {
+			i++
+		}
+		target[p] = i
+		count[i]++
+	}
+	changed := false
+	for p := range g.parts {
+		if before[p] != target[p] {
+			changed = true
+			if before[p] != -1 {
+				g.moved++
+			}
+		}
+		ps := &g.parts[p]
+		t := g.members[names[target[p]]]
+		switch {
+		case ps.lease == 0:
+			s.grantPartition(name, g, uint32(p), t)
+		case before[p] == target[p]:
+		case ps.revoking:
+			ps.next = t
+		default:
+			ps.revoking, ps.next, ps.waitSince = true, t, now
+			s.emitPartition(EventGroupRevoking, name, g, ps.lease, uint32(p), ps.epoch)
+			if o := s.groupObs(); o != nil {
+				timeout := g.revokeTimeout
+				if timeout == 0 {
+					timeout = s.leases[ps.lease].TTL
+				}
+				o.GroupRevoking(name, ps.lease, uint32(p), ps.epoch, timeout)
+			}
+		}
+	}
+	if changed {
+		g.rebalances++
+	}
+}
+
+// grantPartition gives p to session lease with a new epoch.
+func (s *State) grantPartition(name string, g *group, p uint32, lease uint64) {
+	ps := &g.parts[p]
+	ps.lease, ps.epoch, ps.since = lease, s.nextToken(s.lastIndex), s.now
+	if ps.waitSince != 0 {
+		if o := s.groupObs(); o != nil {
+			o.GroupHandedOff(name, time.Duration(s.now-ps.waitSince))
+		}
+	}
+	ps.waitSince, ps.next, ps.revoking = 0, 0, false
+	s.emitPartition(EventGroupAssigned, name, g, lease, p, ps.epoch)
+}
+
+func (s *State) emitPartition(k EventKind, name string, g *group, lease uint64, p uint32, epoch uint64) {
+	if s.sink == nil {
+		return
+	}
+	l := s.leases[lease]
+	e := Event{Kind: k, Group: name, Partition: p, LeaseID: lease, Token: epoch}
+	if l != nil {
+		e.Resources, e.Owner = l.Resources, l.Owner
+	}
+	s.emit(e)
+}
+
+// emitGroup reports a group created or grown (Partition: its partition
+// count) or deleted (0).
+func (s *State) emitGroup(name string, partitions uint32) {
+	if s.sink != nil {
+		s.emit(Event{Kind: EventGroupChanged, Group: name, Partition: partitions,
+			Resources: []string{GroupResource(name)}})
+	}
+}
+
+// assignments are the partitions session lease holds, by number.
+func (g *group) assignments(lease uint64) []Assignment {
+	var out []Assignment
+	for p := range g.parts {
+		if ps := &g.parts[p]; ps.lease == lease {
+			out = append(out, Assignment{Partition: uint32(p), Epoch: ps.epoch, Revoking: ps.revoking})
+		}
+	}
+	return out
+}
+
+func (s *State) groupInfo(name string, g *group) *GroupInfo {
+	info := &GroupInfo{Name: name, Partitions: uint32(len(g.parts)), RevokeTimeout: g.revokeTimeout,
+		CreatedAt: nanosTime(g.createdAt), Members: len(g.members), Rebalances: g.rebalances,
+		Moved: g.moved, Lapsed: g.lapsed}
+	for p := range g.parts {
+		switch ps := &g.parts[p]; {
+		case ps.lease == 0:
+			info.Unowned++
+		case ps.revoking:
+			info.PendingRevocations++
+		}
+	}
+	return info
+}
