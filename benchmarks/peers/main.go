@@ -25,7 +25,7 @@ import (
 func main() {
 	etcdBin := flag.String("etcd", "etcd", "etcd server binary")
 	lhBin := flag.String("leasehold", "leasehold", "leasehold binary")
-	baseBin := flag.String("baseline", "", "another leasehold binary (an earlier build) to run beside, alternating with the others")
+	baseBin := flag.String("baseline", "", "another leasehold binary (an earlier build) to serve beside, alternating with the others; the Go client is always this tree's, compiled in")
 	out := flag.String("out", ".", "directory for results.md, results.json and results.svg")
 	work := flag.String("work-dir", "", "directory for the nodes' data and logs (default: a new temp dir, removed at the end)")
 	warmup := flag.Duration("warmup", time.Second, "warm-up of each round, not measured")
