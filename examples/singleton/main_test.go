@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,4 +125,86 @@ func TestOneInstanceRunsTheJob(t *testing.T) {
 	if !errors.Is(err, leasehold.ErrStaleToken) {
 		t.Fatalf("the old leader's fenced write (token %d): %v, want %v", first.token, err, leasehold.ErrStaleToken)
 	}
+}
+
+// A leader cut off from the cluster stops its job (its leadership context
+// ends at the client's safe deadline) before another instance starts the
+// job, and that one starts within the TTL, with a larger token.
+func TestCutOffLeaderStopsBeforeTheNextStarts(t *testing.T) {
+	tc := testcluster.Start(t, 1)
+	const name, ttl = "cron/cut", 3 * time.Second
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	proxy := testcluster.NewProxy(t, strings.TrimPrefix(tc.URL(0), "http://"))
+
+	var mu sync.Mutex
+	var aStopped, bStarted time.Time
+	var aToken, bToken uint64
+	started := make(chan struct{})
+	// a's job runs until its leadership ends, like a long batch job.
+	aJob := func(ctx context.Context, token uint64) error {
+		mu.Lock()
+		if aToken == 0 {
+			aToken = token
+			close(started)
+		}
+		mu.Unlock()
+		<-ctx.Done()
+		mu.Lock()
+		aStopped = time.Now()
+		mu.Unlock()
+		return nil
+	}
+	bJob := func(ctx context.Context, token uint64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if bStarted.IsZero() {
+			bStarted, bToken = time.Now(), token
+		}
+		return nil
+	}
+	run := func(url, id string, job Job) {
+		c, err := client.New(client.Config{Endpoints: []string{url}, RequestTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); Run(ctx, c, name, id, 50*time.Millisecond, ttl, job, log) }()
+		t.Cleanup(func() { cancel(); <-done; c.Close() })
+	}
+	run(proxy.URL(), "a", aJob)
+	select {
+	case <-started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("a did not start leading within 15s")
+	}
+	run(tc.URL(0), "b", bJob)
+
+	cut := time.Now()
+	proxy.Cut()
+	deadline := time.Now().Add(ttl + 10*time.Second)
+	for {
+		mu.Lock()
+		done := !bStarted.IsZero()
+		mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b did not start the job within %v of a being cut off", ttl+10*time.Second)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if aStopped.IsZero() {
+		t.Fatalf("a's job was still running when b's started, %v after the cut", bStarted.Sub(cut))
+	}
+	if !aStopped.Before(bStarted) {
+		t.Fatalf("a's job stopped at %v, b's started at %v (after the cut): they overlapped", aStopped.Sub(cut), bStarted.Sub(cut))
+	}
+	if bToken <= aToken {
+		t.Fatalf("b's token %d is not above a's %d", bToken, aToken)
+	}
+	t.Logf("after the cut: a stopped at %v, b started at %v (TTL %v)", aStopped.Sub(cut).Round(time.Millisecond), bStarted.Sub(cut).Round(time.Millisecond), ttl)
 }
