@@ -89,19 +89,29 @@ func TestRunbookLinksResolve(t *testing.T) {
 		t.Fatal(`README.md has no "Suggested alerts" section`)
 	}
 	alerts, _, _ = strings.Cut(alerts, "\n```\n")
+	// The runbook's sections by anchor, to check each alert is named in
+	// the section it points to.
+	sections := map[string]string{}
+	for _, part := range strings.Split(string(doc), "\n## ")[1:] {
+		heading, body, _ := strings.Cut(part, "\n")
+		sections[anchorOf(heading)] = body
+	}
 	// A comment block covers the alerts below it, up to the next block.
-	linkedYet, inComment := false, false
+	linkedTo, inComment := "", false
 	for _, line := range strings.Split(alerts, "\n") {
 		comment := strings.HasPrefix(strings.TrimSpace(line), "#")
 		if comment && !inComment {
-			linkedYet = false
+			linkedTo = ""
 		}
 		inComment = comment
-		switch {
-		case comment && runbookLink.MatchString(line):
-			linkedYet = true
-		case strings.Contains(line, "- alert: ") && !linkedYet:
-			t.Errorf("README suggested alert %q has no runbook link in the comments above it or its group's", strings.TrimSpace(line))
+		name, isAlert := strings.CutPrefix(strings.TrimSpace(line), "- alert: ")
+		switch m := runbookLink.FindStringSubmatch(line); {
+		case comment && m != nil:
+			linkedTo = m[1]
+		case isAlert && linkedTo == "":
+			t.Errorf("README suggested alert %s has no runbook link in the comments above it or its group's", name)
+		case isAlert && !strings.Contains(sections[linkedTo], name):
+			t.Errorf("README suggested alert %s links docs/runbook.md#%s, which does not name it", name, linkedTo)
 		}
 	}
 }
