@@ -24,7 +24,7 @@ func TestForwardedErrorsKeepTheirCode(t *testing.T) {
 	follower := (lead + 1) % 3
 	hc := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	t.Cleanup(hc.CloseIdleConnections)
-	call := func(node int, procedure, body string) (status int, code, answer string) {
+	call := func(node int, procedure, body string) (status int, code, retryAfter, answer string) {
 		t.Helper()
 		resp, err := hc.Post(c.URL(node)+procedure, "application/json", strings.NewReader(body))
 		if err != nil {
@@ -32,25 +32,37 @@ func TestForwardedErrorsKeepTheirCode(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return resp.StatusCode, resp.Header.Get("Leasehold-Error-Code"), string(b)
+		return resp.StatusCode, resp.Header.Get("Leasehold-Error-Code"), resp.Header.Get("Retry-After"), string(b)
 	}
-	if status, _, answer := call(lead, "/leasehold.v1.KV/Put", `{"key":"fwd/k","value":"MQ=="}`); status != 200 {
-		t.Fatalf("put: %d %s", status, answer)
+	for _, setup := range [][2]string{
+		{"/leasehold.v1.KV/Put", `{"key":"fwd/k","value":"MQ=="}`},
+		{"/leasehold.v1.Queues/Create", `{"queue":"fwd-q","settings":{"maxDepth":"1"}}`},
+		{"/leasehold.v1.Queues/Send", `{"queue":"fwd-q","key":"a","body":"aGVsbG8="}`},
+	} {
+		if status, _, _, answer := call(lead, setup[0], setup[1]); status != 200 {
+			t.Fatalf("%s: %d %s", setup[0], status, answer)
+		}
 	}
 	cases := []struct{ name, procedure, body, want string }{
 		{"put if absent on a key that exists", "/leasehold.v1.KV/Put", `{"key":"fwd/k","value":"Mg==","ifVersion":"0"}`, "version_mismatch"},
 		{"put at an old version", "/leasehold.v1.KV/Put", `{"key":"fwd/k","value":"Mg==","ifVersion":"1"}`, "version_mismatch"},
 		{"release of a lease that does not exist", "/leasehold.v1.Leases/Release", `{"leaseId":"999999","secret":"00112233445566778899aabbccddeeff"}`, "not_found"},
+		// Backpressure also carries a Retry-After header.
+		{"send past the queue's max depth", "/leasehold.v1.Queues/Send", `{"queue":"fwd-q","key":"b","body":"aGVsbG8="}`, "limit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ls, lcode, lanswer := call(lead, tc.procedure, tc.body)
+			ls, lcode, lretry, lanswer := call(lead, tc.procedure, tc.body)
 			if lcode != tc.want {
 				t.Fatalf("the leader answers %d with code %q (%s), want code %q", ls, lcode, lanswer, tc.want)
 			}
-			fs, fcode, fanswer := call(follower, tc.procedure, tc.body)
-			if fs != ls || fcode != lcode {
-				t.Fatalf("through a follower: %d %q (%s); from the leader: %d %q (%s)", fs, fcode, fanswer, ls, lcode, lanswer)
+			if tc.want == "limit" && lretry == "" {
+				t.Fatalf("the leader's backpressure answer has no Retry-After: %s", lanswer)
+			}
+			fs, fcode, fretry, fanswer := call(follower, tc.procedure, tc.body)
+			if fs != ls || fcode != lcode || fretry != lretry {
+				t.Fatalf("through a follower: %d %q Retry-After %q (%s); from the leader: %d %q Retry-After %q (%s)",
+					fs, fcode, fretry, fanswer, ls, lcode, lretry, lanswer)
 			}
 		})
 	}
