@@ -22,7 +22,7 @@ func (n *node) queueJSON(t *testing.T, v any, args ...string) {
 type cliDelivery struct {
 	Queue        string `json:"queue"`
 	Key          string `json:"key"`
-	DeliveryID   uint64 `json:"delivery_id"`
+	Sequence     uint64 `json:"sequence"`
 	Token        uint64 `json:"token"`
 	Receives     int    `json:"receives"`
 	Body         string `json:"body"`
@@ -61,7 +61,7 @@ func TestCLIQueue(t *testing.T) {
 		Deliveries []cliDelivery `json:"deliveries"`
 	}
 	n.queueJSON(t, &got, "receive", "jobs", "--max", "10")
-	if len(got.Deliveries) != 1 || got.Deliveries[0].Body != "first" || got.Deliveries[0].DeliveryID != first ||
+	if len(got.Deliveries) != 1 || got.Deliveries[0].Body != "first" || got.Deliveries[0].Sequence != first ||
 		got.Deliveries[0].Token == 0 || !strings.HasSuffix(got.Deliveries[0].SentAt, "Z") ||
 		!strings.HasSuffix(got.Deliveries[0].SafeDeadline, "Z") {
 		t.Fatalf("receive: %+v, want only key a's first message (one per key in flight)", got.Deliveries)
@@ -72,9 +72,9 @@ func TestCLIQueue(t *testing.T) {
 		Depth        int `json:"depth"`
 		InFlight     int `json:"in_flight"`
 		InFlightKeys []struct {
-			Key        string `json:"key"`
-			DeliveryID uint64 `json:"delivery_id"`
-			Token      uint64 `json:"token"`
+			Key      string `json:"key"`
+			Sequence uint64 `json:"sequence"`
+			Token    uint64 `json:"token"`
 		} `json:"in_flight_keys"`
 	}
 	n.queueJSON(t, &show, "show", "jobs")
@@ -83,7 +83,7 @@ func TestCLIQueue(t *testing.T) {
 		t.Fatalf("show: %+v", show)
 	}
 
-	ack := []string{"queue", "ack", "jobs", "--delivery", fmt.Sprint(d.DeliveryID), "--token", fmt.Sprint(d.Token)}
+	ack := []string{"queue", "ack", "jobs", "--sequence", fmt.Sprint(d.Sequence), "--token", fmt.Sprint(d.Token)}
 	n.lhOK(ack...)
 	if r := n.lh(ack...); r.code == 0 || !strings.Contains(r.stderr, "no longer in flight") {
 		t.Fatalf("a second ack of the same delivery: %s", r)
@@ -94,7 +94,7 @@ func TestCLIQueue(t *testing.T) {
 		t.Fatalf("receive after the ack: %+v, want key a's second message", got.Deliveries)
 	}
 	d = got.Deliveries[0]
-	n.lhOK("queue", "nack", "jobs", "--delivery", fmt.Sprint(d.DeliveryID), "--token", fmt.Sprint(d.Token), "--error", "disk full")
+	n.lhOK("queue", "nack", "jobs", "--sequence", fmt.Sprint(d.Sequence), "--token", fmt.Sprint(d.Token), "--error", "disk full")
 	var dead struct {
 		DeadLetters []struct {
 			Key  string `json:"key"`
