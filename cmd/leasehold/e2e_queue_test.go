@@ -119,3 +119,26 @@ func TestCLIQueue(t *testing.T) {
 		t.Fatalf("show after delete: %s", r)
 	}
 }
+
+// serve --max-queue-body-bytes bounds a message's body: a node started
+// with 1024 takes a 1024-byte body and refuses a 1025-byte one as invalid
+// (exit 2), naming the limit; a value over 1 MiB is refused at start.
+func TestServeMaxQueueBodyBytes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := lhEnv(t, childEnv(), "serve", "--data-dir", filepath.Join(dir, "data"), "--api-addr", freeAddr(t),
+		"--raft-addr", freeAddr(t), "--max-queue-body-bytes", "2097152")
+	if r.code != 2 || !strings.Contains(r.stderr, "--max-queue-body-bytes 2097152: give 1 to 1048576") {
+		t.Fatalf("serve --max-queue-body-bytes 2097152: want exit 2 naming the flag and its range\n%s", r)
+	}
+
+	n := newNode(t)
+	n.args = []string{"--max-queue-body-bytes", "1024"}
+	n.start()
+	n.lhOK("queue", "create", "small")
+	n.lhOK("queue", "send", "small", "--key", "k", "--body", strings.Repeat("x", 1024))
+	r = n.lh("queue", "send", "small", "--key", "k", "--body", strings.Repeat("x", 1025))
+	if r.code != 2 || !strings.Contains(r.stderr, "1025 bytes; the limit is 1024") {
+		t.Fatalf("a 1025-byte body on a node with --max-queue-body-bytes 1024: want exit 2 naming the limit\n%s", r)
+	}
+}
