@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"syscall"
 	"time"
@@ -72,12 +70,8 @@ func groupsRun(ctx context.Context, g *globals, f *groupsRunFlags, group string,
 		return usagef("--grace %v is too long for --ttl %v: SIGTERM must come well before the session can lapse; use a grace under %v",
 			f.grace, f.ttl, max(0, f.ttl/2-killMargin))
 	}
-	if _, err := exec.LookPath(argv[0]); err != nil {
-		fmt.Fprintf(os.Stderr, "leasehold groups run: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return exitError{code: exitNoCommand}
-		}
-		return exitError{code: exitNotExecutable}
+	if _, err := lookCommand(argv[0]); err != nil {
+		return err
 	}
 	c, err := g.client()
 	if err != nil {
@@ -91,11 +85,10 @@ func groupsRun(ctx context.Context, g *globals, f *groupsRunFlags, group string,
 	// Cancel a partition when the watchdog would send SIGTERM: both stop
 	// the child by the session's deadline.
 	err = groups.Run(ctx, c, group, f.member, child, groups.TTL(f.ttl), groups.StopMargin(f.grace+killMargin), groups.Logger(log))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "leasehold groups run: %v\n", err)
-		return exitError{code: exitNoLease}
+	if err != nil && exitCode(err) != exitUsage { // an invalid member name stays a usage error
+		return exitError{code: exitNoLease, err: fmt.Errorf("groups run: %w", err)}
 	}
-	return nil
+	return err
 }
 
 // partitionLease is what the watchdog's supervisor needs of a partition
