@@ -35,6 +35,7 @@ var mayImport = map[string][]string{
 	"cmd/leasehold":          {".", "api", "client", "cluster", "embed", "groups", "server", "service", "cmd/leasehold/internal", "internal/watchdog"},
 	"cmd/leasehold/internal": {".", "api", "client", "cluster", "embed", "server"},
 	"examples":               {".", "api", "client", "fence", "groups", "idempotency", "queue"},
+	"benchmarks":             {"client"},
 	"internal/watchdog":      {},
 	"internal/freeport":      {},
 	"internal/smalldisk":     {},
