@@ -1,12 +1,13 @@
 package main_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 // queueJSON runs a queue command with --json against n and decodes its
@@ -14,20 +15,9 @@ import (
 func (n *node) queueJSON(t *testing.T, v any, args ...string) {
 	t.Helper()
 	r := n.lhOK(append(append([]string{"queue"}, args...), "--json")...)
-	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+	if err := decodeStrict(r.stdout, v); err != nil {
 		t.Fatalf("queue %s --json: %v\n%s", strings.Join(args, " "), err, r.stdout)
 	}
-}
-
-type cliDelivery struct {
-	Queue        string `json:"queue"`
-	Key          string `json:"key"`
-	Sequence     uint64 `json:"sequence"`
-	Token        uint64 `json:"token"`
-	Receives     int    `json:"receives"`
-	Body         string `json:"body"`
-	SentAt       string `json:"sent_at"`
-	SafeDeadline string `json:"safe_deadline"`
 }
 
 // The queue commands end to end: send (with a dedup id and from a file),
@@ -38,10 +28,7 @@ func TestCLIQueue(t *testing.T) {
 	n := startNode(t)
 	n.lhOK("queue", "create", "jobs", "--max-receives", "1", "--visibility", "30s")
 
-	var sent struct {
-		Sequence  uint64 `json:"sequence"`
-		Duplicate bool   `json:"duplicate"`
-	}
+	var sent cliout.Sent
 	n.queueJSON(t, &sent, "send", "jobs", "--key", "a", "--body", "first", "--dedup-id", "a-1")
 	first := sent.Sequence
 	n.queueJSON(t, &sent, "send", "jobs", "--key", "a", "--body", "first again", "--dedup-id", "a-1")
@@ -57,26 +44,16 @@ func TestCLIQueue(t *testing.T) {
 		t.Fatalf("a send without a body: %s", r)
 	}
 
-	var got struct {
-		Deliveries []cliDelivery `json:"deliveries"`
-	}
+	var got cliout.Received
 	n.queueJSON(t, &got, "receive", "jobs", "--max", "10")
-	if len(got.Deliveries) != 1 || got.Deliveries[0].Body != "first" || got.Deliveries[0].Sequence != first ||
+	if len(got.Deliveries) != 1 || *got.Deliveries[0].Body != "first" || got.Deliveries[0].Sequence != first ||
 		got.Deliveries[0].Token == 0 || !strings.HasSuffix(got.Deliveries[0].SentAt, "Z") ||
 		!strings.HasSuffix(got.Deliveries[0].SafeDeadline, "Z") {
 		t.Fatalf("receive: %+v, want only key a's first message (one per key in flight)", got.Deliveries)
 	}
 	d := got.Deliveries[0]
 
-	var show struct {
-		Depth        int `json:"depth"`
-		InFlight     int `json:"in_flight"`
-		InFlightKeys []struct {
-			Key      string `json:"key"`
-			Sequence uint64 `json:"sequence"`
-			Token    uint64 `json:"token"`
-		} `json:"in_flight_keys"`
-	}
+	var show cliout.Queue
 	n.queueJSON(t, &show, "show", "jobs")
 	if show.Depth != 2 || show.InFlight != 1 || len(show.InFlightKeys) != 1 || show.InFlightKeys[0].Key != "a" ||
 		show.InFlightKeys[0].Token != d.Token {
@@ -90,17 +67,12 @@ func TestCLIQueue(t *testing.T) {
 	}
 
 	n.queueJSON(t, &got, "receive", "jobs")
-	if len(got.Deliveries) != 1 || got.Deliveries[0].Body != "second" {
+	if len(got.Deliveries) != 1 || *got.Deliveries[0].Body != "second" {
 		t.Fatalf("receive after the ack: %+v, want key a's second message", got.Deliveries)
 	}
 	d = got.Deliveries[0]
 	n.lhOK("queue", "nack", "jobs", "--sequence", fmt.Sprint(d.Sequence), "--token", fmt.Sprint(d.Token), "--error", "disk full")
-	var dead struct {
-		DeadLetters []struct {
-			Key  string `json:"key"`
-			Note string `json:"note"`
-		} `json:"dead_letters"`
-	}
+	var dead cliout.DeadLetters
 	n.queueJSON(t, &dead, "dead-letters", "jobs")
 	if len(dead.DeadLetters) != 1 || dead.DeadLetters[0].Note != "disk full" {
 		t.Fatalf("dead letters after a nack past max receives: %+v", dead.DeadLetters)
