@@ -87,6 +87,7 @@ func TestExitCodes(t *testing.T) {
 		{"snapshot: damaged backup", []string{"snapshot", "inspect", damaged}, 1},
 		{"snapshot: restore a damaged backup", []string{"snapshot", "restore", damaged, "--data-dir", filepath.Join(dir, "never")}, 1},
 		{"snapshot: restore without --data-dir", []string{"snapshot", "restore", backup}, 2},
+		{"snapshot: no such file", []string{"snapshot", "inspect", filepath.Join(dir, "no-such.lhsnap")}, 2},
 		{"snapshot: unknown subcommand", []string{"snapshot", "frobnicate"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -71,7 +71,8 @@ func TestCLIQueue(t *testing.T) {
 		t.Fatalf("receive after the ack: %+v, want key a's second message", got.Deliveries)
 	}
 	d = got.Deliveries[0]
-	n.lhOK("queue", "nack", "jobs", "--sequence", fmt.Sprint(d.Sequence), "--token", fmt.Sprint(d.Token), "--error", "disk full")
+	// --delivery, --sequence's old name, still works.
+	n.lhOK("queue", "nack", "jobs", "--delivery", fmt.Sprint(d.Sequence), "--token", fmt.Sprint(d.Token), "--error", "disk full")
 	var dead cliout.DeadLetters
 	n.queueJSON(t, &dead, "dead-letters", "jobs")
 	if len(dead.DeadLetters) != 1 || dead.DeadLetters[0].Note != "disk full" {

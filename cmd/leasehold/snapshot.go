@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -117,6 +119,17 @@ func saveSnapshot(file string, fetch func(open func(cluster.BackupHeader) (io.Wr
 	return h, nil
 }
 
+// readBackup reads and checks a backup file. A FILE argument that names no
+// file is a usage mistake (exit 2); a damaged file is any other failure
+// (exit 1): the command line was right, the file is not.
+func readBackup(file string) (cluster.BackupHeader, []byte, error) {
+	h, state, err := cluster.ReadBackup(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return h, nil, usagef("no backup file %s", file)
+	}
+	return h, state, err
+}
+
 func newSnapshotInspect() *cobra.Command {
 	var o *output
 	cmd := &cobra.Command{
@@ -124,7 +137,7 @@ func newSnapshotInspect() *cobra.Command {
 		Short: "Check a backup's checksum and print its index, size and counts",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, state, err := cluster.ReadBackup(args[0])
+			h, state, err := readBackup(args[0])
 			if err != nil {
 				return err
 			}
@@ -168,7 +181,7 @@ func newSnapshotRestore() *cobra.Command {
 			if dataDir == "" {
 				return usagef("--data-dir is required: the new node's data directory (new or empty)")
 			}
-			h, state, err := cluster.ReadBackup(args[0])
+			h, state, err := readBackup(args[0])
 			if err != nil {
 				return err
 			}
