@@ -60,6 +60,9 @@ func TestGroupsCommands(t *testing.T) {
 	if len(list.Groups) != 1 || list.Groups[0]["group"] != "orders" || list.Groups[0]["partitions"] != float64(6) {
 		t.Fatalf("groups --json: %v", list)
 	}
+	if r := n.lhOK("groups", "-o", "wide"); !strings.Contains(r.stdout, "REVOKE TIMEOUT") || !strings.Contains(r.stdout, "orders") {
+		t.Fatalf("groups -o wide: want the revoke timeout and creation columns\n%s", r)
+	}
 	if r := n.lh("groups", "show", "nope"); r.code == 0 {
 		t.Fatalf("show of a missing group: %s", r)
 	}

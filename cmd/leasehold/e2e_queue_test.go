@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,6 +28,19 @@ func TestCLIQueue(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	n.lhOK("queue", "create", "jobs", "--max-receives", "1", "--visibility", "30s")
+	// -o wide adds the settings to list, and when it was sent and its size
+	// to each received message; the table has neither.
+	n.lhOK("queue", "create", "wide", "--dead-letter", "block")
+	n.lhOK("queue", "send", "wide", "--key", "k", "--body", "12345")
+	if r := n.lhOK("queue", "list", "-o", "wide"); !strings.Contains(r.stdout, "MAX RECEIVES") || !strings.Contains(r.stdout, "block") {
+		t.Fatalf("queue list -o wide: want the settings' columns\n%s", r)
+	}
+	if r := n.lhOK("queue", "list"); strings.Contains(r.stdout, "MAX RECEIVES") {
+		t.Fatalf("queue list: want no wide columns\n%s", r)
+	}
+	if r := n.lhOK("queue", "receive", "wide", "-o", "wide"); !strings.Contains(r.stdout, "SENT") || !regexp.MustCompile(`"12345"\s+\S+ \S+\s+5\n`).MatchString(r.stdout) {
+		t.Fatalf("queue receive -o wide: want the body, its sent time and its 5 bytes\n%s", r)
+	}
 
 	var sent cliout.Sent
 	n.queueJSON(t, &sent, "send", "jobs", "--key", "a", "--body", "first", "--dedup-id", "a-1")

@@ -40,9 +40,17 @@ pending revocations, partitions without an owner, and rebalances so far.`,
 					fmt.Fprintln(w, "no groups")
 					return nil
 				}
-				t := newTable(w, "GROUP", "PARTITIONS", "MEMBERS", "REVOKING", "UNOWNED", "REBALANCES")
+				headers := []string{"GROUP", "PARTITIONS", "MEMBERS", "REVOKING", "UNOWNED", "REBALANCES"}
+				if o.Wide() {
+					headers = append(headers, "REVOKE TIMEOUT", "CREATED")
+				}
+				t := newTable(w, headers...)
 				for _, gi := range gs {
-					t.row(gi.Name, gi.Partitions, gi.Members, gi.PendingRevocations, gi.Unowned, gi.Rebalances)
+					cells := []any{gi.Name, gi.Partitions, gi.Members, gi.PendingRevocations, gi.Unowned, gi.Rebalances}
+					if o.Wide() {
+						cells = append(cells, pdur(gi.RevokeTimeout), stamp(gi.CreatedAt, "2006-01-02 15:04:05"))
+					}
+					t.row(cells...)
 				}
 				return t.flush()
 			})

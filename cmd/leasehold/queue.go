@@ -79,9 +79,17 @@ func newQueueList(g *globals) *cobra.Command {
 				return err
 			}
 			return o.print(cmd.OutOrStdout(), cliout.FromQueues(qs), func(w io.Writer) error {
-				t := newTable(w, "QUEUE", "DEPTH", "IN FLIGHT", "DEAD", "KEYS", "BYTES", "OLDEST")
+				headers := []string{"QUEUE", "DEPTH", "IN FLIGHT", "DEAD", "KEYS", "BYTES", "OLDEST"}
+				if o.Wide() {
+					headers = append(headers, "VISIBILITY", "MAX RECEIVES", "MAX DEPTH", "DEAD LETTERS", "CREATED")
+				}
+				t := newTable(w, headers...)
 				for _, q := range qs {
-					t.row(clip(q.Name, 48), q.Depth, q.InFlight, q.Dead, q.Keys, q.Bytes, pdur(q.OldestAge))
+					cells := []any{clip(q.Name, 48), q.Depth, q.InFlight, q.Dead, q.Keys, q.Bytes, pdur(q.OldestAge)}
+					if s := q.Settings; o.Wide() {
+						cells = append(cells, pdur(s.Visibility), s.MaxReceives, s.MaxDepth, s.DeadLetter, stamp(q.CreatedAt, "2006-01-02 15:04:05"))
+					}
+					t.row(cells...)
 				}
 				return t.flush()
 			})

@@ -112,10 +112,18 @@ func newQueueReceive(g *globals) *cobra.Command {
 					fmt.Fprintln(cmd.ErrOrStderr(), "no message ready")
 					return nil
 				}
-				t := newTable(w, "SEQUENCE", "TOKEN", "KEY", "RECEIVES", "VISIBLE FOR", "BODY")
+				headers := []string{"SEQUENCE", "TOKEN", "KEY", "RECEIVES", "VISIBLE FOR", "BODY"}
+				if o.Wide() {
+					headers = append(headers, "SENT", "BYTES")
+				}
+				t := newTable(w, headers...)
 				for _, d := range ds {
-					t.row(d.Sequence, d.Token, clip(d.Key, 40), d.Receives, pdur(time.Until(d.Deadline)),
-						clip(strconv.Quote(string(d.Body)), 60))
+					cells := []any{d.Sequence, d.Token, clip(d.Key, 40), d.Receives, pdur(time.Until(d.Deadline)),
+						clip(strconv.Quote(string(d.Body)), 60)}
+					if o.Wide() {
+						cells = append(cells, stamp(d.SentAt, "2006-01-02 15:04:05.000"), len(d.Body))
+					}
+					t.row(cells...)
 				}
 				return t.flush()
 			})
