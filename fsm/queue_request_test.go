@@ -53,3 +53,24 @@ func TestQueueSendRefusesAReusedRequestID(t *testing.T) {
 		t.Fatalf("past the dedup window: %+v, want a new message", r)
 	}
 }
+
+// An Ack's request ID is scoped to its caller and fingerprinted: reused by
+// the same caller for another delivery it is refused with CodeInvalid
+// (saying nothing of the first), and another caller's equal ID is its own.
+func TestQueueAckRequestIDIsScopedAndFingerprinted(t *testing.T) {
+	q := newQueueRig(t, DefaultConfig(), nil)
+	q.ok(&QueueCreate{Queue: "q"})
+	q.send("q", "a", "a1", "b", "b1", "c", "c1")
+	ds := q.receive("q", 3)
+	q.ok(&QueueAck{RequestID: "ack", Queue: "q", Seq: ds[0].Seq, Token: ds[0].Token, Caller: "w1"})
+	r := q.apply(&QueueAck{RequestID: "ack", Queue: "q", Seq: ds[1].Seq, Token: ds[1].Token, Caller: "w1"})
+	if leasehold.CodeOf(r.Err) != leasehold.CodeInvalid || strings.Contains(r.Err.Error(), "a1") {
+		t.Fatalf("the ack's request ID reused for another delivery: %+v, want invalid", r)
+	}
+	if info, _ := q.s.Queue("q"); info.InFlight != 2 {
+		t.Fatalf("in flight %d after the refused ack, want 2", info.InFlight)
+	}
+	if r := q.apply(&QueueAck{RequestID: "ack", Queue: "q", Seq: ds[2].Seq, Token: ds[2].Token, Caller: "w2"}); r.Err != nil || r.Dup {
+		t.Fatalf("another caller's ack with the same request ID: %+v, want its own ack", r)
+	}
+}
