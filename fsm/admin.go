@@ -98,7 +98,7 @@ func (s *State) forceRelease(ix uint64, now int64, c *ForceRelease) Result {
 }
 
 func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
-	if err := leasehold.ValidateName("resource", c.Resource, leasehold.MaxResourceLen, true); err != nil {
+	if err := ValidateForcedResource(c.Resource); err != nil {
 		return Result{Err: err}
 	}
 	if err := leasehold.ValidateName("actor", c.Actor, leasehold.MaxOwnerLen, true); err != nil {

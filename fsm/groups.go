@@ -132,6 +132,18 @@ type Assignment struct {
 	Revoking  bool
 }
 
+// ValidateForcedResource checks the resource a forced release names: a
+// resource name, or a group member's session resource as Leases.List
+// shows it (GroupMemberResource), so that a session is forced like any
+// lease. Only that exact shape may carry zero bytes.
+func ValidateForcedResource(r string) error {
+	if group, member, ok := GroupMemberOf(r); ok && validGroupName(group) == nil &&
+		leasehold.ValidateName("member", member, MaxGroupMemberLen, true) == nil {
+		return nil
+	}
+	return leasehold.ValidateName("resource", r, leasehold.MaxResourceLen, true)
+}
+
 func validGroupName(name string) error {
 	return leasehold.ValidateName("group", name, MaxGroupNameLen, true)
 }
