@@ -98,7 +98,7 @@ func (s *State) forceRelease(ix uint64, now int64, c *ForceRelease) Result {
 }
 
 func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
-	if err := leasehold.ValidateName("resource", c.Resource, leasehold.MaxResourceLen, true); err != nil {
+	if err := ValidateForcedResource(c.Resource); err != nil {
 		return Result{Err: err}
 	}
 	if err := leasehold.ValidateName("actor", c.Actor, leasehold.MaxOwnerLen, true); err != nil {
@@ -108,6 +108,11 @@ func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
 		return Result{Err: err}
 	}
 	id, held := s.holders[c.Resource]
+	if sem := s.sems[c.Resource]; !held && sem != nil {
+		return Result{Err: leasehold.Errorf(leasehold.CodeNotFound,
+			"%q is a semaphore, whose slots are held, never the name: force-release the holder's slot (%q to %q)",
+			c.Resource, leasehold.SlotName(c.Resource, 1), leasehold.SlotName(c.Resource, sem.limit))}
+	}
 	if !held {
 		return Result{Err: leasehold.Errorf(leasehold.CodeNotFound, "resource %q is not held; nothing to release", c.Resource)}
 	}

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -132,6 +133,18 @@ type Assignment struct {
 	Revoking  bool
 }
 
+// ValidateForcedResource checks the resource a forced release names: a
+// resource name, or a group member's session resource as Leases.List
+// shows it (GroupMemberResource), so that a session is forced like any
+// lease. Only that exact shape may carry zero bytes.
+func ValidateForcedResource(r string) error {
+	if group, member, ok := GroupMemberOf(r); ok && validGroupName(group) == nil &&
+		leasehold.ValidateName("member", member, MaxGroupMemberLen, true) == nil {
+		return nil
+	}
+	return leasehold.ValidateName("resource", r, leasehold.MaxResourceLen, true)
+}
+
 func validGroupName(name string) error {
 	return leasehold.ValidateName("group", name, MaxGroupNameLen, true)
 }
@@ -240,6 +253,11 @@ func (s *State) groupJoin(ix uint64, now int64, c *GroupJoin) Result {
 	}
 	if id, ok := g.members[c.Member]; ok {
 		l := s.leases[id]
+		if l.secretHash == c.SecretHash && (l.TTL != c.TTL || !maps.Equal(l.Metadata, c.Metadata)) {
+			return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
+				"member %q of group %q has a session under this secret with another ttl or metadata: a retry must repeat its Join; "+
+					"a new Join needs a new secret once the session ended", c.Member, c.Group)}
+		}
 		if l.secretHash == c.SecretHash { // a retry of the Join that started it
 			view := l.Lease
 			info := s.groupInfo(c.Group, g)

@@ -111,6 +111,11 @@ type Item struct {
 // resource now, and if not, why (a *leasehold.Error with CodeStaleToken).
 func (s *State) CheckFence(resource string, token uint64) error {
 	id, held := s.holders[resource]
+	if sem := s.sems[resource]; !held && sem != nil {
+		return leasehold.Errorf(leasehold.CodeStaleToken,
+			"fencing token %d for %q is stale: %q is a semaphore, whose slots are held, never the name; fence the holder's slot (its lease's resource, %q to %q)",
+			token, resource, resource, leasehold.SlotName(resource, 1), leasehold.SlotName(resource, sem.limit))
+	}
 	if !held {
 		return leasehold.Errorf(leasehold.CodeStaleToken,
 			"fencing token %d for %q is stale: no lease holds the resource now (newest token issued: %d)",

@@ -166,9 +166,10 @@ type queue struct {
 	consumers map[string]int   // deliveries in flight by consumer (derived from inflight)
 	dead      []deadLetter     // oldest first
 	dedupIDs  map[string]uint64
-	dedupLog  []dedupEntry // arrival order, for the window
-	depth     int          // queued, in flight and dead
-	bytes     int          // their bodies
+	dedupLog  []dedupEntry      // arrival order, for the window
+	requests  map[string]string // request part -> dedup id, of the ids a request ID made (RequestDedupPart)
+	depth     int               // queued, in flight and dead
+	bytes     int               // their bodies
 }
 
 // readyHeap orders ready keys by when their head becomes deliverable,
@@ -272,7 +273,7 @@ func (s *State) queueCreate(now int64, c *QueueCreate) Result {
 
 func newQueue(set QueueSettings, now int64) *queue {
 	return &queue{QueueSettings: set, createdAt: now, nextSeq: 1, keys: make(map[string]*qkey),
-		inflight: make(map[uint64]*qmsg), consumers: make(map[string]int), dedupIDs: make(map[string]uint64)}
+		inflight: make(map[uint64]*qmsg), consumers: make(map[string]int), dedupIDs: make(map[string]uint64), requests: make(map[string]string)}
 }
 
 func (s *State) queueSend(now int64, c *QueueSend) Result {
@@ -289,6 +290,11 @@ func (s *State) queueSend(now int64, c *QueueSend) Result {
 		m := &c.Messages[i]
 		if err := validateQueueMessage(m); err != nil {
 			return Result{Err: leasehold.Errorf(leasehold.CodeOf(err), "message %d: %v", i, err)}
+		}
+		if q.reusedRequest(m.DedupID) {
+			return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
+				"messages[%d]: its request_id was used within the queue's dedup window for another message (another key, body, delay or batch size); "+
+					"a retry must repeat its request exactly, and a new request needs a new request_id", i)}
 		}
 		if q.duplicate(c.Messages[:i], m.DedupID) {
 			continue
@@ -312,8 +318,7 @@ func (s *State) queueSend(now int64, c *QueueSend) Result {
 		seq := q.nextSeq
 		q.nextSeq++
 		if m.DedupID != "" {
-			q.dedupIDs[m.DedupID] = seq
-			q.dedupLog = append(q.dedupLog, dedupEntry{id: m.DedupID, seq: seq, at: now})
+			q.remember(dedupEntry{id: m.DedupID, seq: seq, at: now})
 		}
 		q.push(&qmsg{seq: seq, body: m.Body, sentAt: now, notReady: now + int64(max(m.Delay, 0))}, m.Key)
 		s.queueBytes += len(m.Body)
@@ -376,10 +381,47 @@ func (s *State) queueRoom(name string, q *queue, adds, bytes, ids int) error {
 	return nil
 }
 
+// remember keeps a dedup id for the window.
+func (q *queue) remember(de dedupEntry) {
+	q.dedupIDs[de.id] = de.seq
+	q.dedupLog = append(q.dedupLog, de)
+	if part, ok := RequestDedupPart(de.id); ok {
+		q.requests[part] = de.id
+	}
+}
+
+// RequestDedupPart is the request's part of a dedup id the node made from
+// a Send's request ID: a zero byte and 32 hex digits (caller, request ID,
+// message index), then ":" and 16 hex digits of the message's
+// fingerprint. ok is false for any other id, a caller's own included (it
+// has no zero byte).
+func RequestDedupPart(id string) (part string, ok bool) {
+	if len(id) != 50 || id[0] != 0 || id[33] != ':' {
+		return "", false
+	}
+	return id[:33], true
+}
+
+// reusedRequest says whether id was made from a request ID that made
+// another id (another message) within the window: the request ID was
+// reused for something else, which is no retry.
+func (q *queue) reusedRequest(id string) bool {
+	part, ok := RequestDedupPart(id)
+	if !ok {
+		return false
+	}
+	first, seen := q.requests[part]
+	return seen && first != id
+}
+
 func (q *queue) evictDedup(now int64) {
 	cutoff, n := now-int64(q.DedupWindow), 0
 	for n < len(q.dedupLog) && q.dedupLog[n].at <= cutoff {
-		delete(q.dedupIDs, q.dedupLog[n].id)
+		id := q.dedupLog[n].id
+		delete(q.dedupIDs, id)
+		if part, ok := RequestDedupPart(id); ok && q.requests[part] == id {
+			delete(q.requests, part)
+		}
 		n++
 	}
 	// Slicing forward is O(1) a send; the next growth of the array

@@ -18,8 +18,9 @@ import (
 //
 // A name is a semaphore of one limit while anyone holds or awaits one of
 // its slots. A lock (or campaign) on R or on one of its slot names, a
-// semaphore acquire of a name held or awaited as a lock, and one with
-// another limit are refused with CodeConflict.
+// semaphore acquire of a name held or awaited as a lock, one with another
+// limit, and one whose name is another semaphore's slot (or whose slots
+// are other semaphores: names never nest) are refused with CodeConflict.
 
 // KindSemAcquire is an Acquire with a Limit, as the log carries it.
 const KindSemAcquire Kind = 60
@@ -110,6 +111,10 @@ func (s *State) semConflict(c *Acquire) error {
 		return leasehold.Errorf(leasehold.CodeConflict,
 			"%q is held or awaited as a lock, so it cannot be a semaphore; choose another name", name)
 	}
+	if sem, _ := s.slotOf(name); sem != "" {
+		return leasehold.Errorf(leasehold.CodeConflict,
+			"%q is a slot of the semaphore %q, so it cannot be a semaphore too; choose another name", name, sem)
+	}
 	b := append(append(s.scratch.b[:0], name...), '#') // no allocation per slot
 	n := len(b)
 	defer func() { s.scratch.b = b[:0] }()
@@ -118,6 +123,10 @@ func (s *State) semConflict(c *Acquire) error {
 		if _, held := s.holders[string(b)]; held || len(s.queues[string(b)]) > 0 {
 			return leasehold.Errorf(leasehold.CodeConflict,
 				"%q, slot %d of semaphore %q, is held or awaited as a lock; choose another name", string(b), i, name)
+		}
+		if _, nested := s.sems[string(b)]; nested {
+			return leasehold.Errorf(leasehold.CodeConflict,
+				"%q, slot %d of semaphore %q, is a semaphore itself; choose another name", string(b), i, name)
 		}
 	}
 	return nil

@@ -106,9 +106,7 @@ func readQueues(s *State, d *decoder, v byte) error {
 			q.bytes += len(dl.body)
 		}
 		for range d.count(3) {
-			de := dedupEntry{id: d.str(), seq: d.uvarint(), at: d.varint()}
-			q.dedupLog = append(q.dedupLog, de)
-			q.dedupIDs[de.id] = de.seq
+			q.remember(dedupEntry{id: d.str(), seq: d.uvarint(), at: d.varint()})
 		}
 		if d.err != nil {
 			return nil

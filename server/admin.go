@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -152,7 +153,7 @@ func (h *adminAPI) ForceRelease(ctx context.Context, req *connect.Request[pb.For
 }
 
 func forceReleaseCommand(m *pb.ForceReleaseRequest, actor string) (*service.ForceRelease, error) {
-	if err := leasehold.ValidateName("resource", m.Resource, leasehold.MaxResourceLen, true); err != nil {
+	if err := fsm.ValidateForcedResource(m.Resource); err != nil {
 		return nil, err
 	}
 	if m.LeaseId == 0 {

@@ -54,6 +54,14 @@ func groupName(name string) error {
 	return leasehold.ValidateName("group", name, service.MaxGroupNameLen, true)
 }
 
+// groupRequestID checks a request_id. The state machine needs none of
+// them: Create, Grow and AckRevocation are retried safely by their values,
+// and a Join by its secret (a retry with the secret of a live session of
+// the member answers that session).
+func groupRequestID(id string) error {
+	return leasehold.ValidateName("request_id", id, leasehold.MaxRequestIDLen, false)
+}
+
 func partitionCount(n uint32) error {
 	if n < 1 || n > service.MaxGroupPartitions {
 		return leasehold.Errorf(leasehold.CodeInvalid, "partitions is %d; it must be between 1 and %d", n, service.MaxGroupPartitions)
@@ -67,6 +75,9 @@ func (h groupsAPI) Create(ctx context.Context, req *connect.Request[pb.GroupsCre
 		return nil, err
 	}
 	if err := groupName(m.Group); err != nil {
+		return nil, err
+	}
+	if err := groupRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
 	if err := partitionCount(m.Partitions); err != nil {
@@ -96,6 +107,9 @@ func (h groupsAPI) Grow(ctx context.Context, req *connect.Request[pb.GroupsGrowR
 	if err := groupName(m.Group); err != nil {
 		return nil, err
 	}
+	if err := groupRequestID(m.RequestId); err != nil {
+		return nil, err
+	}
 	if err := partitionCount(m.Partitions); err != nil {
 		return nil, err
 	}
@@ -112,6 +126,9 @@ func (h groupsAPI) Delete(ctx context.Context, req *connect.Request[pb.GroupsDel
 		return nil, err
 	}
 	if err := groupName(m.Group); err != nil {
+		return nil, err
+	}
+	if err := groupRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
 	if err := leasehold.ValidateName("reason", m.Reason, service.MaxReasonLen, true); err != nil {
@@ -220,6 +237,16 @@ func joinCommand(m *pb.GroupsJoinRequest, caller string) (*service.GroupJoin, st
 	if err := leasehold.ValidateMetadata(m.Metadata); err != nil {
 		return nil, "", err
 	}
+	if err := groupRequestID(m.RequestId); err != nil {
+		return nil, "", err
+	}
+	if m.RequestId != "" && m.Secret == "" {
+		// As an Acquire's: a retry is recognised by the secret, and a
+		// node-made one differs on every try.
+		return nil, "", leasehold.Errorf(leasehold.CodeInvalid,
+			"a join with a request_id needs a secret: a retry is recognised by its secret, and only the secret can renew or leave the session; "+
+				"send a secret (%d hex characters) you keep, or neither (the node then makes one)", 2*leasehold.SecretBytes)
+	}
 	secret, hash, err := secretHash(m.Secret)
 	if err != nil {
 		return nil, "", err
@@ -251,6 +278,9 @@ func (h groupsAPI) AckRevocation(ctx context.Context, req *connect.Request[pb.Gr
 		return nil, err
 	}
 	if err := groupName(m.Group); err != nil {
+		return nil, err
+	}
+	if err := groupRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
 	if err := leasehold.ValidateName("member", m.Member, service.MaxGroupMemberLen, true); err != nil {

@@ -109,16 +109,25 @@ func queueMessage(field, key string, body []byte, dedupID string, delay *duratio
 }
 
 // requestDedupID turns a Send's request ID into the dedup id of its
-// message i, scoped to the caller: a retry of the same request enqueues
-// nothing within the queue's dedup window. It starts with a zero byte,
-// which a caller's dedup id (printable) never has.
-func requestDedupID(caller, requestID string, i int) string {
+// message i of n, scoped to the caller: a retry of the same request
+// enqueues nothing within the queue's dedup window. It starts with a zero
+// byte, which a caller's dedup id (printable) never has. After the
+// request's part comes the message's fingerprint (n, key, body, delay),
+// so that the state machine refuses the request ID reused for another
+// message instead of answering it as a duplicate (fsm.RequestDedupPart).
+func requestDedupID(caller, requestID string, i, n int, m service.QueueMessage) string {
 	h := sha256.New()
 	h.Write(binary.AppendUvarint(nil, uint64(len(caller))))
 	h.Write([]byte(caller))
 	h.Write(binary.AppendUvarint(nil, uint64(i)))
 	h.Write([]byte(requestID))
-	return "\x00" + hex.EncodeToString(h.Sum(nil)[:16])
+	f := sha256.New()
+	f.Write(binary.AppendUvarint(nil, uint64(n)))
+	f.Write(binary.AppendUvarint(nil, uint64(len(m.Key))))
+	f.Write([]byte(m.Key))
+	f.Write(binary.AppendVarint(nil, int64(m.Delay)))
+	f.Write(m.Body)
+	return "\x00" + hex.EncodeToString(h.Sum(nil)[:16]) + ":" + hex.EncodeToString(f.Sum(nil)[:8])
 }
 
 func queueSendCommand(m *pb.QueuesSendRequest, caller string, maxBody int) (*service.QueueSend, error) {
@@ -133,7 +142,7 @@ func queueSendCommand(m *pb.QueuesSendRequest, caller string, maxBody int) (*ser
 		return nil, err
 	}
 	if msg.DedupID == "" && m.RequestId != "" {
-		msg.DedupID = requestDedupID(caller, m.RequestId, 0)
+		msg.DedupID = requestDedupID(caller, m.RequestId, 0, 1, msg)
 	}
 	return &service.QueueSend{Queue: m.Queue, Messages: []service.QueueMessage{msg}, Caller: caller}, nil
 }
@@ -155,7 +164,7 @@ func queueSendBatchCommand(m *pb.QueuesSendBatchRequest, caller string, maxBody 
 			return nil, err
 		}
 		if msg.DedupID == "" && m.RequestId != "" {
-			msg.DedupID = requestDedupID(caller, m.RequestId, i)
+			msg.DedupID = requestDedupID(caller, m.RequestId, i, len(m.Messages), msg)
 		}
 		cmd.Messages[i] = msg
 	}
