@@ -95,6 +95,7 @@ func newRoot() *cobra.Command {
 		newExitCodesHelp(),
 		newVersion(),
 		newSnapshot(g),
+		newHealth(g),
 	)
 	root.Version = versionLine(buildVersion())
 	root.SetVersionTemplate("{{.Version}}\n")

@@ -57,8 +57,15 @@ func newServe(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a leasehold node (an embedded single node unless told otherwise)",
-		Args:  cobra.NoArgs,
+		Long: "Run a leasehold node (an embedded single node unless told otherwise).\n\n" +
+			"Every flag can also be set by an environment variable: LEASEHOLD_ and the flag's name\n" +
+			"in upper case with underscores (--data-dir is LEASEHOLD_DATA_DIR). A flag on the\n" +
+			"command line wins over its variable.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd); err != nil {
+				return err
+			}
 			f.maxConnsSet = cmd.Flags().Changed("max-conns")
 			return serve(cmd.Context(), g, f, cmd.Flags().Changed("metrics-auth"))
 		},
