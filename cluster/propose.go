@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/fsm"
 )
@@ -28,10 +31,11 @@ type proposals struct {
 }
 
 type proposal struct {
-	cmds []fsm.Command
-	res  []fsm.Result
-	err  error
-	done chan struct{}
+	cmds  []fsm.Command
+	res   []fsm.Result
+	err   error
+	index uint64 // of the log entry that carried it, once applied
+	done  chan struct{}
 }
 
 // Propose commits cmd and returns its result. It blocks until the entry is
@@ -68,6 +72,12 @@ func (n *Node) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, e
 		return nil, errStopped
 	default:
 	}
+	var span trace.Span // nil: not traced
+	if tp := n.cfg.TracerProvider; tp != nil {
+		ctx, span = tp.Tracer(tracerName).Start(ctx, "raft commit",
+			trace.WithAttributes(attribute.Int("leasehold.commands", len(cmds))))
+		defer span.End()
+	}
 	p := &proposal{cmds: cmds, done: make(chan struct{})}
 	q := &n.props
 	q.mu.Lock()
@@ -82,11 +92,24 @@ func (n *Node) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, e
 	}
 	select {
 	case <-p.done:
+		switch {
+		case span == nil:
+		case p.err == nil:
+			span.SetAttributes(attribute.Int64("leasehold.raft_index", int64(p.index)))
+		default:
+			span.SetStatus(codes.Error, p.err.Error())
+		}
 		return p.res, p.err
 	case <-ctx.Done():
+		if span != nil {
+			span.SetStatus(codes.Error, ctx.Err().Error())
+		}
 		return nil, ctx.Err()
 	}
 }
+
+// tracerName names the spans of the raft commit.
+const tracerName = "github.com/leasehold/leasehold/cluster"
 
 // commit holds one inflight slot: it submits the queued proposals as one
 // entry, waits for it and hands out the results. If more proposals queued
@@ -115,7 +138,9 @@ func (n *Node) commit() {
 		n.cfg.CommitLatency(took)
 	}
 	var results []fsm.Result
+	var index uint64
 	if err == nil {
+		index = f.Index()
 		results, _ = f.Response().([]fsm.Result)
 		if e, ok := f.Response().(error); ok {
 			err = e // applied, but its answers must not go out
@@ -131,6 +156,7 @@ func (n *Node) commit() {
 			p.err = err
 		} else {
 			p.res, results = results[:len(p.cmds):len(p.cmds)], results[len(p.cmds):]
+			p.index = index
 		}
 		close(p.done)
 	}
