@@ -243,11 +243,11 @@ func TestFormatting(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		n    int64
+		x    float64
 		want string
-	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {1234567, "1,234,567"}, {-1234, "-1,234"}} {
-		if got := commas(c.n); got != c.want {
-			t.Errorf("commas(%d) = %q, want %q", c.n, got, c.want)
+	}{{0, "0.0"}, {12.34, "12.3"}, {99.94, "99.9"}, {1234.4, "1,234"}, {1234567.6, "1,234,568"}} {
+		if got := commasF(c.x); got != c.want {
+			t.Errorf("commasF(%v) = %q, want %q", c.x, got, c.want)
 		}
 	}
 	if ninesLabel(0) != "0%" || ninesLabel(1) != "90%" || ninesLabel(2) != "99%" || ninesLabel(4) != "99.99%" {
