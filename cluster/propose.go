@@ -23,6 +23,7 @@ import (
 type proposals struct {
 	mu       sync.Mutex
 	queue    []*proposal
+	eager    int // queued proposals that must not wait for company (not behind)
 	inflight int // entries submitted and not yet applied (≤ MaxInflight)
 
 	// submit keeps entries in the order their proposals were queued, so
@@ -36,6 +37,9 @@ type proposal struct {
 	err   error
 	index uint64 // of the log entry that carried it, once applied
 	done  chan struct{}
+	// behind: it rides in the next entry another proposal starts (until
+	// its linger runs out). taken: it is in an entry. Both guarded by mu.
+	behind, taken bool
 }
 
 // Propose commits cmd and returns its result. It blocks until the entry is
@@ -57,10 +61,24 @@ func (n *Node) ProposeAll(ctx context.Context, cmds []fsm.Command) ([]fsm.Result
 		// raised to the floor (see raiseTokens) before any grant.
 		return nil, n.notLeader()
 	}
-	return n.propose(ctx, cmds)
+	return n.propose(ctx, cmds, false)
 }
 
-func (n *Node) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
+// ProposeBehind commits cmds as ProposeAll does, but rather than start
+// an entry of their own they ride in the next one another proposal
+// starts, or start one after Config.QueueLinger. It is for acquires that
+// will wait in line anyway: in a contended hand-off, the releaser's next
+// acquire then shares the entry of the next holder's release instead of
+// taking an fsync of its own ahead of it, so each hand-off costs one
+// commit.
+func (n *Node) ProposeBehind(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
+	if !n.timers.isActive() {
+		return nil, n.notLeader()
+	}
+	return n.propose(ctx, cmds, n.cfg.QueueLinger > 0)
+}
+
+func (n *Node) propose(ctx context.Context, cmds []fsm.Command, behind bool) ([]fsm.Result, error) {
 	if len(cmds) == 0 {
 		return nil, nil
 	}
@@ -78,17 +96,23 @@ func (n *Node) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, e
 			trace.WithAttributes(attribute.Int("leasehold.commands", len(cmds))))
 		defer span.End()
 	}
-	p := &proposal{cmds: cmds, done: make(chan struct{})}
+	p := &proposal{cmds: cmds, done: make(chan struct{}), behind: behind}
 	q := &n.props
 	q.mu.Lock()
 	q.queue = append(q.queue, p)
-	lead := q.inflight < n.cfg.MaxInflight
-	if lead {
-		q.inflight++
+	lead := false
+	if !behind {
+		q.eager++
+		lead = q.takeSlot(n.cfg.MaxInflight)
 	}
 	q.mu.Unlock()
 	if lead {
 		n.commit()
+	}
+	if behind {
+		// Not stopped when the caller leaves: the proposal stays queued
+		// and must still go out.
+		time.AfterFunc(n.cfg.QueueLinger, func() { n.lingerOver(p) })
 	}
 	select {
 	case <-p.done:
@@ -111,6 +135,32 @@ func (n *Node) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, e
 // tracerName names the spans of the raft commit.
 const tracerName = "github.com/leasehold/leasehold/cluster"
 
+func (q *proposals) takeSlot(max int) bool {
+	if q.inflight < max {
+		q.inflight++
+		return true
+	}
+	return false
+}
+
+// lingerOver commits p, still queued after its linger, like any other
+// proposal: in an entry of its own if a slot is free, or in the entry the
+// next finishing commit starts.
+func (n *Node) lingerOver(p *proposal) {
+	q := &n.props
+	q.mu.Lock()
+	lead := false
+	if !p.taken {
+		p.behind = false
+		q.eager++
+		lead = q.takeSlot(n.cfg.MaxInflight)
+	}
+	q.mu.Unlock()
+	if lead {
+		n.commit()
+	}
+}
+
 // commit holds one inflight slot: it submits the queued proposals as one
 // entry, waits for it and hands out the results. If more proposals queued
 // meanwhile, a new goroutine takes the slot on, so the caller's own answer
@@ -124,7 +174,7 @@ func (n *Node) commit() {
 	took := time.Since(start)
 	q := &n.props
 	q.mu.Lock()
-	more := len(q.queue) > 0
+	more := q.eager > 0 // proposals behind wait for company or their linger
 	if !more {
 		q.inflight--
 	}
@@ -181,6 +231,12 @@ func (n *Node) submitNext() ([]*proposal, raft.ApplyFuture, time.Time) {
 		k++
 	}
 	batch := q.queue[:k:k]
+	for _, p := range batch {
+		p.taken = true
+		if !p.behind {
+			q.eager--
+		}
+	}
 	q.queue = q.queue[k:]
 	if len(q.queue) == 0 {
 		q.queue = nil // let the backing array go
