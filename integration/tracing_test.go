@@ -108,3 +108,41 @@ func TestTraceFollowsAcquireThroughForward(t *testing.T) {
 		return nil
 	})
 }
+
+// BenchmarkTracingCost: one acquire and release through the Go client on
+// a single node, without tracing and with every span recorded (the SDK
+// with a batching in-memory exporter, as a node with --otlp-endpoint has).
+func BenchmarkTracingCost(b *testing.B) {
+	for _, traced := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[traced], func(b *testing.B) {
+			var tp *sdktrace.TracerProvider
+			opt := func(*cluster.Config) {}
+			if traced {
+				tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				b.Cleanup(func() { tp.Shutdown(context.Background()) })
+				opt = func(cfg *cluster.Config) { cfg.TracerProvider = tp }
+			}
+			n := testcluster.StartNode(b, "", opt)
+			cfg := client.Config{Endpoints: []string{n.URL}, Logger: testcluster.Logger()}
+			if traced {
+				cfg.TracerProvider = tp
+			}
+			cl, err := client.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { cl.Close() })
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				l, err := cl.Acquire(ctx, fmt.Sprintf("bench/%d", i%64), client.TTL(30*time.Second), client.ManualRenew())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
