@@ -59,3 +59,13 @@ func TestHealthNotReady(t *testing.T) {
 		t.Errorf("health with nobody listening: want exit 7 and 'is not ready'\n%s", r)
 	}
 }
+
+// TestBenchPlotIsSVGOnly: --plot takes an .svg file; a .png is a usage
+// error (exit 2) that says how to make one from the SVG.
+func TestBenchPlotIsSVGOnly(t *testing.T) {
+	t.Parallel()
+	r := lhEnv(t, childEnv(), "bench", "--embedded", "--plot", filepath.Join(t.TempDir(), "p.png"))
+	if r.code != 2 || !strings.Contains(r.stderr, "must end in .svg") || !strings.Contains(r.stderr, "rsvg-convert") {
+		t.Errorf("bench --plot p.png: want exit 2 and how to convert\n%s", r)
+	}
+}
