@@ -40,7 +40,7 @@ func writeLeases(s *State, e *encoder) {
 		e.varint(int64(l.heldFor))
 		e.str(l.key)
 		e.str(l.attempt)
-		e.str(l.renewKey)
+		e.str(l.renewKey.String())
 		e.varint(int64(l.renewRemaining))
 		encodeElection(e, l.election, l.value)
 	}
@@ -58,7 +58,7 @@ func readLeases(s *State, d *decoder, v byte) error {
 			l.attempt = "" // claimed by a retry (version 3): no Cancel matches
 		}
 		if v >= 4 {
-			l.renewKey = d.str()
+			l.renewKey = readRenewDigest(d.str())
 			l.renewRemaining = time.Duration(d.varint())
 		}
 		if v >= 6 {

@@ -92,7 +92,7 @@ type lease struct {
 	// second would cost far more than the leases. (A retry of an older
 	// renewal renews again, which is safe: the holder counts its deadline
 	// from its first send.)
-	renewKey       string
+	renewKey       renewDigest
 	renewRemaining time.Duration
 }
 
@@ -492,14 +492,14 @@ func (s *State) renew(now int64, c *Renew) Result {
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindRenew, fingerprint{}); ok {
 		return r // the ID was used for another kind of request
 	}
-	if l := s.leases[c.LeaseID]; l != nil && key != "" && l.renewKey == key && l.secretHash == c.SecretHash {
+	if l := s.leases[c.LeaseID]; l != nil && key != "" && l.renewKey == digestRenewKey(key) && l.secretHash == c.SecretHash {
 		view := l.Lease
 		return Result{Lease: &view, Remaining: l.renewRemaining, Dup: true}
 	}
 	r := s.doRenew(now, c)
 	if r.Err == nil {
 		l := s.leases[c.LeaseID]
-		l.renewKey, l.renewRemaining = key, r.Remaining
+		l.renewKey, l.renewRemaining = digestRenewKey(key), r.Remaining
 	}
 	return r
 }
