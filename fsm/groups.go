@@ -241,7 +241,7 @@ func (s *State) groupJoin(ix uint64, now int64, c *GroupJoin) Result {
 	if id, ok := g.members[c.Member]; ok {
 		l := s.leases[id]
 		if l.secretHash == c.SecretHash { // a retry of the Join that started it
-			view := l.Lease
+			view := l.view()
 			info := s.groupInfo(c.Group, g)
 			info.Assignments = g.assignments(id)
 			return Result{Lease: &view, Remaining: l.TTL, Dup: true, Group: info}

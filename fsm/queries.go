@@ -25,7 +25,7 @@ func (s *State) Lease(id uint64) (leasehold.Lease, bool) {
 	if l == nil {
 		return leasehold.Lease{}, false
 	}
-	return l.Lease, true
+	return l.view(), true
 }
 
 // Holder returns the lease that holds resource, if any.
@@ -93,7 +93,7 @@ func (s *State) Leases(after uint64, limit int, prefix string) []leasehold.Lease
 	}
 	out := make([]leasehold.Lease, len(ids))
 	for i, id := range ids {
-		out[i] = s.leases[id].Lease
+		out[i] = s.leases[id].view()
 	}
 	return out
 }
@@ -125,7 +125,7 @@ func (s *State) Counts() Counts {
 // age; a new leader restarts its countdowns from these.
 func (s *State) EachLease(f func(l *leasehold.Lease, heldFor time.Duration)) {
 	for _, l := range s.leases {
-		view := l.Lease
+		view := l.view()
 		f(&view, l.heldFor)
 	}
 }

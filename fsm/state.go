@@ -75,7 +75,7 @@ type Result struct {
 }
 
 type lease struct {
-	leasehold.Lease
+	leaseFields
 	secretHash [32]byte
 	heldFor    time.Duration // age last stamped by a leader, for MaxHold
 	election   bool          // the lease is an election's leadership (elections.go)
@@ -275,7 +275,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 		}
 		r.ForeignSecret = l.secretHash != c.SecretHash
 		l.attempt = c.Attempt // the retry takes the grant over
-		view := l.Lease
+		view := l.view()
 		r.Lease = &view
 		return r
 	}
@@ -371,12 +371,12 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 		s.semTake(name, i)
 	}
 	l := &lease{
-		Lease: leasehold.Lease{
+		leaseFields: leaseFields{
 			ID: tok, Token: tok,
 			Resources: resources, Owner: c.Owner, Operation: c.Operation,
 			TTL: c.TTL, LockDelay: c.LockDelay, MaxHold: c.MaxHold,
 			Metadata:   c.Metadata,
-			AcquiredAt: time.Unix(0, now).UTC(),
+			acquiredAt: now,
 		},
 		secretHash: c.SecretHash,
 		key:        key,
@@ -392,7 +392,7 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 	for _, r := range resources {
 		s.holders[r] = l.ID
 	}
-	view := l.Lease
+	view := l.view()
 	s.obs.Granted(&view, key)
 	s.emitLease(EventGranted, &view, 0)
 	if l.election {
@@ -493,7 +493,7 @@ func (s *State) renew(now int64, c *Renew) Result {
 		return r // the ID was used for another kind of request
 	}
 	if l := s.leases[c.LeaseID]; l != nil && key != "" && l.renewKey == digestRenewKey(key) && l.secretHash == c.SecretHash {
-		view := l.Lease
+		view := l.view()
 		return Result{Lease: &view, Remaining: l.renewRemaining, Dup: true}
 	}
 	r := s.doRenew(now, c)
@@ -523,12 +523,12 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 	}
 	l.heldFor = max(l.heldFor, c.Age)
 	l.RenewCount++
-	l.RenewedAt = time.Unix(0, now).UTC()
+	l.renewedAt = now
 	if c.Progress != "" {
 		l.Progress = c.Progress
-		l.ProgressAt = l.RenewedAt
+		l.progressAt = l.renewedAt
 	}
-	view := l.Lease
+	view := l.view()
 	s.obs.Renewed(&view, remaining)
 	s.emitLease(EventRenewed, &view, 0)
 	return Result{Lease: &view, Remaining: remaining}
@@ -571,7 +571,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	if l.Semaphore != "" {
 		s.semFree(l)
 	}
-	view := l.Lease
+	view := l.view()
 	s.obs.Ended(&view, why)
 	s.emitLease(endEvent(why), &view, why)
 	s.dropBound(l.ID)
