@@ -18,7 +18,11 @@ import (
 
 // batchInflight is how many Batch requests a client keeps open at once.
 // Calls made while they are out wait and go together in the next one.
-const batchInflight = 2
+// Four, not two: the node holds a batch of acquires that will wait in line
+// for up to its queue linger (2 ms), to ride in the entry of the release
+// they wait on, and with two slots the goroutine holding the lock would
+// have its release stuck behind two such batches.
+const batchInflight = 4
 
 // coalescer sends the acquires, renewals and releases that a client's
 // goroutines make at the same moment in one Leases.Batch request: one

@@ -68,6 +68,10 @@ type Config struct {
 	MaxBatch int
 	// MaxInflight is how many log entries may await commit at once.
 	MaxInflight int
+	// QueueLinger is how long an acquire that will wait in line may wait
+	// for another proposal's entry to ride in before it starts its own
+	// (see Node.ProposeBehind; 0: never waits).
+	QueueLinger time.Duration
 	// ApplyTimeout bounds how long a proposal waits to enter the log.
 	ApplyTimeout time.Duration
 	// CommitLatency, if set, hears how long each log entry took from being
@@ -104,6 +108,7 @@ func DefaultConfig() Config {
 		FSM:                fsm.DefaultConfig(),
 		MaxBatch:           512,
 		MaxInflight:        2,
+		QueueLinger:        2 * time.Millisecond,
 		ApplyTimeout:       5 * time.Second,
 		HeartbeatTimeout:   500 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,

@@ -243,6 +243,7 @@ func (n *Node) Close() error {
 		// blocked on one.
 		err := n.stopRaft().Error()
 		n.wg.Wait()
+		n.floor.wait()
 		if err == nil {
 			err = n.settleFloor()
 		}
@@ -396,6 +397,28 @@ func (n *Node) Queued(key string) (attempt string, secretHash [32]byte, ok bool)
 	}
 	n.m.read(func(st *fsm.State) { attempt, secretHash, ok = st.Queued(key) })
 	return attempt, secretHash, ok
+}
+
+// Contended reports, on the leader, whether an acquire of resources
+// would have to wait now (see fsm.State.Contended). Elsewhere it reports
+// false.
+func (n *Node) Contended(resources []string) (yes bool) {
+	if !n.IsLeader() {
+		return false
+	}
+	n.m.read(func(st *fsm.State) { yes = st.Contended(resources) })
+	return yes
+}
+
+// GrantOf returns, on the leader, the grant the acquire with this key
+// got, if its lease still holds (see fsm.State.GrantOf). Elsewhere it
+// reports false.
+func (n *Node) GrantOf(key string) (r fsm.Result, attempt string, ok bool) {
+	if !n.IsLeader() {
+		return fsm.Result{}, "", false
+	}
+	n.m.read(func(st *fsm.State) { r, attempt, ok = st.GrantOf(key) })
+	return r, attempt, ok
 }
 
 // Watch returns a channel that receives the outcome of the queued acquire

@@ -20,6 +20,7 @@ import (
 type proposals struct {
 	mu       sync.Mutex
 	queue    []*proposal
+	eager    int // queued proposals that must not wait for company (not behind)
 	inflight int // entries submitted and not yet applied (≤ MaxInflight)
 
 	// submit keeps entries in the order their proposals were queued, so
@@ -32,6 +33,9 @@ type proposal struct {
 	res  []fsm.Result
 	err  error
 	done chan struct{}
+	// behind: it rides in the next entry another proposal starts (until
+	// its linger runs out). taken: it is in an entry. Both guarded by mu.
+	behind, taken bool
 }
 
 // Propose commits cmd and returns its result. It blocks until the entry is
@@ -53,10 +57,24 @@ func (n *Node) ProposeAll(ctx context.Context, cmds []fsm.Command) ([]fsm.Result
 		// raised to the floor (see raiseTokens) before any grant.
 		return nil, n.notLeader()
 	}
-	return n.propose(ctx, cmds)
+	return n.propose(ctx, cmds, false)
 }
 
-func (n *Node) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
+// ProposeBehind commits cmds as ProposeAll does, but rather than start
+// an entry of their own they ride in the next one another proposal
+// starts, or start one after Config.QueueLinger. It is for acquires that
+// will wait in line anyway: in a contended hand-off, the releaser's next
+// acquire then shares the entry of the next holder's release instead of
+// taking an fsync of its own ahead of it, so each hand-off costs one
+// commit.
+func (n *Node) ProposeBehind(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
+	if !n.timers.isActive() {
+		return nil, n.notLeader()
+	}
+	return n.propose(ctx, cmds, n.cfg.QueueLinger > 0)
+}
+
+func (n *Node) propose(ctx context.Context, cmds []fsm.Command, behind bool) ([]fsm.Result, error) {
 	if len(cmds) == 0 {
 		return nil, nil
 	}
@@ -68,23 +86,55 @@ func (n *Node) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, e
 		return nil, errStopped
 	default:
 	}
-	p := &proposal{cmds: cmds, done: make(chan struct{})}
+	p := &proposal{cmds: cmds, done: make(chan struct{}), behind: behind}
 	q := &n.props
 	q.mu.Lock()
 	q.queue = append(q.queue, p)
-	lead := q.inflight < n.cfg.MaxInflight
-	if lead {
-		q.inflight++
+	lead := false
+	if !behind {
+		q.eager++
+		lead = q.takeSlot(n.cfg.MaxInflight)
 	}
 	q.mu.Unlock()
 	if lead {
 		n.commit()
+	}
+	if behind {
+		// Not stopped when the caller leaves: the proposal stays queued
+		// and must still go out.
+		time.AfterFunc(n.cfg.QueueLinger, func() { n.lingerOver(p) })
 	}
 	select {
 	case <-p.done:
 		return p.res, p.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+func (q *proposals) takeSlot(max int) bool {
+	if q.inflight < max {
+		q.inflight++
+		return true
+	}
+	return false
+}
+
+// lingerOver commits p, still queued after its linger, like any other
+// proposal: in an entry of its own if a slot is free, or in the entry the
+// next finishing commit starts.
+func (n *Node) lingerOver(p *proposal) {
+	q := &n.props
+	q.mu.Lock()
+	lead := false
+	if !p.taken {
+		p.behind = false
+		q.eager++
+		lead = q.takeSlot(n.cfg.MaxInflight)
+	}
+	q.mu.Unlock()
+	if lead {
+		n.commit()
 	}
 }
 
@@ -101,7 +151,7 @@ func (n *Node) commit() {
 	took := time.Since(start)
 	q := &n.props
 	q.mu.Lock()
-	more := len(q.queue) > 0
+	more := q.eager > 0 // proposals behind wait for company or their linger
 	if !more {
 		q.inflight--
 	}
@@ -155,6 +205,12 @@ func (n *Node) submitNext() ([]*proposal, raft.ApplyFuture, time.Time) {
 		k++
 	}
 	batch := q.queue[:k:k]
+	for _, p := range batch {
+		p.taken = true
+		if !p.behind {
+			q.eager--
+		}
+	}
 	q.queue = q.queue[k:]
 	if len(q.queue) == 0 {
 		q.queue = nil // let the backing array go

@@ -82,7 +82,7 @@ func Recover(dir string, confirm func(*RecoveryPlan) bool) (*RecoveryPlan, error
 	}
 	if plan.FloorGuessed {
 		f := &tokenFloor{dir: dir}
-		if err := f.storeLocked(plan.TokenFloor); err != nil {
+		if err := f.save(plan.TokenFloor); err != nil {
 			return plan, err
 		}
 	}

@@ -71,7 +71,7 @@ func SeedDataDir(dir string, seed Seed) error {
 		return err
 	}
 	f := &tokenFloor{dir: dir}
-	if err := f.storeLocked(seed.TokenFloor); err != nil {
+	if err := f.store(seed.TokenFloor); err != nil {
 		return err
 	}
 	return syncDir(dir)

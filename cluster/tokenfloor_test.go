@@ -80,3 +80,38 @@ func TestTokensAreNotAnsweredUntilTheFloorIsSaved(t *testing.T) {
 		t.Fatalf("token %d answered with the saved floor at %d", r.Lease.Token, v)
 	}
 }
+
+// The floor is saved ahead of the tokens, in the background: when the
+// tokens rise at a pace that gives a save time to finish, no cover (no
+// Apply) waits for one after the first, and the saved floor stays above
+// every token covered.
+func TestTheFloorIsSavedAheadOfTheTokens(t *testing.T) {
+	dir := t.TempDir()
+	f, err := openTokenFloor(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.wait()
+	const last = 5 * tokenFloorStep
+	for tok := uint64(1); tok <= last; tok++ {
+		if err := f.cover(tok); err != nil {
+			t.Fatal(err)
+		}
+		if saved, _ := ReadTokenFloor(dir); saved <= tok {
+			t.Fatalf("token %d covered with the saved floor at %d", tok, saved)
+		}
+		if tok%32 == 0 { // the pace of a busy node: a save finishes within 32 tokens
+			deadline := time.Now().Add(10 * time.Second)
+			for f.value() > 0 && func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.saving }() {
+				if time.Now().After(deadline) {
+					t.Fatal("a save ahead did not finish within 10s")
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	f.wait()
+	if f.waited != 1 {
+		t.Errorf("%d covers of %d tokens waited for a save, want only the first", f.waited, last)
+	}
+}

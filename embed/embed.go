@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/server"
 	"github.com/leasehold/leasehold/service"
+	"github.com/leasehold/leasehold/ui"
 )
 
 // Config is what Start wires.
@@ -54,6 +55,10 @@ type Node struct {
 	served chan error
 	api    net.Listener
 	log    *slog.Logger
+	// stopCharts ends the dashboard's metric sampler; charted is closed
+	// when it has.
+	stopCharts context.CancelFunc
+	charted    chan struct{}
 }
 
 // Start opens the node and serves its API. It does not wait for a leader.
@@ -99,12 +104,24 @@ func Start(cfg Config) (*Node, error) {
 		cn.Close()
 		return nil, err
 	}
+	dash, err := ui.New(ui.Config{API: srv.Handler(), Identify: identify(scfg.Auth), Metrics: reg,
+		Secure: scfg.TLS != nil, Logger: scfg.Logger})
+	if err != nil {
+		closeListeners()
+		cn.Close()
+		return nil, err
+	}
+	srv.Mount("/ui/", dash)
 	scheme := "http://"
 	if scfg.TLS != nil {
 		scheme = "https://"
 	}
 	n := &Node{Cluster: cn, Server: srv, Registry: reg, Metrics: metrics, Hub: hub, URL: scheme + cfg.API.Addr().String(),
 		served: make(chan error, 2), api: cfg.API, log: scfg.Logger}
+	var charts context.Context
+	charts, n.stopCharts = context.WithCancel(context.Background())
+	n.charted = make(chan struct{})
+	go func() { defer close(n.charted); dash.Sample(charts) }()
 	go func() { n.served <- srv.Serve(cfg.API) }()
 	if cfg.Metrics != nil {
 		go func() { n.served <- srv.ServeMetrics(cfg.Metrics) }()
@@ -127,6 +144,8 @@ func (n *Node) APIAddr() net.Addr { return n.api.Addr() }
 // the server also serves forwarded requests on a listener the node owns,
 // and that only ends once the node is closed.
 func (n *Node) Close(ctx context.Context) error {
+	n.stopCharts()
+	<-n.charted
 	shut := make(chan error, 1)
 	go func() { shut <- n.Server.Shutdown(ctx) }()
 	t := time.NewTimer(time.Second)
@@ -153,4 +172,17 @@ func (n *Node) Close(ctx context.Context) error {
 		return fmt.Errorf("close node: %w", err)
 	}
 	return nil
+}
+
+// identify tells the dashboard who a bearer token names, by the API's own
+// roles; without auth (a nil Authenticator) everyone is an anonymous
+// admin, as in the API.
+func identify(auth *server.Authenticator) func(string) (ui.Viewer, error) {
+	return func(token string) (ui.Viewer, error) {
+		p, err := auth.Lookup(token)
+		if err != nil {
+			return ui.Viewer{}, err
+		}
+		return ui.Viewer{Name: p.Name, CanView: p.Role >= server.RoleOperator, CanAct: p.Role >= server.RoleAdmin}, nil
+	}
 }

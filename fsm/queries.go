@@ -55,6 +55,28 @@ func (s *State) Queued(key string) (attempt string, secretHash [32]byte, ok bool
 	return w.Attempt, w.SecretHash, true
 }
 
+// Contended reports whether an acquire of resources would have to wait
+// now: one is held, in lock-delay or wanted by a waiter.
+func (s *State) Contended(resources []string) bool { return s.blocker(resources, nil) != nil }
+
+// GrantOf returns the grant the acquire with this key got, if its lease
+// still holds: the answer a retry would get (Dup set) and the attempt that
+// owns the grant. A caller that queued in one request and waits in the
+// next is answered from it when the grant landed in between, without a
+// log entry.
+func (s *State) GrantOf(key string) (r Result, attempt string, ok bool) {
+	rec := s.dedup.recs[key]
+	if key == "" || rec == nil || rec.kind != KindAcquire || rec.leaseID == 0 {
+		return Result{}, "", false
+	}
+	l := s.leases[rec.leaseID]
+	if l == nil || l.key != key {
+		return Result{}, "", false
+	}
+	view := l.Lease
+	return Result{Lease: &view, Remaining: rec.result.Remaining, Dup: true}, l.attempt, true
+}
+
 // Waiters lists the waiters for resource in the order they will be served.
 func (s *State) Waiters(resource string) []Waiter {
 	q := s.queues[resource]

@@ -134,6 +134,16 @@ func HashToken(token string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// Lookup is the principal a bearer token (without "Bearer ") names, for
+// fronts outside Connect such as the dashboard. A nil Authenticator (no
+// auth) answers as the API does: an anonymous admin.
+func (a *Authenticator) Lookup(token string) (Principal, error) {
+	if a == nil {
+		return anonymous, nil
+	}
+	return a.authenticate("Bearer " + token)
+}
+
 func (a *Authenticator) authenticate(header string) (Principal, error) {
 	// The scheme is case-insensitive and may be followed by more than one
 	// space (RFC 9110, section 11.1): "bearer TOKEN" is as good.

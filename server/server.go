@@ -109,6 +109,7 @@ type Server struct {
 	// maxConns and maxConnsPerClient bound the connections Serve accepts.
 	maxConns, maxConnsPerClient int
 	forwardOnce                 sync.Once
+	mux                         *http.ServeMux // the API listener's routes
 	metricsMux                  *http.ServeMux // /metrics, for ServeMetrics
 	mu                          sync.Mutex     // guards metricsSrv
 	metricsSrv                  *http.Server   // set by ServeMetrics
@@ -212,6 +213,7 @@ func New(cfg Config) (*Server, error) {
 	} else {
 		protocols.SetUnencryptedHTTP2(true) // gRPC without TLS
 	}
+	s.mux = mux
 	s.http = &http.Server{
 		Handler:           mux,
 		Protocols:         &protocols,
@@ -277,6 +279,11 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 
 // Handler is the server's HTTP handler (for tests and embedding).
 func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Mount serves h for the paths under pattern on the API listener, beside
+// the API (the dashboard: its handler calls the API through Handler, so it
+// is built after the server). Call it before Serve.
+func (s *Server) Mount(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Serve answers requests on l until Shutdown. The first call also starts
 // answering requests that other nodes forward over the raft port.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/fsm"
 )
 
@@ -40,7 +41,7 @@ func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire, proposal fsm.Co
 	var outcome <-chan fsm.Result
 	var res fsm.Result
 	var err error
-	queued := false
+	claimed := false
 	if cmd.Wait > 0 {
 		var stop func()
 		key := cmd.Key()
@@ -48,17 +49,26 @@ func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire, proposal fsm.Co
 		defer stop()
 		// A place in line a Batch took here, whose caller now waits for
 		// it: wait for it as the attempt that took it, without another log
-		// entry. Watching first means no grant is missed. (The key is
-		// scoped to the caller and secret, so only the same caller finds
-		// it; a place held by no Batch here is taken over by proposing
-		// the acquire again, as a retry.)
+		// entry. Watching first means no grant is missed. If the place was
+		// granted before the caller came back (the release's entry granted
+		// it), answer from that grant, also without an entry: a hand-off
+		// costs the release's entry alone. (The key is scoped to the
+		// caller and secret, so only the same caller finds it; a place
+		// held by no Batch here is taken over by proposing the acquire
+		// again, as a retry.)
 		if attempt, _, ok := s.node.Queued(key); ok && s.places.claim(key) {
-			cmd.Attempt, queued = attempt, true
+			cmd.Attempt, claimed = attempt, true
 			res = fsm.Result{Queued: true, Dup: true}
+		} else if granted, attempt, ok := s.node.GrantOf(key); ok && s.places.claim(key) {
+			cmd.Attempt, claimed = attempt, true
+			res = granted
 		}
 	}
-	if !queued {
-		res, err = s.node.Propose(ctx, proposal)
+	if !claimed {
+		var rs []fsm.Result
+		if rs, err = s.propose(ctx, []fsm.Command{proposal}); err == nil {
+			res = rs[0]
+		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -178,7 +188,7 @@ func (s *Service) Batch(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, 
 			r.Age = s.node.LeaseAge(r.LeaseID)
 		}
 	}
-	results, err := s.node.ProposeAll(ctx, cmds)
+	results, err := s.propose(ctx, cmds)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +198,33 @@ func (s *Service) Batch(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, 
 		}
 	}
 	return results, nil
+}
+
+// propose commits cmds in one log entry. Acquires that will all wait in
+// line ride behind (cluster.Node.ProposeBehind): in a contended hand-off
+// they share the entry of the release that is coming, rather than take a
+// commit ahead of it.
+func (s *Service) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
+	if willWait(s.node, cmds) {
+		return s.node.ProposeBehind(ctx, cmds)
+	}
+	return s.node.ProposeAll(ctx, cmds)
+}
+
+func willWait(node *cluster.Node, cmds []fsm.Command) bool {
+	for _, c := range cmds {
+		var a *fsm.Acquire
+		switch c := c.(type) {
+		case *fsm.Acquire:
+			a = c
+		case *fsm.Campaign:
+			a = &c.Acquire
+		}
+		if a == nil || a.Wait == 0 || !node.Contended(a.Resources) {
+			return false
+		}
+	}
+	return len(cmds) > 0
 }
 
 func isRelease(c fsm.Command) bool { _, ok := c.(*fsm.Release); return ok }

@@ -1,9 +1,12 @@
 package main_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +27,9 @@ func TestSecretsStaySecret(t *testing.T) {
 		workerTok   = "wrk-7f3a9c1e5b2d8f4a6c0e9b7d5f3a1c8e"
 		adminTok    = "adm-2b8d4f6a0c9e7b5d3f1a8c6e4b2d0f9a"
 		wrongSecret = "00000000000000000000000000000001"
+		idemSecret  = "1de05ec41de05ec41de05ec41de05ec4"
+		idemResult  = "idem-result-body-9d2c"
+		queueBody   = "queue-message-body-5b1e"
 	)
 	dir := t.TempDir()
 	authFile := filepath.Join(dir, "auth.json")
@@ -67,6 +73,42 @@ func TestSecretsStaySecret(t *testing.T) {
 	add("renew with a wrong secret", call(workerTok, "/leasehold.v1.Leases/Renew", fmt.Sprintf(`{"leaseId":"%d","secret":%q}`, leaseID, wrongSecret)))
 	add("worker inspecting", call(workerTok, "/leasehold.v1.Leases/Get", `{"resource":"jobs/x"}`))
 
+	// An idempotency key completed with a result body only its owner may read.
+	begin := call(workerTok, "/leasehold.v1.Idempotency/Begin",
+		fmt.Sprintf(`{"key":"jobs/pay-1","fingerprint":"YW1vdW50PTEw","attemptTtl":"30s","secret":%q}`, idemSecret))
+	var attempt uint64
+	fmt.Sscanf(begin[strings.Index(begin, `"attempt":"`)+11:], "%d", &attempt)
+	if complete := call(workerTok, "/leasehold.v1.Idempotency/Complete", fmt.Sprintf(`{"key":"jobs/pay-1","attempt":"%d","secret":%q,"result":%q}`,
+		attempt, idemSecret, base64.StdEncoding.EncodeToString([]byte(idemResult)))); !strings.Contains(complete, "HTTP 200") {
+		t.Fatalf("idempotency: %s / %s", begin, complete)
+	}
+	// A queued message whose body is the application's.
+	if created := call(adminTok, "/leasehold.v1.Queues/Create", `{"queue":"jobs/q","settings":{"maxReceives":1}}`); !strings.Contains(created, "HTTP 200") {
+		t.Fatalf("create a queue: %s", created)
+	}
+	for _, key := range []string{"k1", "k2"} {
+		if sent := call(workerTok, "/leasehold.v1.Queues/Send", fmt.Sprintf(`{"queue":"jobs/q","key":%q,"body":%q}`,
+			key, base64.StdEncoding.EncodeToString([]byte(queueBody)))); !strings.Contains(sent, "HTTP 200") {
+			t.Fatalf("send: %s", sent)
+		}
+	}
+	// Two messages: one stays in flight, the other dies (one receive
+	// allowed), so the dashboard has a delivery and a dead letter to show.
+	recv := call(workerTok, "/leasehold.v1.Queues/Receive", `{"queue":"jobs/q","max":2,"consumer":"queue-consumer-7"}`)
+	var seq, tok uint64
+	fmt.Sscanf(recv[strings.Index(recv, `"sequence":"`)+12:], "%d", &seq)
+	fmt.Sscanf(recv[strings.Index(recv, `"token":"`)+9:], "%d", &tok)
+	if nack := call(workerTok, "/leasehold.v1.Queues/Nack", fmt.Sprintf(`{"queue":"jobs/q","sequence":"%d","token":"%d","error":"boom"}`, seq, tok)); !strings.Contains(nack, "HTTP 200") {
+		t.Fatalf("receive %s; nack: %s", recv, nack)
+	}
+	dashboardPages := func(when string) {
+		t.Helper()
+		for what, s := range dashboard(t, n.url, adminTok) {
+			add("dashboard "+what+" "+when, s)
+		}
+	}
+	dashboardPages("while held")
+
 	env := append(childEnv(), "LEASEHOLD_TOKEN_FILE="+adminTokFile)
 	cli := func(args ...string) {
 		t.Helper()
@@ -85,6 +127,7 @@ func TestSecretsStaySecret(t *testing.T) {
 	cli("force-release", "jobs/x", "--lease", fmt.Sprint(leaseID), "--reason", "secrets test", "--yes")
 	cli("audit")
 	cli("audit", "--json")
+	dashboardPages("after the forced release")
 	add("release after the forced release", call(workerTok, "/leasehold.v1.Leases/Release", fmt.Sprintf(`{"leaseId":"%d","secret":%q}`, leaseID, secret)))
 
 	resp, err := http.Get(n.url + "/metrics")
@@ -105,13 +148,65 @@ func TestSecretsStaySecret(t *testing.T) {
 	}
 
 	for _, o := range outputs {
-		for name, s := range map[string]string{"the lease secret": secret, "the worker token": workerTok, "the admin token": adminTok, "the wrong secret": wrongSecret} {
+		for name, s := range map[string]string{"the lease secret": secret, "the worker token": workerTok, "the admin token": adminTok, "the wrong secret": wrongSecret,
+			"the idempotency secret": idemSecret, "the idempotency result": idemResult,
+			"the idempotency result in base64": base64.StdEncoding.EncodeToString([]byte(idemResult)),
+			"a queued message's body":          queueBody, "a queued message's body in base64": base64.StdEncoding.EncodeToString([]byte(queueBody))} {
 			if strings.Contains(o, s) {
 				t.Errorf("%s appears in %s", name, o[:strings.Index(o, ":\n")])
 			}
 		}
 	}
-	if !strings.Contains(strings.Join(outputs, "\n"), "secrets test") {
+	all := strings.Join(outputs, "\n")
+	for _, want := range []string{"nightly", "jobs/pay-1", "secrets test", "queue-consumer-7", "boom"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the dashboard's pages never show %q; are they showing anything?", want)
+		}
+	}
+	if !strings.Contains(all, "secrets test") {
 		t.Fatal("the audit output does not hold the forced release's reason")
 	}
+}
+
+// dashboard logs into the dashboard at url with token, as a browser does
+// (form, cookie), and fetches every page and data fragment; it returns
+// each response's headers and body by path. The login answer's own
+// Set-Cookie, which carries the token by design, is left out.
+func dashboard(t *testing.T, url, token string) map[string]string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	br := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	out := map[string]string{}
+	fetch := func(path string) string {
+		t.Helper()
+		resp, err := br.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var h strings.Builder
+		resp.Header.Write(&h)
+		out[path] = fmt.Sprintf("HTTP %d\n%s\n%s", resp.StatusCode, h.String(), b)
+		return string(b)
+	}
+	login := fetch("/ui/login")
+	i := strings.Index(login, `name="csrf" value="`)
+	if i < 0 {
+		t.Fatalf("the dashboard's login form has no form token:\n%s", login)
+	}
+	csrf := login[i+19 : i+51]
+	resp, err := br.PostForm(url+"/ui/login", neturl.Values{"csrf": {csrf}, "token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	out["POST /ui/login (body)"] = string(b)
+	for _, path := range []string{"/ui/leases", "/ui/leases/rows", "/ui/lease?resource=jobs/x", "/ui/force-release?resource=jobs/x",
+		"/ui/lease?resource=jobs/pay-1", "/ui/elections", "/ui/idempotency", "/ui/idempotency?prefix=jobs/", "/ui/queues", "/ui/queue?name=jobs/q", "/ui/groups", "/ui/cluster",
+		"/ui/cluster/rows", "/ui/audit", "/ui/audit?since=24h", "/ui/charts", "/ui/charts/svg"} {
+		fetch(path)
+	}
+	return out
 }

@@ -1,0 +1,27 @@
+#!/bin/sh
+# Runs the etcd-vs-leasehold lock comparison on this machine and prints its
+# table; results.md, results.json and results.svg land in
+# benchmarks/peers (or -out DIR). Extra arguments go to the program, e.g.
+#   benchmarks/peers/run.sh -nodes 1 -workers 16,64 -duration 10s
+# The full grid (1 and 3 nodes × 1,024 and 1 resources × 1, 16, 64
+# workers × 3 targets, 5 s rounds after 1 s of warm-up) takes about 4–5
+# minutes.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+if ! command -v etcd >/dev/null 2>&1; then
+	echo "etcd not found: installing Debian's etcd-server" >&2
+	if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+	$sudo apt-get update
+	$sudo apt-get install -y etcd-server
+	# The package may start a system etcd on 2379; the benchmark starts its
+	# own on free loopback ports and never touches that one.
+fi
+
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT INT TERM
+(cd "$root" && go build -o "$bin/leasehold" ./cmd/leasehold)
+(cd "$here" && go build -o "$bin/peers" .)
+echo "etcd: $(etcd --version | head -1); leasehold: $(cd "$root" && git describe --always --dirty 2>/dev/null || echo unknown)" >&2
+"$bin/peers" -etcd "$(command -v etcd)" -leasehold "$bin/leasehold" -out "$here" "$@"

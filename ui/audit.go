@@ -1,0 +1,68 @@
+package ui
+
+import (
+	"net/http"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/leasehold/leasehold"
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+)
+
+type auditRow struct {
+	Index, LeaseID, Token                             uint64
+	Time                                              time.Time
+	Actor, Action, Resource, Owner, Operation, Reason string
+}
+
+// auditFilter narrows the audit log; empty fields match everything.
+type auditFilter struct {
+	Resource, Actor, Action string
+	Since                   time.Duration
+	SinceText               string
+}
+
+// audit reads the newest records first.
+func (d *Dashboard) audit(r *http.Request, s *session, f auditFilter) ([]auditRow, error) {
+	res, err := d.admin.Audit(r.Context(), authed(s, &pb.AuditRequest{Since: durationpb.New(f.Since), Limit: leasehold.MaxListLimit}))
+	if err != nil {
+		return nil, err
+	}
+	var out []auditRow
+	for _, a := range res.Msg.Records {
+		if (f.Resource != "" && a.Resource != f.Resource) || (f.Actor != "" && a.Actor != f.Actor) || (f.Action != "" && a.Action != f.Action) {
+			continue
+		}
+		out = append(out, auditRow{Index: a.Index, LeaseID: a.LeaseId, Token: a.Token, Time: a.Time.AsTime(),
+			Actor: a.Actor, Action: a.Action, Resource: a.Resource, Owner: a.Owner, Operation: a.Operation, Reason: a.Reason})
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	f := auditFilter{Resource: q.Get("resource"), Actor: q.Get("actor"), Action: q.Get("action"), Since: time.Hour, SinceText: q.Get("since")}
+	if f.SinceText != "" {
+		v, err := time.ParseDuration(f.SinceText)
+		if err != nil || v < 0 {
+			d.fail(w, r, s, http.StatusBadRequest, "since is "+f.SinceText+"; give a duration such as 30m or 24h.")
+			return
+		}
+		f.Since = v
+	} else {
+		f.SinceText = "1h"
+	}
+	rows, err := d.audit(r, s, f)
+	if err != nil {
+		d.failAPI(w, r, s, err)
+		return
+	}
+	d.render(w, http.StatusOK, "audit", page{session: s, Title: "Audit log", Nav: "audit",
+		Data: struct {
+			Filter auditFilter
+			Rows   []auditRow
+		}{f, rows}})
+}

@@ -1,0 +1,178 @@
+// Package ui serves the operators' dashboard at /ui/ on every node:
+// server-rendered html/template pages, made live with htmx, embedded in
+// the binary so it works offline. static/htmx-2.0.10.min.js is
+// dist/htmx.min.js of bigskysoftware/htmx at tag v2.0.10, under the
+// 0BSD license in static/htmx-LICENSE.txt; charts are SVG drawn here.
+//
+// The dashboard is a client of the node's own API, called in process with
+// the viewer's bearer token: it shows and does exactly what the API allows
+// that token (an operator sees, an admin may force a release), a write made
+// on a follower is forwarded to the leader like any other, and the audit
+// log names the token's owner as the actor.
+package ui
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+)
+
+//go:embed static templates
+var files embed.FS
+
+// Viewer is who a bearer token names, as far as the dashboard cares.
+type Viewer struct {
+	Name    string
+	CanView bool // operator or admin: inspection, cluster status, audit log
+	CanAct  bool // admin: forced release
+}
+
+// ErrUnknownToken is what Config.Identify returns for a token the node
+// does not know (any error will do; the message is shown at login).
+var ErrUnknownToken = errors.New("unknown token")
+
+// Config wires a dashboard.
+type Config struct {
+	// API is the node's API handler (server.Server.Handler): every page
+	// reads through it.
+	API http.Handler
+	// Identify names the viewer of a bearer token ("" when the browser
+	// sent none). Without auth it answers for "" as the API would: an
+	// anonymous admin.
+	Identify func(token string) (Viewer, error)
+	// Metrics is the node's registry, sampled for the charts.
+	Metrics prometheus.Gatherer
+	// Secure marks the cookies Secure (the API is served over TLS).
+	Secure bool
+	Logger *slog.Logger
+	// SampleEvery is the charts' step (default a minute) and Samples how
+	// many steps they keep (default 60: the last hour).
+	SampleEvery time.Duration
+	Samples     int
+}
+
+// A view is one entry of the menu, one per primitive the node serves.
+type view struct{ Nav, Title, Path string }
+
+var views = []view{
+	{"leases", "Leases", "/ui/leases"},
+	{"elections", "Elections", "/ui/elections"},
+	{"idempotency", "Idempotency keys", "/ui/idempotency"},
+	{"queues", "Queues", "/ui/queues"},
+	{"groups", "Groups", "/ui/groups"},
+	{"cluster", "Cluster", "/ui/cluster"},
+	{"audit", "Audit log", "/ui/audit"},
+	{"charts", "Charts", "/ui/charts"},
+}
+
+// Dashboard is the http.Handler of /ui/.
+type Dashboard struct {
+	cfg      Config
+	mux      *http.ServeMux
+	pages    map[string]*template.Template
+	admin    leaseholdv1connect.AdminClient
+	cluster  leaseholdv1connect.ClusterClient
+	elect    leaseholdv1connect.ElectionsClient
+	idem     leaseholdv1connect.IdempotencyClient
+	watch    leaseholdv1connect.WatchClient
+	queues   leaseholdv1connect.QueuesClient
+	groups   leaseholdv1connect.GroupsClient
+	charts   *sampler
+	risk     template.HTML // the runbook's forced-release section
+	log      *slog.Logger
+	loginTpl *template.Template
+}
+
+// New builds a dashboard. Run its sampler with Sample.
+func New(cfg Config) (*Dashboard, error) {
+	if cfg.API == nil || cfg.Identify == nil || cfg.Metrics == nil {
+		return nil, errors.New("ui: API, Identify and Metrics are required")
+	}
+	if cfg.SampleEvery <= 0 {
+		cfg.SampleEvery = time.Minute
+	}
+	if cfg.Samples <= 0 {
+		cfg.Samples = 60
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	d := &Dashboard{cfg: cfg, log: cfg.Logger, charts: newSampler(cfg.Metrics, cfg.Samples)}
+	hc, base := inProcess{api: cfg.API}, "http://node.in-process"
+	opt := connect.WithClientOptions()
+	d.admin = leaseholdv1connect.NewAdminClient(hc, base, opt)
+	d.cluster = leaseholdv1connect.NewClusterClient(hc, base, opt)
+	d.elect = leaseholdv1connect.NewElectionsClient(hc, base, opt)
+	d.idem = leaseholdv1connect.NewIdempotencyClient(hc, base, opt)
+	d.watch = leaseholdv1connect.NewWatchClient(hc, base, opt)
+	d.queues = leaseholdv1connect.NewQueuesClient(hc, base, opt)
+	d.groups = leaseholdv1connect.NewGroupsClient(hc, base, opt)
+	if err := d.parse(); err != nil {
+		return nil, err
+	}
+	d.routes()
+	return d, nil
+}
+
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	// Nothing here may be framed, sniffed, or load a script from elsewhere.
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	d.mux.ServeHTTP(w, r)
+}
+
+// Sample records a chart sample every SampleEvery until ctx ends.
+func (d *Dashboard) Sample(ctx context.Context) {
+	d.charts.take(time.Now())
+	t := time.NewTicker(d.cfg.SampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			d.charts.take(now)
+		}
+	}
+}
+
+func (d *Dashboard) routes() {
+	m := http.NewServeMux()
+	static, _ := fs.Sub(files, "static")
+	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/leases", http.StatusSeeOther)
+	})
+	m.HandleFunc("GET /ui/login", d.loginForm)
+	m.HandleFunc("POST /ui/login", d.login)
+	m.HandleFunc("POST /ui/logout", d.logout)
+	m.HandleFunc("GET /ui/leases", d.viewing(d.leasesPage))
+	m.HandleFunc("GET /ui/leases/rows", d.viewing(d.leaseRows))
+	m.HandleFunc("GET /ui/lease", d.viewing(d.leasePage))
+	m.HandleFunc("GET /ui/force-release", d.viewing(d.forceForm))
+	m.HandleFunc("POST /ui/force-release", d.viewing(d.forceRelease))
+	m.HandleFunc("GET /ui/elections", d.viewing(d.electionsPage))
+	m.HandleFunc("GET /ui/idempotency", d.viewing(d.idemPage))
+	m.HandleFunc("GET /ui/queues", d.viewing(d.queuesPage))
+	m.HandleFunc("GET /ui/queue", d.viewing(d.queuePage))
+	m.HandleFunc("GET /ui/groups", d.viewing(d.groupsPage))
+	m.HandleFunc("GET /ui/group", d.viewing(d.groupPage))
+	m.HandleFunc("GET /ui/cluster", d.viewing(d.clusterPage))
+	m.HandleFunc("GET /ui/cluster/rows", d.viewing(d.clusterRows))
+	m.HandleFunc("GET /ui/audit", d.viewing(d.auditPage))
+	m.HandleFunc("GET /ui/charts", d.viewing(d.chartsPage))
+	m.HandleFunc("GET /ui/charts/svg", d.viewing(d.chartsFragment))
+	d.mux = m
+}
