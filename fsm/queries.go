@@ -73,8 +73,8 @@ func (s *State) GrantOf(key string) (r Result, attempt string, ok bool) {
 	if l == nil || l.key != key {
 		return Result{}, "", false
 	}
-	view := l.Lease
-	return Result{Lease: &view, Remaining: rec.result.Remaining, Dup: true}, l.attempt, true
+	view := l.view()
+	return Result{Lease: &view, Remaining: rec.answer().Remaining, Dup: true}, l.attempt, true
 }
 
 // Waiters lists the waiters for resource in the order they will be served.
