@@ -41,6 +41,15 @@ type dedupRec struct {
 // answer is the recorded result; a granted acquire's lease carries only
 // its id.
 func (rec *dedupRec) answer() Result {
+	if rec.leaseID != 0 {
+		return rec.answerIn(new(leasehold.Lease))
+	}
+	return rec.answerIn(nil)
+}
+
+// answerIn is answer with a granted acquire's lease written into l, so a
+// snapshot of the window allocates none per record.
+func (rec *dedupRec) answerIn(l *leasehold.Lease) Result {
 	var r Result
 	if rec.more != nil {
 		r = *rec.more
@@ -48,7 +57,8 @@ func (rec *dedupRec) answer() Result {
 		r.Err, r.Remaining = rec.err, rec.remaining
 	}
 	if rec.leaseID != 0 {
-		r.Lease = &leasehold.Lease{ID: rec.leaseID}
+		*l = leasehold.Lease{ID: rec.leaseID}
+		r.Lease = l
 	}
 	return r
 }
@@ -167,12 +177,13 @@ func (d *dedup) each(f func(*dedupRec)) {
 // Version 6 added a transaction's answer after its result.
 func writeDedup(s *State, e *encoder) {
 	e.uvarint(uint64(s.dedup.len()))
+	var lease leasehold.Lease
 	s.dedup.each(func(rec *dedupRec) {
 		e.str(rec.key)
 		e.byte1(byte(rec.kind))
 		e.varint(rec.time)
 		e.b = append(e.b, rec.sum[:]...)
-		r := rec.answer()
+		r := rec.answerIn(&lease)
 		encodeResult(e, r)
 		if rec.kind == KindTxn {
 			encodeTxnResult(e, r.Txn)

@@ -11,6 +11,7 @@ import (
 	"crypto/subtle"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -182,7 +183,8 @@ type State struct {
 	now          int64                  // the time of the entry being applied
 	sems         map[string]*semaphore  // names in use as semaphores (semaphore.go)
 
-	scratch encoder // a buffer for fingerprints (request.go); not state
+	scratch  encoder      // a buffer for fingerprints (request.go); not state
+	snapSize atomic.Int64 // the last snapshot's size, to size the next one's buffer; not state
 }
 
 // New returns an empty state. obs may be nil.
