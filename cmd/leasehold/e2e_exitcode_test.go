@@ -23,6 +23,30 @@ func TestExitCodes(t *testing.T) {
 	gone := n.acquire("ex/gone", "--ttl", "1m")
 	n.lhOK("release", "--lease", strconv.FormatUint(gone.LeaseID, 10), "--secret", gone.Secret)
 	id := strconv.FormatUint(held.LeaseID, 10)
+	// A queue with a message in flight, a full queue, a group, a backup
+	// and a damaged copy of it.
+	n.lhOK("queue", "create", "ex/q")
+	n.lhOK("queue", "send", "ex/q", "--key", "k", "--body", "b")
+	var got cliout.Received
+	if err := decodeStrict(n.lhOK("queue", "receive", "ex/q", "--json").stdout, &got); err != nil || len(got.Deliveries) != 1 {
+		t.Fatalf("receive from ex/q: %+v, %v", got, err)
+	}
+	d := got.Deliveries[0]
+	seq, staleTok := strconv.FormatUint(d.Sequence, 10), strconv.FormatUint(d.Token+1, 10)
+	n.lhOK("queue", "create", "ex/full", "--max-depth", "1")
+	n.lhOK("queue", "send", "ex/full", "--key", "k", "--body", "b")
+	n.lhOK("groups", "create", "ex-g", "--partitions", "2")
+	dir := t.TempDir()
+	backup, damaged := filepath.Join(dir, "ok.lhsnap"), filepath.Join(dir, "damaged.lhsnap")
+	n.lhOK("snapshot", "save", backup)
+	raw, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-1] ^= 0xff
+	if err := os.WriteFile(damaged, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -41,6 +65,30 @@ func TestExitCodes(t *testing.T) {
 		{"lease gone", []string{"release", "--lease", strconv.FormatUint(gone.LeaseID, 10), "--secret", gone.Secret}, 5},
 		{"not found", []string{"idem", "show", "no/such/key"}, 6},
 		{"force-release without a terminal", []string{"force-release", "ex/held", "--lease", id, "--reason", "test"}, 2},
+		{"queue: bad flag value", []string{"queue", "receive", "ex/q", "--max", "0"}, 2},
+		{"queue: ack without a token", []string{"queue", "ack", "ex/q", "--sequence", seq}, 2},
+		{"queue: unknown subcommand", []string{"queue", "frobnicate"}, 2},
+		{"queue: not found", []string{"queue", "show", "ex/no-such-queue"}, 6},
+		{"queue: send to a missing queue", []string{"queue", "send", "ex/no-such-queue", "--key", "k", "--body", "b"}, 6},
+		{"queue: stale delivery token", []string{"queue", "ack", "ex/q", "--sequence", seq, "--token", staleTok}, 5},
+		{"queue: extend with a stale token", []string{"queue", "extend", "ex/q", "--sequence", seq, "--token", staleTok, "--visibility", "30s"}, 5},
+		{"queue: backpressure", []string{"queue", "send", "ex/full", "--key", "k", "--body", "b2"}, 9},
+		{"groups: create without --partitions", []string{"groups", "create", "ex-g2"}, 2},
+		{"groups: delete without --reason", []string{"groups", "delete", "ex-g", "--yes"}, 2},
+		{"groups: not found", []string{"groups", "show", "ex-no-such-group"}, 6},
+		{"groups: grow a missing group", []string{"groups", "grow", "ex-no-such-group", "--partitions", "4"}, 6},
+		{"groups: already exists", []string{"groups", "create", "ex-g", "--partitions", "3"}, 3},
+		{"groups run: no --member", []string{"groups", "run", "ex-g", "--", "true"}, 2},
+		{"groups run: no command after --", []string{"groups", "run", "ex-g", "--member", "m", "true"}, 2},
+		{"groups run: bad --cgroup", []string{"groups", "run", "ex-g", "--member", "m", "--cgroup", "on", "--", "true"}, 2},
+		{"groups run: grace too long", []string{"groups", "run", "ex-g", "--member", "m", "--ttl", "4s", "--grace", "3s", "--", "true"}, 2},
+		{"groups run: no such group", []string{"groups", "run", "ex-no-such-group", "--member", "m", "--ttl", "3s", "--", "true"}, 125},
+		{"groups run: command not found", []string{"groups", "run", "ex-g", "--member", "m", "--", "no-such-command-leasehold"}, 127},
+		{"snapshot: damaged backup", []string{"snapshot", "inspect", damaged}, 1},
+		{"snapshot: restore a damaged backup", []string{"snapshot", "restore", damaged, "--data-dir", filepath.Join(dir, "never")}, 1},
+		{"snapshot: restore without --data-dir", []string{"snapshot", "restore", backup}, 2},
+		{"snapshot: no such file", []string{"snapshot", "inspect", filepath.Join(dir, "no-such.lhsnap")}, 2},
+		{"snapshot: unknown subcommand", []string{"snapshot", "frobnicate"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := n.with(t).lh(tc.args...)
@@ -76,9 +124,12 @@ func TestExitCodes(t *testing.T) {
 	})
 
 	t.Run("unreachable", func(t *testing.T) {
-		r := lhEnv(t, childEnv(), "status", "--endpoints", "http://"+freeAddr(t), "--timeout", "1s", "x")
-		if r.code != 7 {
-			t.Errorf("status of an unreachable node: exit %d, want 7\n%s", r.code, r)
+		for _, args := range [][]string{{"status", "x"}, {"snapshot", "save", filepath.Join(dir, "never.lhsnap")},
+			{"queue", "list"}, {"groups", "show", "g"}} {
+			r := lhEnv(t, childEnv(), append(args, "--endpoints", "http://"+freeAddr(t), "--timeout", "1s")...)
+			if r.code != 7 {
+				t.Errorf("%s of an unreachable node: exit %d, want 7\n%s", strings.Join(args, " "), r.code, r)
+			}
 		}
 	})
 }

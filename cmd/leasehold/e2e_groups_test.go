@@ -51,12 +51,17 @@ func TestGroupsCommands(t *testing.T) {
 	if show.Partitions != 6 || len(show.PartitionList) != 6 || show.Unowned != 6 {
 		t.Fatalf("show after grow: %+v", show)
 	}
-	var list []map[string]any
+	var list struct {
+		Groups []map[string]any `json:"groups"`
+	}
 	if err := json.Unmarshal([]byte(n.lhOK("groups", "--json").stdout), &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 1 || list[0]["group"] != "orders" || list[0]["partitions"] != float64(6) {
+	if len(list.Groups) != 1 || list.Groups[0]["group"] != "orders" || list.Groups[0]["partitions"] != float64(6) {
 		t.Fatalf("groups --json: %v", list)
+	}
+	if r := n.lhOK("groups", "-o", "wide"); !strings.Contains(r.stdout, "REVOKE TIMEOUT") || !strings.Contains(r.stdout, "orders") {
+		t.Fatalf("groups -o wide: want the revoke timeout and creation columns\n%s", r)
 	}
 	if r := n.lh("groups", "show", "nope"); r.code == 0 {
 		t.Fatalf("show of a missing group: %s", r)

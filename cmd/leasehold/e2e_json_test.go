@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -40,6 +41,33 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 		"--ttl", "10s", "--cgroup", "off", "--", "sleep", "60")
 	watch := startProc(t, dir, "watch", childEnv(), "watch", "--endpoints", n.url, "--json", "--from-index", "0", "j/")
 	observe := startProc(t, dir, "observe", childEnv(), "elect", "--endpoints", n.url, "j/election", "--observe", "--json")
+	// A queue with three deliveries in flight (one each to ack, nack into a
+	// dead letter, extend) and one message ready; a group with a member.
+	n.lhOK("queue", "create", "j/q", "--max-receives", "1")
+	for _, k := range []string{"a", "b", "c", "d"} {
+		n.lhOK("queue", "send", "j/q", "--key", k, "--body", "body of "+k)
+	}
+	var inFlight cliout.Received
+	if err := decodeStrict(n.lhOK("queue", "receive", "j/q", "--max", "3", "--json").stdout, &inFlight); err != nil || len(inFlight.Deliveries) != 3 {
+		t.Fatalf("receive 3 from j/q: %+v, %v", inFlight, err)
+	}
+	delivery := func(i int) []string {
+		d := inFlight.Deliveries[i]
+		return []string{"j/q", "--sequence", strconv.FormatUint(d.Sequence, 10), "--token", strconv.FormatUint(d.Token, 10)}
+	}
+	n.lhOK("groups", "create", "j-g", "--partitions", "2")
+	member := startProc(t, dir, "member", childEnv(), "groups", "run", "j-g", "--endpoints", n.url, "--member", "m1",
+		"--ttl", "10s", "--cgroup", "off", "--", "sleep", "60")
+	backup := filepath.Join(dir, "backup.lhsnap")
+	checkFor(t, 20*time.Second, func() error {
+		if member.Exited() {
+			t.Fatalf("groups run ended early:\n%s", member.Stderr())
+		}
+		if !strings.Contains(n.lhOK("groups", "show", "j-g").stdout, "m1") {
+			return fmt.Errorf("j-g has no member yet")
+		}
+		return nil
+	})
 	checkFor(t, 20*time.Second, func() error {
 		if waiter.Exited() || elect.Exited() {
 			t.Fatalf("a background command ended early:\n%s\n%s", waiter.Stderr(), elect.Stderr())
@@ -81,12 +109,37 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 		{"version", []string{"version"}, "", &cliout.Version{}},
 		{"bench", []string{"bench", "--duration", "500ms", "--warmup", "0s", "--clients", "2", "--resources", "8"}, "", &bench.Report{}},
 		{"release", []string{"release", "--lease", strconv.FormatUint(rel.LeaseID, 10), "--secret", rel.Secret}, "", &cliout.Released{}},
+		{"acquire --limit", []string{"acquire", "--ttl", "1m", "--limit", "3", "j/sem"}, "", &cliout.Acquired{}},
+		{"queue create", []string{"queue", "create", "j/q", "--max-receives", "1"}, "", &cliout.Queue{}},
+		{"queue list", []string{"queue", "list"}, "", &cliout.Queues{}},
+		{"queue show", []string{"queue", "show", "j/q"}, "", &cliout.Queue{}},
+		{"queue send", []string{"queue", "send", "j/q", "--key", "e", "--body", "e"}, "", &cliout.Sent{}},
+		{"queue receive", []string{"queue", "receive", "j/q", "--max", "2"}, "", &cliout.Received{}},
+		{"queue ack", append([]string{"queue", "ack"}, delivery(0)...), "", &cliout.Acked{}},
+		{"queue nack", append([]string{"queue", "nack", "--error", "boom"}, delivery(1)...), "", &cliout.Nacked{}},
+		{"queue extend", append([]string{"queue", "extend", "--visibility", "1m"}, delivery(2)...), "", &cliout.Extended{}},
+		{"queue dead-letters", []string{"queue", "dead-letters", "j/q"}, "", &cliout.DeadLetters{}},
+		{"queue redrive", []string{"queue", "redrive", "j/q"}, "", &cliout.Redriven{}},
+		{"queue purge", []string{"queue", "purge", "j/q", "--reason", "json test", "--yes"}, "", &cliout.Purged{}},
+		{"queue delete", []string{"queue", "delete", "j/q", "--reason", "json test", "--yes"}, "", &cliout.QueueDeleted{}},
+		{"groups", []string{"groups"}, "", &cliout.Groups{}},
+		{"groups show", []string{"groups", "show", "j-g"}, "", &cliout.GroupDetail{}},
+		{"groups create", []string{"groups", "create", "j-g2", "--partitions", "2", "--revoke-timeout", "5s"}, "", &cliout.Group{}},
+		{"groups grow", []string{"groups", "grow", "j-g2", "--partitions", "4"}, "", &cliout.Group{}},
+		{"groups delete", []string{"groups", "delete", "j-g2", "--reason", "json test", "--yes"}, "", &cliout.GroupDeleted{}},
+		{"snapshot save", []string{"snapshot", "save", backup}, "", &cliout.Backup{}},
+		{"snapshot inspect", []string{"snapshot", "inspect", backup}, "", &cliout.BackupInspected{}},
+		{"snapshot restore", []string{"snapshot", "restore", backup, "--data-dir", filepath.Join(dir, "restored")}, "", &cliout.Restored{}},
 	}
+	// Commands that change something once, and the first output of each.
+	once := []string{"acquire", "kv delete", "release", "queue ack", "queue nack", "queue extend", "queue delete",
+		"groups create", "groups grow", "groups delete", "snapshot restore"}
+	outs := map[string]string{}
 	var docs []string
 	for _, tc := range cases {
 		for _, flag := range []string{"--json", "-o=json"} {
 			args := append(slices.Clone(tc.args), flag)
-			if flag == "-o=json" && slices.Contains([]string{"acquire", "kv delete", "release"}, tc.name) {
+			if flag == "-o=json" && slices.Contains(once, tc.name) {
 				continue // done once
 			}
 			r := lhStdin(t, tc.stdin, append([]string{args[0], "--endpoints", n.url}, args[1:]...)...)
@@ -99,7 +152,20 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 				t.Errorf("%s %s: does not decode into %T: %v\n%s", tc.name, flag, tc.into, err, r.stdout)
 			}
 			docs = append(docs, r.stdout)
+			if _, ok := outs[tc.name]; !ok {
+				outs[tc.name] = r.stdout
+			}
 		}
+	}
+	// A message is named by one number, its sequence, from receive to ack
+	// and to its dead letter.
+	var acked cliout.Acked
+	var dead cliout.DeadLetters
+	if json.Unmarshal([]byte(outs["queue ack"]), &acked) != nil || acked.Sequence != inFlight.Deliveries[0].Sequence ||
+		json.Unmarshal([]byte(outs["queue dead-letters"]), &dead) != nil || len(dead.DeadLetters) != 1 ||
+		dead.DeadLetters[0].Sequence != inFlight.Deliveries[1].Sequence || dead.DeadLetters[0].Note != "boom" {
+		t.Errorf("received %+v; ack printed %s; dead-letters printed %s: want the same sequence in each",
+			inFlight.Deliveries, outs["queue ack"], outs["queue dead-letters"])
 	}
 	// renew (run twice above) renewed the lease and kept its progress note.
 	if h := n.status("j/held").Holder; h == nil || h.RenewCount < 2 || h.Progress != "rows 1-10" {
@@ -142,7 +208,9 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 		}
 		checkConventions(t, "", v, seen)
 	}
-	for _, want := range []string{"lease_id", "token", "secret", "resource", "resources", "owner", "expires_in", "key", "version", "node_id", "election", "acquired_at"} {
+	for _, want := range []string{"lease_id", "token", "secret", "resource", "resources", "owner", "expires_in", "key", "version", "node_id",
+		"election", "acquired_at", "slot", "limit", "queue", "sequence", "sent_at", "died_at", "group", "member", "partition", "epoch",
+		"revoke_timeout", "taken_at", "last_token", "token_floor"} {
 		if !seen[want] {
 			t.Errorf("no output has the key %q: the table misses a command", want)
 		}
@@ -153,12 +221,15 @@ var (
 	snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 	// Keys that must not appear: another name for a concept that has one.
 	otherNames = map[string]string{"id": "lease_id or node_id", "leaseId": "lease_id", "lease": "lease_id",
-		"expiresIn": "expires_in", "leader_id": "leader_node_id"}
+		"expiresIn": "expires_in", "leader_id": "leader_node_id", "delivery_id": "sequence", "delivery": "sequence",
+		"seq": "sequence", "generation": "epoch", "partition_id": "partition"}
 	durationKeys = map[string]bool{"ttl": true, "expires_in": true, "lock_delay": true, "max_hold": true, "held_for": true,
-		"oldest_wait": true, "wait": true, "waiting": true, "safe_for": true, "last_contact": true, "retention": true}
+		"oldest_wait": true, "wait": true, "waiting": true, "safe_for": true, "last_contact": true, "retention": true,
+		"visibility": true, "oldest_age": true, "dedup_window": true, "revoke_timeout": true, "delay": true}
 	numberKeys = map[string]bool{"lease_id": true, "token": true, "index": true, "version": true, "term": true,
 		"renew_count": true, "commit_index": true, "applied_index": true, "last_index": true, "candidates": true,
-		"waiter_count": true, "result_size": true}
+		"waiter_count": true, "result_size": true, "sequence": true, "epoch": true, "partition": true, "partitions": true,
+		"receives": true, "depth": true, "last_token": true, "token_floor": true, "size": true, "rebalances": true}
 )
 
 // checkConventions walks a decoded JSON value and checks each key.
@@ -189,8 +260,14 @@ func checkConventions(t *testing.T, path string, v any, seen map[string]bool) {
 					t.Errorf("%s: %q is not a Go duration", at, s)
 				}
 			case numberKeys[k]:
-				if _, ok := e.(float64); !ok {
-					t.Errorf("%s: %v (%T); want a JSON number", at, e, e)
+				nums, isList := e.([]any) // a member's partitions: a list of numbers
+				if !isList {
+					nums = []any{e}
+				}
+				for _, e := range nums {
+					if _, ok := e.(float64); !ok {
+						t.Errorf("%s: %v (%T); want a JSON number", at, e, e)
+					}
 				}
 			case strings.HasSuffix(k, "_at") || k == "time" || k == "since" || k == "safe_deadline":
 				s, _ := e.(string)

@@ -12,27 +12,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
-
-// snapshotInspected is `leasehold snapshot inspect --json` output.
-type snapshotInspected struct {
-	File       string `json:"file"`
-	Index      uint64 `json:"index"`
-	Term       uint64 `json:"term"`
-	Format     int    `json:"format"`
-	Size       int64  `json:"size"`
-	SHA256     string `json:"sha256"`
-	NodeID     string `json:"node_id"`
-	TakenAt    string `json:"taken_at"`
-	LastToken  uint64 `json:"last_token"`
-	Leases     int    `json:"leases"`
-	Waiters    int    `json:"waiters"`
-	Keys       int    `json:"keys"`
-	Elections  int    `json:"elections"`
-	Semaphores int    `json:"semaphores"`
-	IdemKeys   int    `json:"idempotency_keys"`
-	Queues     int    `json:"queues"`
-}
 
 // A backup saved from a node under load (acquires and KV puts running)
 // restores into a fresh node of a new cluster: every lease and key
@@ -122,7 +103,7 @@ func TestSnapshotSaveUnderLoadAndRestore(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("inspect: %s", r)
 	}
-	var info snapshotInspected
+	var info cliout.BackupInspected
 	dec := json.NewDecoder(strings.NewReader(r.stdout))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&info); err != nil {

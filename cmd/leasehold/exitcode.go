@@ -22,7 +22,7 @@ const (
 	exitConflict      = 3   // held, already exists, a version or state conflict
 	exitWaitTimeout   = 4   // waited the whole --wait without a grant
 	exitNotHolder     = 5   // not the holder, a stale token, the lease is gone
-	exitNotFound      = 6   // no such key, election, idempotency key, ...
+	exitNotFound      = 6   // no such key, election, idempotency key, queue, group
 	exitUnavailable   = 7   // no quorum, or no node answered within --timeout
 	exitPermission    = 8   // unauthenticated or not allowed
 	exitExhausted     = 9   // over a limit or rate: retry later
@@ -43,14 +43,14 @@ var exitCodes = []struct {
 	{exitConflict, "held, already exists or conflict: the resource is held, a version or state did not match"},
 	{exitWaitTimeout, "wait timed out: no grant within --wait"},
 	{exitNotHolder, "not the holder: a wrong secret, a stale fencing token, or the lease is gone (expired or released)"},
-	{exitNotFound, "not found: no such key, election or idempotency key"},
+	{exitNotFound, "not found: no such key, election, idempotency key, queue or group"},
 	{exitUnavailable, "unavailable: no quorum or leader, or no node answered within --timeout"},
 	{exitPermission, "permission denied or unauthenticated"},
-	{exitExhausted, "resource exhausted: over a limit or a rate; retry later"},
+	{exitExhausted, "resource exhausted: over a limit or a rate (a full queue); retry later"},
 	{exitLeaseLost, "run, elect: the command was stopped because the lease could not be kept"},
-	{exitNoLease, "run, elect: the lease could not be had (held, wait timed out, unreachable, ...)"},
-	{exitNotExecutable, "run, elect: the command is not executable"},
-	{exitNoCommand, "run, elect: the command was not found"},
+	{exitNoLease, "run, elect, groups run: the lease could not be had (held, wait timed out, unreachable, no such group, ...)"},
+	{exitNotExecutable, "run, elect, groups run: the command is not executable"},
+	{exitNoCommand, "run, elect, groups run: the command was not found"},
 }
 
 // Otherwise run and elect exit with the command's own status (128 + N if
@@ -172,6 +172,8 @@ func exitCodesText() string {
 	writeExitCodes(&b)
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "Otherwise run and elect exit with the command's own status (128+N if signal N ended it).")
+	fmt.Fprintln(&b, "groups run never exits 124: a lost session stops its children and it joins again.")
+	fmt.Fprintln(&b, "A damaged backup file (snapshot inspect, restore) exits 1: the command line was right, the file is not.")
 	return b.String()
 }
 

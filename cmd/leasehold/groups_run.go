@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"syscall"
 	"time"
@@ -15,13 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/groups"
-)
-
-// Exit statuses of groups run (the shared conventions of run and elect).
-const (
-	exitGroupsNoSession     = 125 // could not join the group
-	exitGroupsNotExecutable = 126
-	exitGroupsNoCommand     = 127
 )
 
 type groupsRunFlags struct {
@@ -45,19 +36,20 @@ the session's local safe deadline, even if this process is stopped or killed.
 A child that exits with a non-zero status is started again (with a backoff) while
 the partition is still M's; one that exits 0 leaves its partition idle until it is
 revoked. A lost session is joined again. On SIGINT or SIGTERM every child is
-stopped, M leaves the group, and groups run exits 0. Exit statuses: 125 the group
-could not be joined (no such group, refused), 126 CMD is not executable, 127 CMD
-was not found.`,
+stopped, M leaves the group, and groups run exits 0. Exit statuses: 2 a usage
+mistake, 125 the group could not be joined (no such group, refused), 126 CMD is
+not executable, 127 CMD was not found. A lost session does not end groups run (its
+children are stopped and it joins again), so it never exits 124.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
-				return errors.New("usage: leasehold groups run GROUP --member M [flags] -- CMD [ARGS...]")
+				return usagef("usage: leasehold groups run GROUP --member M [flags] -- CMD [ARGS...]")
 			}
 			if f.member == "" {
-				return errors.New("--member is required: this member's name in the group, unique among its members")
+				return usagef("--member is required: this member's name in the group, unique among its members")
 			}
 			if f.cgroup != "auto" && f.cgroup != "off" {
-				return fmt.Errorf("--cgroup %q: want auto or off", f.cgroup)
+				return usagef("--cgroup %q: want auto or off", f.cgroup)
 			}
 			if !cmd.Flags().Changed("grace") {
 				f.grace = defaultGrace(f.ttl)
@@ -75,15 +67,11 @@ was not found.`,
 
 func groupsRun(ctx context.Context, g *globals, f *groupsRunFlags, group string, argv []string) error {
 	if f.grace < 0 || f.grace+killMargin >= f.ttl/2 {
-		return fmt.Errorf("--grace %v is too long for --ttl %v: SIGTERM must come well before the session can lapse; use a grace under %v",
+		return usagef("--grace %v is too long for --ttl %v: SIGTERM must come well before the session can lapse; use a grace under %v",
 			f.grace, f.ttl, max(0, f.ttl/2-killMargin))
 	}
-	if _, err := exec.LookPath(argv[0]); err != nil {
-		fmt.Fprintf(os.Stderr, "leasehold groups run: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return exitError{code: exitGroupsNoCommand}
-		}
-		return exitError{code: exitGroupsNotExecutable}
+	if _, err := lookCommand(argv[0]); err != nil {
+		return err
 	}
 	c, err := g.client()
 	if err != nil {
@@ -97,11 +85,10 @@ func groupsRun(ctx context.Context, g *globals, f *groupsRunFlags, group string,
 	// Cancel a partition when the watchdog would send SIGTERM: both stop
 	// the child by the session's deadline.
 	err = groups.Run(ctx, c, group, f.member, child, groups.TTL(f.ttl), groups.StopMargin(f.grace+killMargin), groups.Logger(log))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "leasehold groups run: %v\n", err)
-		return exitError{code: exitGroupsNoSession}
+	if err != nil && exitCode(err) != exitUsage { // an invalid member name stays a usage error
+		return exitError{code: exitNoLease, err: fmt.Errorf("groups run: %w", err)}
 	}
-	return nil
+	return err
 }
 
 // partitionLease is what the watchdog's supervisor needs of a partition

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 // Keyed queues: queue create|list|show|purge|delete here, the message
@@ -26,7 +26,7 @@ func newQueue(g *globals) *cobra.Command {
 
 func newQueueCreate(g *globals) *cobra.Command {
 	var s client.QueueSettings
-	var asJSON bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "create QUEUE",
 		Short: "Create a queue (or show it, if it exists with the same settings); zero flags take the defaults",
@@ -44,11 +44,7 @@ func newQueueCreate(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printOut(cmd.OutOrStdout(), queueOutOf(q))
-			}
-			printQueue(cmd.OutOrStdout(), q)
-			return nil
+			return o.print(cmd.OutOrStdout(), cliout.FromQueue(q), func(w io.Writer) error { printQueue(w, q); return nil })
 		},
 	}
 	f := cmd.Flags()
@@ -61,13 +57,13 @@ func newQueueCreate(g *globals) *cobra.Command {
 	f.DurationVar(&s.DedupWindow, "dedup-window", 0, "how long a dedup id is remembered: 1s to 24h (default 5m)")
 	f.StringVar(&s.DeadLetter, "dead-letter", client.DeadLetterSkip,
 		"what a key does after its head message is dead-lettered: skip (go on with the next) or block (wait for a redrive)")
-	f.BoolVar(&asJSON, "json", false, "print JSON")
+	o = addOutput(cmd)
 	return cmd
 }
 
 func newQueueList(g *globals) *cobra.Command {
 	var prefix string
-	var asJSON bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the queues with their depth, messages in flight, dead letters and oldest message age",
@@ -82,32 +78,31 @@ func newQueueList(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				out := struct {
-					Queues []queueOut `json:"queues"`
-				}{Queues: []queueOut{}}
-				for _, q := range qs {
-					out.Queues = append(out.Queues, queueOutOf(q))
+			return o.print(cmd.OutOrStdout(), cliout.FromQueues(qs), func(w io.Writer) error {
+				headers := []string{"QUEUE", "DEPTH", "IN FLIGHT", "DEAD", "KEYS", "BYTES", "OLDEST"}
+				if o.Wide() {
+					headers = append(headers, "VISIBILITY", "MAX RECEIVES", "MAX DEPTH", "DEAD LETTERS", "CREATED")
 				}
-				return printOut(w, out)
-			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "QUEUE\tDEPTH\tIN FLIGHT\tDEAD\tKEYS\tBYTES\tOLDEST")
-			for _, q := range qs {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", clip(q.Name, 48), q.Depth, q.InFlight, q.Dead, q.Keys, q.Bytes, pdur(q.OldestAge.Round(time.Millisecond)))
-			}
-			return tw.Flush()
+				t := newTable(w, headers...)
+				for _, q := range qs {
+					cells := []any{clip(q.Name, 48), q.Depth, q.InFlight, q.Dead, q.Keys, q.Bytes, pdur(q.OldestAge)}
+					if s := q.Settings; o.Wide() {
+						cells = append(cells, pdur(s.Visibility), s.MaxReceives, s.MaxDepth, s.DeadLetter, stamp(q.CreatedAt, "2006-01-02 15:04:05"))
+					}
+					t.row(cells...)
+				}
+				return t.flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only queues whose name starts with this")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	o = addOutput(cmd)
 	return cmd
 }
 
 func newQueueShow(g *globals) *cobra.Command {
 	var limit int
-	var asJSON bool
+	var o *output
 	cmd := &cobra.Command{
 		Use: "show QUEUE",
 		Short: "Show a queue: depth, in flight, oldest message age, the keys with a message in flight (slowest first) " +
@@ -132,40 +127,20 @@ func newQueueShow(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				out := queueOutOf(q)
-				for _, d := range dead {
-					out.DeadLetters = append(out.DeadLetters, deadLetterOutOf(d))
-				}
-				return printOut(w, out)
-			}
-			printQueue(w, q)
-			if len(q.InFlightKeys) > 0 {
-				fmt.Fprintln(w, "\nin flight, slowest first:")
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "KEY\tDELIVERY\tTOKEN\tRECEIVES\tAGE\tCONSUMER")
-				for _, k := range q.InFlightKeys {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", clip(k.Key, 40), k.Sequence, k.Token, k.Receives,
-						age(k.SentAt), clip(k.Consumer, 32))
-				}
-				tw.Flush()
-			}
-			if len(dead) > 0 {
-				fmt.Fprintln(w, "\ndead letters, oldest first:")
-				printDeadLetters(w, dead)
-			}
-			return nil
+			out := cliout.FromQueue(q)
+			out.DeadLetters = cliout.FromDeadLetters(q.Name, dead).DeadLetters
+			return o.print(cmd.OutOrStdout(), out, func(w io.Writer) error { return printQueueShow(w, q, dead) })
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 10, "in-flight keys and dead letters to show")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	o = addOutput(cmd)
 	return cmd
 }
 
 func newQueuePurge(g *globals) *cobra.Command {
 	var reason string
-	var yes, asJSON bool
+	var yes bool
+	var o *output
 	cmd := &cobra.Command{
 		Use: "purge QUEUE --reason TEXT [--yes]",
 		Short: "Drop every message of a queue that is not in flight, and its dead letters (admin; audited). " +
@@ -187,22 +162,22 @@ func newQueuePurge(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printOut(cmd.OutOrStdout(), countOut{Queue: args[0], Dropped: &n})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "dropped %d messages of %s\n", n, args[0])
-			return nil
+			return o.print(cmd.OutOrStdout(), cliout.Purged{Queue: args[0], Dropped: n}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "dropped %d messages of %s\n", n, args[0])
+				return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the audit log (required)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	o = addOutput(cmd)
 	return cmd
 }
 
 func newQueueDelete(g *globals) *cobra.Command {
 	var reason string
 	var yes bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "delete QUEUE --reason TEXT [--yes]",
 		Short: "Delete a queue and everything in it (admin; audited). Asks for confirmation unless --yes",
@@ -222,37 +197,60 @@ func newQueueDelete(g *globals) *cobra.Command {
 			if err := c.DeleteQueue(ctx, args[0], reason); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "deleted %s\n", args[0])
-			return nil
+			return o.print(cmd.OutOrStdout(), cliout.QueueDeleted{Queue: args[0], Deleted: true}, func(io.Writer) error {
+				fmt.Fprintf(cmd.ErrOrStderr(), "deleted %s\n", args[0])
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the audit log (required)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	o = addOutput(cmd)
 	return cmd
 }
 
 func printQueue(w io.Writer, q client.QueueInfo) {
 	s := q.Settings
 	fmt.Fprintf(w, "queue:       %s\ndepth:       %d (%d bytes, %d keys)\nin flight:   %d\ndead:        %d\noldest:      %s\n",
-		q.Name, q.Depth, q.Bytes, q.Keys, q.InFlight, q.Dead, pdur(q.OldestAge.Round(time.Millisecond)))
+		q.Name, q.Depth, q.Bytes, q.Keys, q.InFlight, q.Dead, pdur(q.OldestAge))
 	fmt.Fprintf(w, "settings:    visibility %v, max receives %d, retention %v, max depth %d, max bytes %d, "+
 		"max in flight per consumer %d, dedup window %v, dead letters %s\n",
 		s.Visibility, s.MaxReceives, s.Retention, s.MaxDepth, s.MaxBytes, s.MaxInFlightPerConsumer, s.DedupWindow, s.DeadLetter)
 }
 
-func printDeadLetters(w io.Writer, dead []client.DeadLetter) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQUENCE\tKEY\tRECEIVES\tDIED\tNOTE")
-	for _, d := range dead {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", d.Sequence, clip(d.Key, 40), d.Receives, stamp(d.DiedAt, "2006-01-02 15:04:05"), clip(d.Note, 60))
+// printQueueShow is show's human form: the queue, its keys in flight and
+// its oldest dead letters.
+func printQueueShow(w io.Writer, q client.QueueInfo, dead []client.DeadLetter) error {
+	printQueue(w, q)
+	if len(q.InFlightKeys) > 0 {
+		fmt.Fprintln(w, "\nin flight, slowest first:")
+		t := newTable(w, "KEY", "SEQUENCE", "TOKEN", "RECEIVES", "AGE", "CONSUMER")
+		for _, k := range q.InFlightKeys {
+			t.row(clip(k.Key, 40), k.Sequence, k.Token, k.Receives, age(k.SentAt), clip(k.Consumer, 32))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
 	}
-	tw.Flush()
+	if len(dead) > 0 {
+		fmt.Fprintln(w, "\ndead letters, oldest first:")
+		return printDeadLetters(w, dead)
+	}
+	return nil
 }
 
-// age is how long ago t was, or "-" if unknown.
+func printDeadLetters(w io.Writer, dead []client.DeadLetter) error {
+	t := newTable(w, "SEQUENCE", "KEY", "RECEIVES", "DIED", "NOTE")
+	for _, d := range dead {
+		t.row(d.Sequence, clip(d.Key, 40), d.Receives, stamp(d.DiedAt, "2006-01-02 15:04:05"), clip(d.Note, 60))
+	}
+	return t.flush()
+}
+
+// age is how long ago t was, or "" (shown "-") if unknown.
 func age(t time.Time) string {
 	if t.IsZero() {
-		return "-"
+		return ""
 	}
-	return time.Since(t).Round(time.Millisecond).String()
+	return pdur(time.Since(t))
 }

@@ -5,12 +5,12 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 // The queue's message commands: send, receive, ack, nack, extend,
@@ -19,7 +19,7 @@ import (
 func newQueueSend(g *globals) *cobra.Command {
 	var m client.Message
 	var body, file string
-	var asJSON bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "send QUEUE --key KEY [--dedup-id ID] (--body TEXT | --file FILE)",
 		Short: "Send one message; messages of one key are delivered in send order. --file - reads stdin",
@@ -48,15 +48,15 @@ func newQueueSend(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printOut(cmd.OutOrStdout(), sentOut{Queue: args[0], Key: m.Key, Sequence: s.Sequence, Duplicate: s.Duplicate})
-			}
-			if s.Duplicate {
-				fmt.Fprintf(cmd.OutOrStdout(), "sequence %d (a duplicate: nothing was enqueued)\n", s.Sequence)
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "sequence %d\n", s.Sequence)
-			return nil
+			out := cliout.Sent{Queue: args[0], Key: m.Key, Sequence: s.Sequence, Duplicate: s.Duplicate}
+			return o.print(cmd.OutOrStdout(), out, func(w io.Writer) error {
+				if s.Duplicate {
+					_, err := fmt.Fprintf(w, "sequence %d (a duplicate: nothing was enqueued)\n", s.Sequence)
+					return err
+				}
+				_, err := fmt.Fprintf(w, "sequence %d\n", s.Sequence)
+				return err
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -65,7 +65,7 @@ func newQueueSend(g *globals) *cobra.Command {
 	f.DurationVar(&m.Delay, "delay", 0, "not deliverable before this much from now: 0 to 15m")
 	f.StringVar(&body, "body", "", "the message body")
 	f.StringVar(&file, "file", "", "read the body from this file (- for stdin)")
-	f.BoolVar(&asJSON, "json", false, "print JSON")
+	o = addOutput(cmd)
 	return cmd
 }
 
@@ -84,10 +84,10 @@ func newQueueReceive(g *globals) *cobra.Command {
 	var max int
 	var visibility, wait time.Duration
 	var consumer string
-	var asJSON bool
+	var o *output
 	cmd := &cobra.Command{
 		Use: "receive QUEUE [--max N] [--visibility 30s] [--wait 10s] [--json]",
-		Short: "Receive up to N messages of distinct keys; ack each with its delivery id and token before its " +
+		Short: "Receive up to N messages of distinct keys; ack each with its sequence and token before its " +
 			"visibility runs out, or it is delivered again",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -107,25 +107,26 @@ func newQueueReceive(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				out := receiveOut{Queue: args[0], Deliveries: []deliveryOut{}}
-				for _, d := range ds {
-					out.Deliveries = append(out.Deliveries, deliveryOutOf(d))
+			return o.print(cmd.OutOrStdout(), cliout.FromDeliveries(args[0], ds), func(w io.Writer) error {
+				if len(ds) == 0 {
+					fmt.Fprintln(cmd.ErrOrStderr(), "no message ready")
+					return nil
 				}
-				return printOut(w, out)
-			}
-			if len(ds) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "no message ready")
-				return nil
-			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "DELIVERY\tTOKEN\tKEY\tRECEIVES\tVISIBLE FOR\tBODY")
-			for _, d := range ds {
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\n", d.Sequence, d.Token, clip(d.Key, 40), d.Receives,
-					time.Until(d.Deadline).Round(time.Millisecond), clip(strconv.Quote(string(d.Body)), 60))
-			}
-			return tw.Flush()
+				headers := []string{"SEQUENCE", "TOKEN", "KEY", "RECEIVES", "VISIBLE FOR", "BODY"}
+				if o.Wide() {
+					headers = append(headers, "SENT", "BYTES")
+				}
+				t := newTable(w, headers...)
+				for _, d := range ds {
+					cells := []any{d.Sequence, d.Token, clip(d.Key, 40), d.Receives, pdur(time.Until(d.Deadline)),
+						clip(strconv.Quote(string(d.Body)), 60)}
+					if o.Wide() {
+						cells = append(cells, stamp(d.SentAt, "2006-01-02 15:04:05.000"), len(d.Body))
+					}
+					t.row(cells...)
+				}
+				return t.flush()
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -133,27 +134,32 @@ func newQueueReceive(g *globals) *cobra.Command {
 	f.DurationVar(&visibility, "visibility", 0, "how long the messages stay invisible to other consumers: 1s to 12h (default: the queue's)")
 	f.DurationVar(&wait, "wait", 0, "if nothing is ready, wait up to this long for a message: 0 to 20s")
 	f.StringVar(&consumer, "consumer", "", "this consumer's name, counted against the queue's max in flight per consumer")
-	f.BoolVar(&asJSON, "json", false, "print JSON")
+	o = addOutput(cmd)
 	return cmd
 }
 
-// deliveryFlags are the flags that name a delivery: --delivery and --token.
+// deliveryFlags are the flags that name a delivery: --sequence (the
+// message's, as send and receive print it) and --token (the delivery's).
+// --delivery is --sequence's old name.
 func deliveryFlags(cmd *cobra.Command, d *client.Delivery) {
-	cmd.Flags().Uint64Var(&d.Sequence, "delivery", 0, "the delivery id (as receive printed it; required)")
+	cmd.Flags().Uint64Var(&d.Sequence, "sequence", 0, "the message's sequence (as receive printed it; required)")
+	cmd.Flags().Uint64Var(&d.Sequence, "delivery", 0, "the message's sequence")
+	cmd.Flags().MarkDeprecated("delivery", "use --sequence")
 	cmd.Flags().Uint64Var(&d.Token, "token", 0, "the delivery's token (as receive printed it; required)")
 }
 
 func checkDelivery(d client.Delivery) error {
 	if d.Sequence == 0 || d.Token == 0 {
-		return usagef("--delivery and --token are required: receive prints them")
+		return usagef("--sequence and --token are required: receive prints them")
 	}
 	return nil
 }
 
 func newQueueAck(g *globals) *cobra.Command {
 	var d client.Delivery
+	var o *output
 	cmd := &cobra.Command{
-		Use:   "ack QUEUE --delivery ID --token T",
+		Use:   "ack QUEUE --sequence N --token T",
 		Short: "Acknowledge a delivered message: it is removed, and its key's next message can be delivered",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -166,10 +172,17 @@ func newQueueAck(g *globals) *cobra.Command {
 				return err
 			}
 			defer cancel()
-			return c.Ack(ctx, d)
+			if err := c.Ack(ctx, d); err != nil {
+				return err
+			}
+			return o.print(cmd.OutOrStdout(), cliout.Acked{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "acked sequence %d of %s\n", d.Sequence, d.Queue)
+				return err
+			})
 		},
 	}
 	deliveryFlags(cmd, &d)
+	o = addOutput(cmd)
 	return cmd
 }
 
@@ -177,8 +190,9 @@ func newQueueNack(g *globals) *cobra.Command {
 	var d client.Delivery
 	var delay time.Duration
 	var note string
+	var o *output
 	cmd := &cobra.Command{
-		Use:   "nack QUEUE --delivery ID --token T [--delay 5s] [--error TEXT]",
+		Use:   "nack QUEUE --sequence N --token T [--delay 5s] [--error TEXT]",
 		Short: "Give a delivered message back: it returns to the head of its key, deliverable again after --delay",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -191,10 +205,18 @@ func newQueueNack(g *globals) *cobra.Command {
 				return err
 			}
 			defer cancel()
-			return c.Nack(ctx, d, delay, note)
+			if err := c.Nack(ctx, d, delay, note); err != nil {
+				return err
+			}
+			out := cliout.Nacked{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, Delay: cliout.Dur(delay)}
+			return o.print(cmd.OutOrStdout(), out, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "gave back sequence %d of %s, deliverable again in %s\n", d.Sequence, d.Queue, out.Delay)
+				return err
+			})
 		},
 	}
 	deliveryFlags(cmd, &d)
+	o = addOutput(cmd)
 	cmd.Flags().DurationVar(&delay, "delay", 0, "deliverable again no sooner than this: 0 to 15m")
 	cmd.Flags().StringVar(&note, "error", "", "why it failed, kept with the message (shown on a dead letter)")
 	return cmd
@@ -204,8 +226,9 @@ func newQueueExtend(g *globals) *cobra.Command {
 	var d client.Delivery
 	var visibility time.Duration
 	var progress string
+	var o *output
 	cmd := &cobra.Command{
-		Use:   "extend QUEUE --delivery ID --token T --visibility 30s [--progress TEXT]",
+		Use:   "extend QUEUE --sequence N --token T --visibility 30s [--progress TEXT]",
 		Short: "Keep a delivered message invisible to other consumers for --visibility more from now",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -221,11 +244,19 @@ func newQueueExtend(g *globals) *cobra.Command {
 				return err
 			}
 			defer cancel()
-			_, err = c.Extend(ctx, d, visibility, progress)
-			return err
+			deadline, err := c.Extend(ctx, d, visibility, progress)
+			if err != nil {
+				return err
+			}
+			out := cliout.Extended{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, SafeDeadline: cliout.Time(deadline)}
+			return o.print(cmd.OutOrStdout(), out, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "sequence %d of %s is yours for %s more\n", d.Sequence, d.Queue, pdur(time.Until(deadline)))
+				return err
+			})
 		},
 	}
 	deliveryFlags(cmd, &d)
+	o = addOutput(cmd)
 	cmd.Flags().DurationVar(&visibility, "visibility", 0, "invisible this much more from now: 1s to 12h (required)")
 	cmd.Flags().StringVar(&progress, "progress", "", "what the consumer has done so far")
 	return cmd
@@ -233,7 +264,7 @@ func newQueueExtend(g *globals) *cobra.Command {
 
 func newQueueDeadLetters(g *globals) *cobra.Command {
 	var limit int
-	var asJSON bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "dead-letters QUEUE",
 		Short: "List a queue's dead letters, oldest first: key, receives, last error note",
@@ -248,26 +279,19 @@ func newQueueDeadLetters(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				out := deadLettersOut{Queue: args[0], DeadLetters: []deadLetterOut{}}
-				for _, d := range dead {
-					out.DeadLetters = append(out.DeadLetters, deadLetterOutOf(d))
-				}
-				return printOut(w, out)
-			}
-			printDeadLetters(w, dead)
-			return nil
+			return o.print(cmd.OutOrStdout(), cliout.FromDeadLetters(args[0], dead), func(w io.Writer) error {
+				return printDeadLetters(w, dead)
+			})
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 100, "dead letters to list: 1 to 1000")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	o = addOutput(cmd)
 	return cmd
 }
 
 func newQueueRedrive(g *globals) *cobra.Command {
 	var max int
-	var asJSON bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "redrive QUEUE [--max N]",
 		Short: "Move dead letters back to their keys, oldest first, to be delivered again (admin)",
@@ -285,14 +309,13 @@ func newQueueRedrive(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printOut(cmd.OutOrStdout(), countOut{Queue: args[0], Moved: &n})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "moved %d dead letters back to their keys\n", n)
-			return nil
+			return o.print(cmd.OutOrStdout(), cliout.Redriven{Queue: args[0], Moved: n}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "moved %d dead letters back to their keys\n", n)
+				return err
+			})
 		},
 	}
 	cmd.Flags().IntVar(&max, "max", 0, "dead letters to move (0: all)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	o = addOutput(cmd)
 	return cmd
 }

@@ -50,6 +50,7 @@ type requestLimits struct {
 	maxInflightBodyBytes        int64
 	bodyTimeout                 time.Duration
 	maxConns, maxConnsPerClient int
+	maxQueueBodyBytes           int
 }
 
 func newServe(g *globals) *cobra.Command {
@@ -95,6 +96,8 @@ func newServe(g *globals) *cobra.Command {
 	fl.IntVar(&f.limits.maxConns, "max-conns", server.DefaultMaxConns, "most API connections open at once (-1: no limit)")
 	fl.IntVar(&f.limits.maxConnsPerClient, "max-conns-per-client", server.DefaultMaxConnsPerClient,
 		"most API connections open at once from one IP address (-1: no limit)")
+	fl.IntVar(&f.limits.maxQueueBodyBytes, "max-queue-body-bytes", server.DefaultMaxQueueBodyBytes,
+		fmt.Sprintf("refuse a queue message whose body is larger than this (1 to %d)", service.MaxQueueBody))
 	fl.IntVar(&f.maxWaitersPerResource, "max-waiters-per-resource", 1000, "refuse to queue more waiters on one resource (same on every node)")
 	fl.IntVar(&f.maxLeasesPerOwner, "max-leases-per-owner", 100000, "refuse more leases to one owner (same on every node)")
 	fl.IntVar(&f.walSegmentMiB, "wal-segment-size", cluster.DefaultConfig().WALSegmentSize>>20,
@@ -142,6 +145,9 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	cfg.WALSegmentSize = f.walSegmentMiB << 20
 	if f.watchHistory < 1000 || f.watchHistory > 10_000_000 {
 		return fmt.Errorf("--watch-history %d: give 1000 to 10000000 (events)", f.watchHistory)
+	}
+	if b := f.limits.maxQueueBodyBytes; b < 1 || b > service.MaxQueueBody {
+		return usagef("--max-queue-body-bytes %d: give 1 to %d (1 MiB, the most a message may hold)", b, service.MaxQueueBody)
 	}
 	cfg.FSM.MaxWaitersPerResource = f.maxWaitersPerResource
 	cfg.FSM.MaxLeasesPerOwner = f.maxLeasesPerOwner
@@ -206,7 +212,8 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg,
 		MetricsAuth:     metricsAuth,
 		MaxRequestBytes: f.limits.maxRequestBytes, MaxInflightBodyBytes: f.limits.maxInflightBodyBytes,
-		BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient}})
+		BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient,
+		MaxQueueBodyBytes: f.limits.maxQueueBodyBytes}})
 	if errors.Is(err, cluster.ErrDiskFull) {
 		return fmt.Errorf("%w\nfree space in %s, or start with a smaller --wal-segment-size (now %d MiB)", err, f.dataDir, f.walSegmentMiB)
 	}

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 // leasehold snapshot save|restore|inspect: backups of the whole state,
@@ -25,37 +27,14 @@ func newSnapshot(g *globals) *cobra.Command {
 	return cmd
 }
 
-// snapshotOut is what save and inspect print with --json.
-type snapshotOut struct {
-	File       string `json:"file"`
-	Index      uint64 `json:"index"`
-	Term       uint64 `json:"term"`
-	Format     int    `json:"format"`
-	Size       int64  `json:"size"`
-	SHA256     string `json:"sha256"`
-	NodeID     string `json:"node_id"`
-	TakenAt    string `json:"taken_at"`
-	LastToken  uint64 `json:"last_token"`
-	Leases     *int   `json:"leases,omitempty"`
-	Waiters    *int   `json:"waiters,omitempty"`
-	Keys       *int   `json:"keys,omitempty"`
-	Elections  *int   `json:"elections,omitempty"`
-	Semaphores *int   `json:"semaphores,omitempty"`
-	IdemKeys   *int   `json:"idempotency_keys,omitempty"`
-	Queues     *int   `json:"queues,omitempty"`
+// backupOut is a backup file's header as save and inspect print it.
+func backupOut(file string, h cluster.BackupHeader) cliout.Backup {
+	return cliout.Backup{File: file, Index: h.Index, Term: h.Term, Format: h.Format, Size: h.Size, SHA256: h.SHA256,
+		NodeID: h.NodeID, TakenAt: cliout.Time(h.TakenAt), LastToken: h.LastToken}
 }
-
-func snapshotOutOf(file string, h cluster.BackupHeader) snapshotOut {
-	return snapshotOut{File: file, Index: h.Index, Term: h.Term, Format: h.Format, Size: h.Size, SHA256: h.SHA256,
-		NodeID: h.NodeID, TakenAt: h.TakenAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), LastToken: h.LastToken}
-}
-
-// printJSONOut prints a --json structure (snake_case fields, numbers as
-// numbers): the one place the output layer (issue 18) takes over.
-func printJSONOut(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
 
 func newSnapshotSave(g *globals) *cobra.Command {
-	var asJSON bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "save FILE",
 		Short: "Write the state of the node asked (--endpoints) to FILE, checksummed (admin role)",
@@ -80,16 +59,15 @@ func newSnapshotSave(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := snapshotOutOf(file, h)
-			if asJSON {
-				return printJSONOut(cmd.OutOrStdout(), out)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "saved %s: index %d, term %d, %d bytes, sha256 %s, from node %s\n",
-				file, out.Index, out.Term, out.Size, out.SHA256, out.NodeID)
-			return nil
+			out := backupOut(file, h)
+			return o.print(cmd.OutOrStdout(), out, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "saved %s: index %d, term %d, %d bytes, sha256 %s, from node %s\n",
+					file, out.Index, out.Term, out.Size, out.SHA256, out.NodeID)
+				return err
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	o = addOutput(cmd)
 	return cmd
 }
 
@@ -141,14 +119,25 @@ func saveSnapshot(file string, fetch func(open func(cluster.BackupHeader) (io.Wr
 	return h, nil
 }
 
+// readBackup reads and checks a backup file. A FILE argument that names no
+// file is a usage mistake (exit 2); a damaged file is any other failure
+// (exit 1): the command line was right, the file is not.
+func readBackup(file string) (cluster.BackupHeader, []byte, error) {
+	h, state, err := cluster.ReadBackup(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return h, nil, usagef("no backup file %s", file)
+	}
+	return h, state, err
+}
+
 func newSnapshotInspect() *cobra.Command {
-	var asJSON bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "inspect FILE",
 		Short: "Check a backup's checksum and print its index, size and counts",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, state, err := cluster.ReadBackup(args[0])
+			h, state, err := readBackup(args[0])
 			if err != nil {
 				return err
 			}
@@ -156,29 +145,26 @@ func newSnapshotInspect() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("backup %s passes its checksum but its state cannot be read: %w", args[0], err)
 			}
-			out := snapshotOutOf(args[0], h)
-			out.Leases, out.Waiters, out.Keys, out.Elections = &inv.Leases, &inv.Waiters, &inv.Keys, &inv.Elections
-			out.Semaphores, out.IdemKeys, out.Queues = &inv.Semaphores, &inv.IdemKeys, &inv.Queues
-			w := cmd.OutOrStdout()
-			if asJSON {
-				return printJSONOut(w, out)
-			}
-			fmt.Fprintf(w, "file:        %s\nindex:       %d\nterm:        %d\nformat:      %d\nsize:        %d bytes\nsha256:      %s (checked)\n"+
-				"node:        %s\ntaken at:    %s\nlast token:  %d\nleases:      %d\nwaiters:     %d\nkeys:        %d\n"+
-				"elections:   %d\nsemaphores:  %d\nidempotency: %d keys\nqueues:      %d\n",
-				out.File, out.Index, out.Term, out.Format, out.Size, out.SHA256, out.NodeID, out.TakenAt, out.LastToken,
-				inv.Leases, inv.Waiters, inv.Keys, inv.Elections, inv.Semaphores, inv.IdemKeys, inv.Queues)
-			return nil
+			out := cliout.BackupInspected{Backup: backupOut(args[0], h), Leases: inv.Leases, Waiters: inv.Waiters, Keys: inv.Keys,
+				Elections: inv.Elections, Semaphores: inv.Semaphores, IdempotencyKeys: inv.IdemKeys, Queues: inv.Queues}
+			return o.print(cmd.OutOrStdout(), out, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "file:        %s\nindex:       %d\nterm:        %d\nformat:      %d\nsize:        %d bytes\nsha256:      %s (checked)\n"+
+					"node:        %s\ntaken at:    %s\nlast token:  %d\nleases:      %d\nwaiters:     %d\nkeys:        %d\n"+
+					"elections:   %d\nsemaphores:  %d\nidempotency: %d keys\nqueues:      %d\n",
+					out.File, out.Index, out.Term, out.Format, out.Size, out.SHA256, out.NodeID, out.TakenAt, out.LastToken,
+					out.Leases, out.Waiters, out.Keys, out.Elections, out.Semaphores, out.IdempotencyKeys, out.Queues)
+				return err
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	o = addOutput(cmd)
 	return cmd
 }
 
 func newSnapshotRestore() *cobra.Command {
 	var dataDir, nodeID, advertise string
 	var bump uint64
-	var asJSON bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "restore FILE --data-dir DIR [--node-id ID] [--advertise ADDR]",
 		Short: "Seed a new node's empty data dir from a backup: a new one-node cluster with the backup's state",
@@ -193,9 +179,9 @@ func newSnapshotRestore() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dataDir == "" {
-				return fmt.Errorf("--data-dir is required")
+				return usagef("--data-dir is required: the new node's data directory (new or empty)")
 			}
-			h, state, err := cluster.ReadBackup(args[0])
+			h, state, err := readBackup(args[0])
 			if err != nil {
 				return err
 			}
@@ -204,29 +190,20 @@ func newSnapshotRestore() *cobra.Command {
 			if err := cluster.SeedDataDir(dataDir, seed); err != nil {
 				return err
 			}
-			out := struct {
-				File       string `json:"file"`
-				DataDir    string `json:"data_dir"`
-				NodeID     string `json:"node_id"`
-				Advertise  string `json:"advertise"`
-				Index      uint64 `json:"index"`
-				TokenFloor uint64 `json:"token_floor"`
-			}{args[0], dataDir, nodeID, advertise, h.Index, floor}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				return printJSONOut(w, out)
-			}
-			fmt.Fprintf(w, "restored %s (index %d) into %s: a new cluster of node %s at %s; tokens from now on are at least %d\n"+
-				"start it with: leasehold serve --data-dir %s --node-id %s --raft-addr %s\n",
-				out.File, out.Index, out.DataDir, nodeID, advertise, floor, dataDir, nodeID, advertise)
-			return nil
+			out := cliout.Restored{File: args[0], DataDir: dataDir, NodeID: nodeID, Advertise: advertise, Index: h.Index, TokenFloor: floor}
+			return o.print(cmd.OutOrStdout(), out, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "restored %s (index %d) into %s: a new cluster of node %s at %s; tokens from now on are at least %d\n"+
+					"start it with: leasehold serve --data-dir %s --node-id %s --raft-addr %s\n",
+					out.File, out.Index, out.DataDir, nodeID, advertise, floor, dataDir, nodeID, advertise)
+				return err
+			})
 		},
 	}
+	o = addOutput(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&dataDir, "data-dir", "", "the new node's data directory (must be new or empty)")
 	fl.StringVar(&nodeID, "node-id", "n1", "the new node's id")
 	fl.StringVar(&advertise, "advertise", "127.0.0.1:7421", "the new node's raft address as other nodes dial it (serve's --advertise or --raft-addr)")
 	fl.Uint64Var(&bump, "bump-tokens", cluster.RestoreTokenBump, "start tokens this far above the backup's largest")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
