@@ -22,7 +22,7 @@ type timers struct {
 	mu      sync.Mutex
 	clock   clock.Clock
 	active  bool
-	leases  map[uint64]*leaseTimer
+	leases  *leaseClock // one heap of lease countdowns (leaseclock.go)
 	waits   map[string]clock.Timer
 	blocks  map[string]clock.Timer
 	ret     retention                     // idempotency results' retention (retention.go)
@@ -33,21 +33,36 @@ type timers struct {
 	log     *slog.Logger
 }
 
-type leaseTimer struct {
-	t        clock.Timer
-	start    time.Time // when the holding began, on this leader's clock
-	deadline time.Time
-}
-
 func newTimers(c clock.Clock, log *slog.Logger) *timers {
-	return &timers{
+	t := &timers{
 		clock:   c,
 		log:     log,
-		leases:  make(map[uint64]*leaseTimer),
 		waits:   make(map[string]clock.Timer),
 		blocks:  make(map[string]clock.Timer),
 		revokes: make(map[revocationKey]clock.Timer),
 		kick:    make(chan struct{}, 1),
+	}
+	t.leases = newLeaseClock(c, t.leasesDue)
+	return t
+}
+
+// leasesDue proposes an expiry for each lease whose countdown ran out.
+func (t *timers) leasesDue(gen uint64) {
+	t.mu.Lock()
+	cmds := t.leases.expire(gen)
+	if t.active {
+		t.pending = append(t.pending, cmds...)
+	}
+	t.mu.Unlock()
+	for _, c := range cmds {
+		e := c.(*fsm.Expire)
+		t.log.Debug("lease countdown ran out; proposing expiry", "lease", e.LeaseID, "renew_count", e.RenewCount)
+	}
+	if len(cmds) > 0 {
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -80,18 +95,7 @@ func (t *timers) isActive() bool {
 }
 
 func (t *timers) armLease(id, renewCount uint64, start time.Time, d time.Duration) {
-	if old := t.leases[id]; old != nil {
-		old.t.Stop()
-	}
-	now := t.clock.Now()
-	t.leases[id] = &leaseTimer{
-		start:    start,
-		deadline: now.Add(d),
-		t: t.clock.AfterFunc(d, func() {
-			t.log.Debug("lease countdown ran out; proposing expiry", "lease", id, "renew_count", renewCount, "after", d)
-			t.fire(&fsm.Expire{LeaseID: id, RenewCount: renewCount})
-		}),
-	}
+	t.leases.arm(id, renewCount, start, d)
 }
 
 func firstDeadline(l *leasehold.Lease, heldFor time.Duration) time.Duration {
@@ -115,9 +119,9 @@ func (t *timers) renewed(l *leasehold.Lease, remaining time.Duration) {
 	if !t.active {
 		return
 	}
-	start := t.clock.Now()
-	if old := t.leases[l.ID]; old != nil {
-		start = old.start
+	start, ok := t.leases.startOf(l.ID)
+	if !ok {
+		start = t.clock.Now()
 	}
 	t.armLease(l.ID, l.RenewCount, start, remaining)
 }
@@ -125,10 +129,7 @@ func (t *timers) renewed(l *leasehold.Lease, remaining time.Duration) {
 func (t *timers) ended(id uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if lt := t.leases[id]; lt != nil {
-		lt.t.Stop()
-		delete(t.leases, id)
-	}
+	t.leases.remove(id)
 }
 
 func (t *timers) queued(requestID string, wait time.Duration) {
@@ -175,10 +176,7 @@ func (t *timers) armBlock(resource string, token uint64, delay time.Duration) {
 func (t *timers) age(id uint64) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if lt := t.leases[id]; lt != nil {
-		return t.clock.Now().Sub(lt.start)
-	}
-	return 0
+	return t.leases.age(id)
 }
 
 // expiresIn is the time left on lease id's countdown, if this node is the
@@ -186,10 +184,7 @@ func (t *timers) age(id uint64) time.Duration {
 func (t *timers) expiresIn(id uint64) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if lt := t.leases[id]; lt != nil {
-		return max(0, lt.deadline.Sub(t.clock.Now())), true
-	}
-	return 0, false
+	return t.leases.expiresIn(id)
 }
 
 // restart (re)starts every countdown from now, as a new leader must. It
@@ -233,16 +228,13 @@ func (t *timers) deactivate() {
 }
 
 func (t *timers) stopAllLocked() {
-	for _, lt := range t.leases {
-		lt.t.Stop()
-	}
 	for _, w := range t.waits {
 		w.Stop()
 	}
 	for _, b := range t.blocks {
 		b.Stop()
 	}
-	clear(t.leases)
+	t.leases.stopAll()
 	clear(t.waits)
 	clear(t.blocks)
 	t.stopRetention()

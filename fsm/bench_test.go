@@ -196,7 +196,7 @@ func BenchmarkMemory(b *testing.B) {
 		}
 		renewed := heap()
 		b.ReportMetric(float64(held-base)/n, "B/lease")
-		b.ReportMetric(float64(renewed-held)/renewals, "B/renewal")
+		b.ReportMetric((float64(renewed)-float64(held))/renewals, "B/renewal")
 		runtime.KeepAlive(s)
 	}
 }

@@ -1,6 +1,10 @@
 package fsm
 
-import "github.com/leasehold/leasehold"
+import (
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
 
 // dedup remembers the answer to each request for a bounded window, so a
 // retried request gets the first answer instead of acting twice. Records
@@ -15,26 +19,54 @@ type dedup struct {
 }
 
 type dedupRec struct {
-	key    string // the scoped request ID (a bare one for a legacy record)
-	kind   Kind
-	sum    fingerprint
-	time   int64
-	result Result
-	// leaseID stands for result.Lease of a granted acquire: a retry is
+	key  string // the scoped request ID (a bare one for a legacy record)
+	sum  fingerprint
+	time int64
+	// The answer. Most are an acquire's grant or an error, kept inline in
+	// leaseID, remaining and err: a Result in full is about 100 bytes,
+	// which every remembered acquire would carry for the whole window.
+	// Any other answer is kept whole in more.
+	//
+	// leaseID stands for the Lease of a granted acquire: a retry is
 	// answered with the lease as it is now (it must still hold), so a copy
 	// of it would only double what each lease costs.
-	leaseID uint64
-	live    bool
+	leaseID   uint64
+	remaining time.Duration
+	err       error
+	more      *Result
+	kind      Kind
+	live      bool
 }
 
 // answer is the recorded result; a granted acquire's lease carries only
 // its id.
 func (rec *dedupRec) answer() Result {
-	r := rec.result
 	if rec.leaseID != 0 {
-		r.Lease = &leasehold.Lease{ID: rec.leaseID}
+		return rec.answerIn(new(leasehold.Lease))
+	}
+	return rec.answerIn(nil)
+}
+
+// answerIn is answer with a granted acquire's lease written into l, so a
+// snapshot of the window allocates none per record.
+func (rec *dedupRec) answerIn(l *leasehold.Lease) Result {
+	var r Result
+	if rec.more != nil {
+		r = *rec.more
+	} else {
+		r.Err, r.Remaining = rec.err, rec.remaining
+	}
+	if rec.leaseID != 0 {
+		*l = leasehold.Lease{ID: rec.leaseID}
+		r.Lease = l
 	}
 	return r
+}
+
+// inline reports whether r fits dedupRec's inline fields.
+func inline(k Kind, r Result) bool {
+	return (r.Lease == nil || k == KindAcquire) && !r.Queued && r.Version == 0 && r.Txn == nil && !r.Dup &&
+		r.Idem == nil && r.Queue == nil && r.Group == nil && !r.ForeignSecret
 }
 
 func newDedup() dedup { return dedup{recs: make(map[string]*dedupRec)} }
@@ -80,9 +112,14 @@ func (d *dedup) put(key string, k Kind, sum fingerprint, now int64, r Result, cf
 	if old := d.recs[key]; old != nil {
 		old.live = false
 	}
-	rec := &dedupRec{key: key, kind: k, sum: sum, time: now, result: r, live: true}
+	rec := &dedupRec{key: key, kind: k, sum: sum, time: now, live: true}
 	if k == KindAcquire && r.Lease != nil {
-		rec.leaseID, rec.result.Lease = r.Lease.ID, nil
+		rec.leaseID, r.Lease = r.Lease.ID, nil
+	}
+	if inline(k, r) {
+		rec.err, rec.remaining = r.Err, r.Remaining
+	} else {
+		rec.more = &r
 	}
 	d.recs[key] = rec
 	d.order = append(d.order, rec)
@@ -140,14 +177,16 @@ func (d *dedup) each(f func(*dedupRec)) {
 // Version 6 added a transaction's answer after its result.
 func writeDedup(s *State, e *encoder) {
 	e.uvarint(uint64(s.dedup.len()))
+	var lease leasehold.Lease
 	s.dedup.each(func(rec *dedupRec) {
 		e.str(rec.key)
 		e.byte1(byte(rec.kind))
 		e.varint(rec.time)
 		e.b = append(e.b, rec.sum[:]...)
-		encodeResult(e, rec.answer())
+		r := rec.answerIn(&lease)
+		encodeResult(e, r)
 		if rec.kind == KindTxn {
-			encodeTxnResult(e, rec.result.Txn)
+			encodeTxnResult(e, r.Txn)
 		}
 	})
 }

@@ -154,7 +154,7 @@ func (s *State) proclaim(now int64, c *Proclaim) Result {
 		}
 		l.value = c.Value
 		s.emitLeader(l)
-		view := l.Lease
+		view := l.view()
 		return Result{Lease: &view}
 	}()
 	s.dedup.put(key, KindProclaim, sum, now, r, s.cfg)
@@ -200,7 +200,7 @@ func (s *State) Leader(name string) (Election, bool) {
 		if !l.election {
 			return Election{}, false
 		}
-		e.LeaseID, e.Token, e.Value, e.Owner, e.Since = l.ID, l.Token, l.value, l.Owner, l.AcquiredAt
+		e.LeaseID, e.Token, e.Value, e.Owner, e.Since = l.ID, l.Token, l.value, l.Owner, nanosTime(l.acquiredAt)
 		return e, true
 	}
 	if q := s.queues[name]; len(q) > 0 && q[0].Election {

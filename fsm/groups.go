@@ -259,7 +259,7 @@ func (s *State) groupJoin(ix uint64, now int64, c *GroupJoin) Result {
 					"a new Join needs a new secret once the session ended", c.Member, c.Group)}
 		}
 		if l.secretHash == c.SecretHash { // a retry of the Join that started it
-			view := l.Lease
+			view := l.view()
 			info := s.groupInfo(c.Group, g)
 			info.Assignments = g.assignments(id)
 			return Result{Lease: &view, Remaining: l.TTL, Dup: true, Group: info}

@@ -219,7 +219,7 @@ func (s *State) idemBegin(ix uint64, now int64, c *IdemBegin) Result {
 			return Result{Idem: s.idemView(c.Key, r, IdemCompleted)}
 		}
 		if l := s.leases[r.token]; l != nil && l.secretHash == c.SecretHash { // a retry of the Begin that started it
-			view := l.Lease
+			view := l.view()
 			return Result{Idem: s.idemView(c.Key, r, IdemStarted), Lease: &view, Remaining: l.TTL, Dup: true}
 		}
 		return Result{Idem: s.idemView(c.Key, r, IdemInProgress)}

@@ -454,7 +454,7 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 		}
 		if l.Token != id || !slices.Equal(l.Resources, ml.res) || l.RenewCount != ml.renews ||
 			l.heldFor != ml.age || l.secretHash != ml.secret || l.key != ml.key.String() {
-			t.Fatalf("lease %d = %+v (age %v), model %+v", id, l.Lease, l.heldFor, ml)
+			t.Fatalf("lease %d = %+v (age %v), model %+v", id, l.leaseFields, l.heldFor, ml)
 		}
 	}
 	if !mapsEqual(s.holders, m.holders) {

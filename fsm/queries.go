@@ -25,7 +25,7 @@ func (s *State) Lease(id uint64) (leasehold.Lease, bool) {
 	if l == nil {
 		return leasehold.Lease{}, false
 	}
-	return l.Lease, true
+	return l.view(), true
 }
 
 // Holder returns the lease that holds resource, if any.
@@ -73,8 +73,8 @@ func (s *State) GrantOf(key string) (r Result, attempt string, ok bool) {
 	if l == nil || l.key != key {
 		return Result{}, "", false
 	}
-	view := l.Lease
-	return Result{Lease: &view, Remaining: rec.result.Remaining, Dup: true}, l.attempt, true
+	view := l.view()
+	return Result{Lease: &view, Remaining: rec.answer().Remaining, Dup: true}, l.attempt, true
 }
 
 // Waiters lists the waiters for resource in the order they will be served.
@@ -115,7 +115,7 @@ func (s *State) Leases(after uint64, limit int, prefix string) []leasehold.Lease
 	}
 	out := make([]leasehold.Lease, len(ids))
 	for i, id := range ids {
-		out[i] = s.leases[id].Lease
+		out[i] = s.leases[id].view()
 	}
 	return out
 }
@@ -147,7 +147,7 @@ func (s *State) Counts() Counts {
 // age; a new leader restarts its countdowns from these.
 func (s *State) EachLease(f func(l *leasehold.Lease, heldFor time.Duration)) {
 	for _, l := range s.leases {
-		view := l.Lease
+		view := l.view()
 		f(&view, l.heldFor)
 	}
 }

@@ -3,6 +3,8 @@ package fsm
 import (
 	"sort"
 	"time"
+
+	"github.com/leasehold/leasehold"
 )
 
 // The snapshot sections of the lease area (state.go): leases by id,
@@ -35,12 +37,13 @@ func writeLeases(s *State, e *encoder) {
 	e.uvarint(uint64(len(ids)))
 	for _, id := range ids {
 		l := s.leases[id]
-		encodeLease(e, &l.Lease)
+		view := l.view()
+		encodeLease(e, &view)
 		e.hash(l.secretHash)
 		e.varint(int64(l.heldFor))
 		e.str(l.key)
 		e.str(l.attempt)
-		e.str(l.renewKey)
+		e.str(l.renewKey.String())
 		e.varint(int64(l.renewRemaining))
 		encodeElection(e, l.election, l.value)
 	}
@@ -49,7 +52,9 @@ func writeLeases(s *State, e *encoder) {
 func readLeases(s *State, d *decoder, v byte) error {
 	for range d.count(8) {
 		l := &lease{}
-		decodeLease(d, &l.Lease)
+		var view leasehold.Lease
+		decodeLease(d, &view)
+		l.leaseFields = fieldsOf(&view)
 		l.secretHash = d.hash()
 		l.heldFor = time.Duration(d.varint())
 		l.key = d.str()
@@ -58,7 +63,7 @@ func readLeases(s *State, d *decoder, v byte) error {
 			l.attempt = "" // claimed by a retry (version 3): no Cancel matches
 		}
 		if v >= 4 {
-			l.renewKey = d.str()
+			l.renewKey = readRenewDigest(d.str())
 			l.renewRemaining = time.Duration(d.varint())
 		}
 		if v >= 6 {

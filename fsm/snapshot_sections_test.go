@@ -31,8 +31,8 @@ func TestSnapshotVersionIsNewestSectionLayout(t *testing.T) {
 
 // A State holds replicated state only: a restored state equals the one
 // that wrote the snapshot, field by field. (A counter kept for this
-// replica's metrics would differ here.) The observer, the scratch buffer
-// and the config belong to the node; the dedup window keeps dead slots
+// replica's metrics would differ here.) The observer, the scratch buffer,
+// the last snapshot's size and the config belong to the node; the dedup window keeps dead slots
 // that a snapshot drops, so it is compared by its records.
 func TestRestoredStateEqualsOriginal(t *testing.T) {
 	s := New(DefaultConfig(), nil)
@@ -44,7 +44,7 @@ func TestRestoredStateEqualsOriginal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// now is the applying entry's time, meaningful only inside Apply.
-	nodeOnly := map[string]bool{"cfg": true, "obs": true, "scratch": true, "dedup": true, "now": true}
+	nodeOnly := map[string]bool{"cfg": true, "obs": true, "scratch": true, "snapSize": true, "dedup": true, "now": true}
 	a, b := reflect.ValueOf(s).Elem(), reflect.ValueOf(restored).Elem()
 	for i := range a.NumField() {
 		name := a.Type().Field(i).Name

@@ -11,6 +11,7 @@ import (
 	"crypto/subtle"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -75,7 +76,7 @@ type Result struct {
 }
 
 type lease struct {
-	leasehold.Lease
+	leaseFields
 	secretHash [32]byte
 	heldFor    time.Duration // age last stamped by a leader, for MaxHold
 	election   bool          // the lease is an election's leadership (elections.go)
@@ -92,7 +93,7 @@ type lease struct {
 	// second would cost far more than the leases. (A retry of an older
 	// renewal renews again, which is safe: the holder counts its deadline
 	// from its first send.)
-	renewKey       string
+	renewKey       renewDigest
 	renewRemaining time.Duration
 }
 
@@ -182,7 +183,8 @@ type State struct {
 	now          int64                  // the time of the entry being applied
 	sems         map[string]*semaphore  // names in use as semaphores (semaphore.go)
 
-	scratch encoder // a buffer for fingerprints (request.go); not state
+	scratch  encoder      // a buffer for fingerprints (request.go); not state
+	snapSize atomic.Int64 // the last snapshot's size, to size the next one's buffer; not state
 }
 
 // New returns an empty state. obs may be nil.
@@ -275,7 +277,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 		}
 		r.ForeignSecret = l.secretHash != c.SecretHash
 		l.attempt = c.Attempt // the retry takes the grant over
-		view := l.Lease
+		view := l.view()
 		r.Lease = &view
 		return r
 	}
@@ -371,12 +373,12 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 		s.semTake(name, i)
 	}
 	l := &lease{
-		Lease: leasehold.Lease{
+		leaseFields: leaseFields{
 			ID: tok, Token: tok,
 			Resources: resources, Owner: c.Owner, Operation: c.Operation,
 			TTL: c.TTL, LockDelay: c.LockDelay, MaxHold: c.MaxHold,
 			Metadata:   c.Metadata,
-			AcquiredAt: time.Unix(0, now).UTC(),
+			acquiredAt: now,
 		},
 		secretHash: c.SecretHash,
 		key:        key,
@@ -392,7 +394,7 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 	for _, r := range resources {
 		s.holders[r] = l.ID
 	}
-	view := l.Lease
+	view := l.view()
 	s.obs.Granted(&view, key)
 	s.emitLease(EventGranted, &view, 0)
 	if l.election {
@@ -492,14 +494,14 @@ func (s *State) renew(now int64, c *Renew) Result {
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindRenew, fingerprint{}); ok {
 		return r // the ID was used for another kind of request
 	}
-	if l := s.leases[c.LeaseID]; l != nil && key != "" && l.renewKey == key && l.secretHash == c.SecretHash {
-		view := l.Lease
+	if l := s.leases[c.LeaseID]; l != nil && key != "" && l.renewKey == digestRenewKey(key) && l.secretHash == c.SecretHash {
+		view := l.view()
 		return Result{Lease: &view, Remaining: l.renewRemaining, Dup: true}
 	}
 	r := s.doRenew(now, c)
 	if r.Err == nil {
 		l := s.leases[c.LeaseID]
-		l.renewKey, l.renewRemaining = key, r.Remaining
+		l.renewKey, l.renewRemaining = digestRenewKey(key), r.Remaining
 	}
 	return r
 }
@@ -523,12 +525,12 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 	}
 	l.heldFor = max(l.heldFor, c.Age)
 	l.RenewCount++
-	l.RenewedAt = time.Unix(0, now).UTC()
+	l.renewedAt = now
 	if c.Progress != "" {
 		l.Progress = c.Progress
-		l.ProgressAt = l.RenewedAt
+		l.progressAt = l.renewedAt
 	}
-	view := l.Lease
+	view := l.view()
 	s.obs.Renewed(&view, remaining)
 	s.emitLease(EventRenewed, &view, 0)
 	return Result{Lease: &view, Remaining: remaining}
@@ -571,7 +573,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	if l.Semaphore != "" {
 		s.semFree(l)
 	}
-	view := l.Lease
+	view := l.view()
 	s.obs.Ended(&view, why)
 	s.emitLease(endEvent(why), &view, why)
 	s.dropBound(l.ID)
