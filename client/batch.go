@@ -119,6 +119,8 @@ func (co *coalescer) send(batch []*batchCall) {
 		})
 		defer stop()
 	}
+	ctx, span := co.c.sharedBatchSpan(ctx, batch)
+	defer span.End()
 	results, err := co.post(ctx, batch)
 	co.deliver(batch, results, err)
 }

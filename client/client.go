@@ -23,6 +23,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/api"
@@ -66,6 +67,11 @@ type Config struct {
 	// round trip and one commit on the server. Default 128; 1 sends each
 	// call on its own.
 	MaxBatch int
+	// TracerProvider, if set, traces every call (OpenTelemetry) and
+	// sends its context to the node (W3C traceparent), so a slow call can
+	// be followed through the node, its forward to the leader and the
+	// raft commit. Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // Client talks to a leasehold cluster. It is safe for concurrent use.
@@ -75,7 +81,8 @@ type Client struct {
 	nodes   []endpoint
 	cur     atomic.Int32 // index into nodes of the endpoint in use
 	metrics *metrics
-	batch   *coalescer // nil when MaxBatch is 1
+	batch   *coalescer   // nil when MaxBatch is 1
+	tracer  trace.Tracer // nil: no spans
 
 	// Close and what it stops (close.go).
 	closeOnce     sync.Once
@@ -123,6 +130,10 @@ func New(cfg Config) (*Client, error) {
 		c.batch = &coalescer{c: c, max: cfg.MaxBatch}
 	}
 	var opts []connect.ClientOption
+	if cfg.TracerProvider != nil {
+		c.tracer = cfg.TracerProvider.Tracer(tracerName)
+		opts = append(opts, connect.WithInterceptors(clientSpans(c.tracer)))
+	}
 	if cfg.Token != "" {
 		opts = append(opts, connect.WithInterceptors(bearer(cfg.Token)))
 	}

@@ -13,6 +13,8 @@ import (
 	"net"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/fsm"
 )
@@ -78,6 +80,10 @@ type Config struct {
 	// handed to raft until it was applied (or failed), for metrics. It is
 	// called from the goroutine awaiting the commit: keep it quick.
 	CommitLatency func(time.Duration)
+	// TracerProvider, if set, traces each proposal from its submission to
+	// its apply (a "raft commit" span in the proposer's trace). Nil: no
+	// spans.
+	TracerProvider trace.TracerProvider
 	// History, if set, hears every change event this node applies, in log
 	// order, and each snapshot that replaces the state: the node's watch
 	// history (service.Hub).

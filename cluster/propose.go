@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/fsm"
 )
@@ -29,10 +32,11 @@ type proposals struct {
 }
 
 type proposal struct {
-	cmds []fsm.Command
-	res  []fsm.Result
-	err  error
-	done chan struct{}
+	cmds  []fsm.Command
+	res   []fsm.Result
+	err   error
+	index uint64 // of the log entry that carried it, once applied
+	done  chan struct{}
 	// behind: it rides in the next entry another proposal starts (until
 	// its linger runs out). taken: it is in an entry. Both guarded by mu.
 	behind, taken bool
@@ -86,6 +90,12 @@ func (n *Node) propose(ctx context.Context, cmds []fsm.Command, behind bool) ([]
 		return nil, errStopped
 	default:
 	}
+	var span trace.Span // nil: not traced
+	if tp := n.cfg.TracerProvider; tp != nil {
+		ctx, span = tp.Tracer(tracerName).Start(ctx, "raft commit",
+			trace.WithAttributes(attribute.Int("leasehold.commands", len(cmds))))
+		defer span.End()
+	}
 	p := &proposal{cmds: cmds, done: make(chan struct{}), behind: behind}
 	q := &n.props
 	q.mu.Lock()
@@ -106,11 +116,24 @@ func (n *Node) propose(ctx context.Context, cmds []fsm.Command, behind bool) ([]
 	}
 	select {
 	case <-p.done:
+		switch {
+		case span == nil:
+		case p.err == nil:
+			span.SetAttributes(attribute.Int64("leasehold.raft_index", int64(p.index)))
+		default:
+			span.SetStatus(codes.Error, p.err.Error())
+		}
 		return p.res, p.err
 	case <-ctx.Done():
+		if span != nil {
+			span.SetStatus(codes.Error, ctx.Err().Error())
+		}
 		return nil, ctx.Err()
 	}
 }
+
+// tracerName names the spans of the raft commit.
+const tracerName = "github.com/leasehold/leasehold/cluster"
 
 func (q *proposals) takeSlot(max int) bool {
 	if q.inflight < max {
@@ -165,7 +188,9 @@ func (n *Node) commit() {
 		n.cfg.CommitLatency(took)
 	}
 	var results []fsm.Result
+	var index uint64
 	if err == nil {
+		index = f.Index()
 		results, _ = f.Response().([]fsm.Result)
 		if e, ok := f.Response().(error); ok {
 			err = e // applied, but its answers must not go out
@@ -181,6 +206,7 @@ func (n *Node) commit() {
 			p.err = err
 		} else {
 			p.res, results = results[:len(p.cmds):len(p.cmds)], results[len(p.cmds):]
+			p.index = index
 		}
 		close(p.done)
 	}

@@ -97,6 +97,9 @@ func Start(cfg Config) (*Node, error) {
 	if scfg.Logger == nil {
 		scfg.Logger = ccfg.Logger
 	}
+	if scfg.TracerProvider == nil {
+		scfg.TracerProvider = ccfg.TracerProvider
+	}
 	scfg.MetricsApart = scfg.MetricsApart || cfg.Metrics != nil
 	srv, err := server.New(scfg)
 	if err != nil {

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
@@ -28,6 +31,7 @@ type forwarder struct {
 	node    *cluster.Node
 	selfID  string
 	http    *http.Client
+	tracer  trace.Tracer // nil: no spans
 	mu      sync.Mutex
 	clients map[string]any // *connect.Client, by raft address and procedure
 }
@@ -128,7 +132,16 @@ var routes = map[string]route{
 // secrets chosen here included) to the node at addr.
 func via[Req, Resp any](ctx context.Context, f *forwarder, addr string, req connect.AnyRequest) (connect.AnyResponse, error) {
 	c := client[Req, Resp](f, addr, req.Spec().Procedure)
-	res, err := relay(c.CallUnary(ctx, forwarded(f, req, req.Any().(*Req))))
+	r := forwarded(f, req, req.Any().(*Req))
+	if f.tracer != nil {
+		var span trace.Span
+		ctx, span = f.tracer.Start(ctx, "forward to leader", trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("leasehold.leader_raft_addr", addr)))
+		defer span.End()
+		// The leader's span for this request joins the caller's trace.
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(r.Header()))
+	}
+	res, err := relay(c.CallUnary(ctx, r))
 	if err != nil {
 		return nil, err // not a typed nil response
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/cluster"
@@ -32,10 +33,14 @@ type Config struct {
 	// Hub is the node's event history (the cluster.History the node was
 	// opened with), for watches and their metrics; nil: watches hear
 	// nothing.
-	Hub      *service.Hub
-	Logger   *slog.Logger
-	Registry *prometheus.Registry // served at /metrics
-	Metrics  *Metrics             // registered on Registry
+	Hub    *service.Hub
+	Logger *slog.Logger
+	// TracerProvider, if set, traces every API call (continuing the
+	// caller's W3C trace context) and its forwarding to the leader. Nil:
+	// no spans and no cost.
+	TracerProvider trace.TracerProvider
+	Registry       *prometheus.Registry // served at /metrics
+	Metrics        *Metrics             // registered on Registry
 	// NodeID names this node in forwarded requests.
 	NodeID string
 	// AdvertiseURL is this node's API URL as clients reach it. While this
@@ -164,8 +169,14 @@ func New(cfg Config) (*Server, error) {
 	)
 
 	mux := http.NewServeMux()
-	guard := connect.WithInterceptors(s.fwd.forwardAndMap(), &guard{auth: cfg.Auth, base: s.base},
-		leaderHint(cfg.Node, cfg.AdvertiseURL))
+	interceptors := []connect.Interceptor{s.fwd.forwardAndMap(), &guard{auth: cfg.Auth, base: s.base},
+		leaderHint(cfg.Node, cfg.AdvertiseURL)}
+	if cfg.TracerProvider != nil {
+		// Outermost, so that a forward to the leader is a child of the call.
+		s.fwd.tracer = cfg.TracerProvider.Tracer(tracerName)
+		interceptors = append([]connect.Interceptor{serverSpans(s.fwd.tracer, cfg.NodeID)}, interceptors...)
+	}
+	guard := connect.WithInterceptors(interceptors...)
 	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
 	// Replies are small: compressing them costs more CPU than it saves.
 	codecs := []connect.HandlerOption{connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8 << 10)}

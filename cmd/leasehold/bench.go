@@ -90,7 +90,7 @@ Operations finishing during --warmup are not counted. The run ends after
 	durationVar(fl, &f.warmup, "warmup", time.Second, "time before measuring; its operations are not counted")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for the choice of resources")
 	f.out = addOutput(cmd)
-	fl.StringVar(&f.plot, "plot", "", "write a latency percentile plot to this .svg or .png file")
+	fl.StringVar(&f.plot, "plot", "", "write a latency percentile plot to this .svg file")
 	fl.BoolVar(&f.shared, "shared", false, "lock, contend: the clients share one Go client (goroutines of one process), so their concurrent calls go out together in batch requests; queue: producers share one client and consumers another")
 	fl.IntVar(&f.clientBatch, "client-max-batch", 0, "most calls a Go client sends in one batch request (0: client default; 1: no batching)")
 	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (node included with --embedded)")
@@ -112,8 +112,10 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		Seed: f.seed, NoCompression: f.noGzip, Shared: f.shared, MaxBatch: f.clientBatch,
 		Batch: f.batch, BodyBytes: f.bodyBytes,
 	}
-	if f.plot != "" && !strings.HasSuffix(f.plot, ".svg") && !strings.HasSuffix(f.plot, ".png") {
-		return fmt.Errorf("--plot %s: the file name must end in .svg or .png", f.plot)
+	if f.plot != "" {
+		if err := bench.PlotPath(f.plot); err != nil {
+			return usagef("--%v", err)
+		}
 	}
 	if f.embedded {
 		cfg.Endpoints = []string{"http://placeholder"} // validated before the node starts

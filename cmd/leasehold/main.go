@@ -96,6 +96,7 @@ func newRoot() *cobra.Command {
 		newExitCodesHelp(),
 		newVersion(),
 		newSnapshot(g),
+		newHealth(g),
 	)
 	root.Version = versionLine(buildVersion())
 	root.SetVersionTemplate("{{.Version}}\n")

@@ -40,6 +40,7 @@ type serveFlags struct {
 	logFormat                                string
 	metricsAddr                              string
 	metricsAuth                              bool
+	otlpEndpoint                             string
 	limits                                   requestLimits
 	maxConnsSet                              bool // --max-conns was given
 }
@@ -58,8 +59,15 @@ func newServe(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a leasehold node (an embedded single node unless told otherwise)",
-		Args:  cobra.NoArgs,
+		Long: "Run a leasehold node (an embedded single node unless told otherwise).\n\n" +
+			"Every flag can also be set by an environment variable: LEASEHOLD_ and the flag's name\n" +
+			"in upper case with underscores (--data-dir is LEASEHOLD_DATA_DIR). A flag on the\n" +
+			"command line wins over its variable.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd); err != nil {
+				return err
+			}
 			f.maxConnsSet = cmd.Flags().Changed("max-conns")
 			return serve(cmd.Context(), g, f, cmd.Flags().Changed("metrics-auth"))
 		},
@@ -102,6 +110,8 @@ func newServe(g *globals) *cobra.Command {
 	fl.IntVar(&f.maxLeasesPerOwner, "max-leases-per-owner", 100000, "refuse more leases to one owner (same on every node)")
 	fl.IntVar(&f.walSegmentMiB, "wal-segment-size", cluster.DefaultConfig().WALSegmentSize>>20,
 		"size in MiB of one raft log segment file; each is preallocated in full, so the data dir needs this much free space to start and to go on")
+	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector URL "+
+		"(default: none, or OTEL_EXPORTER_OTLP_ENDPOINT if set)")
 	fl.IntVar(&f.watchHistory, "watch-history", service.DefaultHubConfig().Events,
 		"change events this node keeps for watches to resume from (1000 to 10000000; about 150 bytes each plus keys and values, 64 MiB of those at most)")
 	return cmd
@@ -135,6 +145,21 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	cfg.RaftAddr = f.raftAddr
 	cfg.Advertise = f.advertise
 	cfg.Logger = log
+	tp, err := tracerProvider(ctx, f.otlpEndpoint, f.nodeID)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		cfg.TracerProvider = tp // the API's spans too (see embed)
+		defer func() {
+			// Send the spans still batched.
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				log.Warn("could not send the last traces", "err", err)
+			}
+		}()
+	}
 	cfg.Join = f.join != ""
 	if cfg.Peers, err = parsePeers(f.peers); err != nil {
 		return err
@@ -232,7 +257,7 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		metricsAt = "http://" + ml.Addr().String() + "/metrics"
 	}
 	log.Info("leasehold serving", "api", node.URL, "auth", auth != nil, "raft_tls", cfg.TLS != nil, "raft", f.raftAddr, "data_dir", f.dataDir, "node_id", f.nodeID,
-		"metrics", metricsAt, "metrics_auth", metricsAuth)
+		"metrics", metricsAt, "metrics_auth", metricsAuth, "tracing", tp != nil)
 	if cfg.Join {
 		adv := f.advertise
 		if adv == "" {

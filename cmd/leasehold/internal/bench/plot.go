@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
-	"image"
 	"image/color"
-	"image/png"
 	"io"
 	"math"
 	"os"
@@ -135,23 +133,27 @@ func (p *plot) px(x, y float64) (float64, float64) {
 	return float64(marginL) + x/p.xMax*w, float64(plotH-marginB) - y/p.yMax*h
 }
 
-// WritePlot writes the report's latency plot to path, as SVG or PNG by its
-// extension.
+// WritePlot writes the report's latency plot to path as SVG. (A PNG
+// needed a rasterizer and a pixel font of our own; any browser shows the
+// SVG, and rsvg-convert or inkscape turn it into PNG.)
 func (rep *Report) WritePlot(path string) error {
+	if err := PlotPath(path); err != nil {
+		return err
+	}
 	var buf bytes.Buffer
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".svg":
-		if err := rep.WriteSVG(&buf); err != nil {
-			return err
-		}
-	case ".png":
-		if err := rep.WritePNG(&buf); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("plot %s: the file name must end in .svg or .png", path)
+	if err := rep.WriteSVG(&buf); err != nil {
+		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// PlotPath checks that path names a file WritePlot can write.
+func PlotPath(path string) error {
+	if strings.ToLower(filepath.Ext(path)) != ".svg" {
+		return fmt.Errorf("plot %s: the file name must end in .svg (the plot is SVG only: "+
+			"rsvg-convert -o plot.png plot.svg makes a PNG of it)", path)
+	}
+	return nil
 }
 
 // WriteSVG writes the latency percentile plot as SVG.
@@ -200,61 +202,4 @@ func (rep *Report) WriteSVG(w io.Writer) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// WritePNG writes the latency percentile plot as PNG.
-func (rep *Report) WritePNG(w io.Writer) error {
-	p := newPlot(rep)
-	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
-	for i := range img.Pix {
-		img.Pix[i] = 0xff
-	}
-	grid := color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
-	black := color.RGBA{0, 0, 0, 0xff}
-	drawText(img, marginL, 16, p.title, black, 2)
-	for _, t := range p.xTicks {
-		x, y0 := p.px(t.at, 0)
-		_, y1 := p.px(t.at, p.yMax)
-		drawLine(img, x, y0, x, y1, grid, 1)
-		drawText(img, int(x)-textWidth(t.label, 2)/2, int(y0)+8, t.label, black, 2)
-	}
-	for _, t := range p.yTicks {
-		x0, y := p.px(0, t.at)
-		x1, _ := p.px(p.xMax, t.at)
-		drawLine(img, x0, y, x1, y, grid, 1)
-		drawText(img, int(x0)-8-textWidth(t.label, 2), int(y)-5, t.label, black, 2)
-	}
-	x0, y0 := p.px(0, 0)
-	x1, y1 := p.px(p.xMax, p.yMax)
-	drawLine(img, x0, y0, x1, y0, black, 1)
-	drawLine(img, x0, y0, x0, y1, black, 1)
-	drawText(img, int(x0+x1)/2-textWidth(p.xLabel, 2)/2, plotH-22, p.xLabel, black, 2)
-	drawText(img, 8, int(y1)-22, p.yLabel, black, 2)
-	for i, s := range p.series {
-		c := palette[i%len(palette)]
-		for j := 1; j < len(s.pts); j++ {
-			ax, ay := p.px(s.pts[j-1][0], s.pts[j-1][1])
-			bx, by := p.px(s.pts[j][0], s.pts[j][1])
-			drawLine(img, ax, ay, bx, by, c, 2)
-		}
-		ly := float64(marginT) + 10 + 18*float64(i)
-		drawLine(img, x0+14, ly, x0+34, ly, c, 3)
-		drawText(img, int(x0)+40, int(ly)-5, s.name, black, 2)
-	}
-	return png.Encode(w, img)
-}
-
-// drawLine draws a line of the given thickness by stepping along it.
-func drawLine(img *image.RGBA, ax, ay, bx, by float64, c color.RGBA, thick int) {
-	n := int(math.Max(math.Abs(bx-ax), math.Abs(by-ay))) + 1
-	for i := 0; i <= n; i++ {
-		t := float64(i) / float64(n)
-		x := int(math.Round(ax + t*(bx-ax)))
-		y := int(math.Round(ay + t*(by-ay)))
-		for dx := 0; dx < thick; dx++ {
-			for dy := 0; dy < thick; dy++ {
-				img.SetRGBA(x+dx-thick/2, y+dy-thick/2, c)
-			}
-		}
-	}
 }

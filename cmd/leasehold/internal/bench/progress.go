@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 const barWidth = 30
@@ -45,14 +47,14 @@ func progressLine(r *runner, w workload, n int64, cur float64, elapsed time.Dura
 		win := r.window()
 		if r.cfg.Ops > 0 {
 			frac = float64(n) / float64(r.cfg.Ops)
-			of = fmt.Sprintf("%s/%s %s", commas(n), commas(r.cfg.Ops), w.unit())
+			of = fmt.Sprintf("%s/%s %s", humanize.Comma(n), humanize.Comma(r.cfg.Ops), w.unit())
 		}
 		if r.cfg.Duration > 0 {
 			if f := win.Seconds() / r.cfg.Duration.Seconds(); f > frac {
 				frac = f
 			}
 			if of == "" {
-				of = fmt.Sprintf("%s %s", commas(n), w.unit())
+				of = fmt.Sprintf("%s %s", humanize.Comma(n), w.unit())
 			}
 			of += fmt.Sprintf(", %.1fs/%s", win.Seconds(), r.cfg.Duration)
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // Report is the result of a run. Its JSON form (WriteJSON) carries the same
@@ -283,7 +285,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	case Contend:
 		b.WriteString(", 1 resource")
 	case Renew:
-		fmt.Fprintf(&b, " (renewal pool), %s leases", commas(int64(rep.Leases)))
+		fmt.Fprintf(&b, " (renewal pool), %s leases", humanize.Comma(int64(rep.Leases)))
 	case Queue:
 		fmt.Fprintf(&b, " (producers, and as many consumers), %d keys, batch %d, %d-byte messages", rep.Resources, rep.Batch, rep.BodyBytes)
 	}
@@ -299,13 +301,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\n\n")
 	fmt.Fprintf(&b, "throughput  %s %s/s  (%s %s)\n",
-		commasF(rep.Throughput.PerSecond), rep.Throughput.Unit, commas(rep.Throughput.Count), rep.Throughput.Unit)
+		commasF(rep.Throughput.PerSecond), rep.Throughput.Unit, humanize.Comma(rep.Throughput.Count), rep.Throughput.Unit)
 	if rep.CPUPerOpUs > 0 {
 		fmt.Fprintf(&b, "cpu         %.1fs of this process, %s per %s\n", rep.ProcessCPUSeconds,
 			fmtMs(rep.CPUPerOpUs/1e3), strings.TrimSuffix(rep.Throughput.Unit, "s"))
 	}
 	if rep.LogEntries > 0 {
-		fmt.Fprintf(&b, "raft log    %s entries committed, %.3f per %s\n", commas(int64(rep.LogEntries)),
+		fmt.Fprintf(&b, "raft log    %s entries committed, %.3f per %s\n", humanize.Comma(int64(rep.LogEntries)),
 			rep.LogEntriesPerOp, strings.TrimSuffix(rep.Throughput.Unit, "s"))
 	}
 	b.WriteString("\n")
@@ -313,7 +315,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "operation\tcount\tper sec\tmean\tp50\tp90\tp99\tp99.9\tmax\t")
 	for _, o := range rep.Ops {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", o.Name, commas(o.Count), commasF(o.PerSecond),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", o.Name, humanize.Comma(o.Count), commasF(o.PerSecond),
 			fmtMs(o.MeanMs), fmtMs(o.P50Ms), fmtMs(o.P90Ms), fmtMs(o.P99Ms), fmtMs(o.P999Ms), fmtMs(o.MaxMs))
 	}
 	tw.Flush()
@@ -329,7 +331,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 			fmtMs(f.ClientMeanMinMs), fmtMs(f.ClientMeanMaxMs), f.MaxMeanRatio, verdict)
 		fmt.Fprintf(&b, "  longest single wait  %.2fx the mean\n", f.MaxWaitRatio)
 		fmt.Fprintf(&b, "  spread               %.1f%% (coefficient of variation of client means)\n", 100*f.SpreadCV)
-		fmt.Fprintf(&b, "  grants per client    min %s  max %s  Jain index %.3f", commas(f.GrantsMin), commas(f.GrantsMax), f.JainIndex)
+		fmt.Fprintf(&b, "  grants per client    min %s  max %s  Jain index %.3f", humanize.Comma(f.GrantsMin), humanize.Comma(f.GrantsMax), f.JainIndex)
 		if f.Starved > 0 {
 			fmt.Fprintf(&b, "  (%d clients starved)", f.Starved)
 		}
@@ -337,12 +339,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	if r := rep.Renew; r != nil {
 		fmt.Fprintf(&b, "\nleases    %s requested, %s granted in %.1fs (%s/s), renewed every %s\n",
-			commas(int64(r.Leases)), commas(r.Granted), r.SetupSeconds, commasF(r.SetupRate), r.Period)
+			humanize.Comma(int64(r.Leases)), humanize.Comma(r.Granted), r.SetupSeconds, commasF(r.SetupRate), r.Period)
 		fmt.Fprintf(&b, "renewals  sustained %s/s, needed %s/s\n", commasF(rep.Throughput.PerSecond), commasF(r.RequiredRate))
 		fmt.Fprintf(&b, "lost      %s (server no longer had it: %s; local deadline passed: %s); held at end %s",
-			commas(r.Lost), commas(r.LostNotFound), commas(r.LostDeadline), commas(r.HeldAtEnd))
+			humanize.Comma(r.Lost), humanize.Comma(r.LostNotFound), humanize.Comma(r.LostDeadline), humanize.Comma(r.HeldAtEnd))
 		if r.Released > 0 {
-			fmt.Fprintf(&b, "; released %s", commas(r.Released))
+			fmt.Fprintf(&b, "; released %s", humanize.Comma(r.Released))
 		}
 		b.WriteString("\n")
 	}
@@ -358,7 +360,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		slices.Sort(codes)
 		b.WriteString(" (whole run, by code)\n")
 		for _, k := range codes {
-			fmt.Fprintf(&b, "  %-18s %s\n", k, commas(rep.Errors[k]))
+			fmt.Fprintf(&b, "  %-18s %s\n", k, humanize.Comma(rep.Errors[k]))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -392,29 +394,11 @@ func sig3(x float64) string {
 	return strconv.FormatFloat(x, 'f', 2, 64)
 }
 
-// commas formats n with thousands separators.
-func commas(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
 // commasF formats a rate: whole numbers with separators, small rates with
 // one decimal.
 func commasF(x float64) string {
 	if x < 100 {
 		return strconv.FormatFloat(x, 'f', 1, 64)
 	}
-	return commas(int64(math.Round(x)))
+	return humanize.Comma(int64(math.Round(x)))
 }
