@@ -299,13 +299,24 @@ func txnNames(m *pb.TxnRequest) []string {
 	return out
 }
 
-// fenceName is the name a fence's target lies under: its resource, group
-// or queue (a worker fences only what its prefixes cover).
+// fenceName is the names a fence's target lies under: its resource, group
+// or queue (a worker fences only what its prefixes cover). Each one named
+// is checked, so a fence naming two (refused later) cannot pass on their
+// concatenation.
 func fenceName(f *pb.Fence) []string {
 	if f == nil {
 		return nil
 	}
-	return []string{f.Resource + f.Group + f.Queue}
+	var out []string
+	for _, n := range []string{f.Resource, f.Group, f.Queue} {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	if out == nil {
+		return []string{""}
+	}
+	return out
 }
 
 type principalKey struct{}

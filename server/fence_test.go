@@ -128,7 +128,8 @@ func TestFenceTargetValidation(t *testing.T) {
 func TestFenceTargetInsideWorkerPrefixes(t *testing.T) {
 	n := authNode(t) // the worker token's prefix is jobs/
 	kv := leaseholdv1connect.NewKVClient(httpClient(t), n.URL)
-	for _, f := range []*pb.Fence{{Group: "billing", Token: 1}, {Queue: "billing", Key: "k", Token: 1}} {
+	for _, f := range []*pb.Fence{{Group: "billing", Token: 1}, {Queue: "billing", Key: "k", Token: 1},
+		{Resource: "jobs/", Group: "billing", Token: 1}} { // not "jobs/billing"
 		_, err := kv.Put(ctxFor(t, callTimeout), as(workerToken, &pb.PutRequest{Key: "jobs/out", Fence: f}))
 		wantCode(t, err, connect.CodePermissionDenied)
 		_, err = kv.CheckFence(ctxFor(t, callTimeout), as(workerToken, &pb.CheckFenceRequest{Group: f.Group, Queue: f.Queue,
