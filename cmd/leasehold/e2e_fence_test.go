@@ -13,7 +13,7 @@ import (
 
 // kv put --fence-queue/--fence-key and check-fence --queue/--key accept a
 // delivery's token while it is in flight and refuse it (exit 5) after the
-// ack; kv put --fence-group/--fence-partition, run by a `groups run`
+// ack (kv txn's "fence" alike); kv put --fence-group/--fence-partition, run by a `groups run`
 // child with its LEASEHOLD_TOKEN, is accepted while the member owns the
 // partition and refused after it left. Half-named targets are usage
 // errors (exit 2).
@@ -35,7 +35,20 @@ func TestFencedKVByDeliveryAndPartition(t *testing.T) {
 		!fc.Current || fc.Queue != "f/q" || fc.Key != "k" || fc.Token != d.Token || fc.Resource != "" || fc.Partition != nil {
 		t.Fatalf("check-fence of the delivery in flight: %+v %v", fc, err)
 	}
+	txn := func(fence string) cliResult {
+		return lhStdin(t, `{"then":[{"put":"f/txn","value":"x"}],"fence":`+fence+`}`, "kv", "txn", "--endpoints", n.url)
+	}
+	byDelivery := `{"queue":"f/q","key":"k","token":` + tok + `}`
+	if r := txn(byDelivery); r.code != 0 {
+		t.Fatalf("kv txn fenced by the delivery in flight: %s", r)
+	}
 	n.lhOK("queue", "ack", "f/q", "--sequence", strconv.FormatUint(d.Sequence, 10), "--token", tok)
+	if r := txn(byDelivery); r.code != 5 {
+		t.Fatalf("kv txn fenced by an acked delivery: %s, want exit 5", r)
+	}
+	if r := txn(`{"group":"f-g","token":1}`); r.code != 2 || !strings.Contains(r.stderr, "fence.group G needs fence.partition P") {
+		t.Fatalf("kv txn fenced by a group without a partition: %s, want exit 2 naming partition", r)
+	}
 	if r := n.lh(put...); r.code != 5 || !strings.Contains(r.stderr, "stale") {
 		t.Fatalf("kv put fenced by an acked delivery: %s, want exit 5, stale", r)
 	}

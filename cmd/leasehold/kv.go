@@ -377,7 +377,7 @@ A compare is "key" and one of: "version" (equals; 0: absent), "version_greater",
 				if f.Partition != nil {
 					target.partition = *f.Partition
 				}
-				if _, err := target.check(func(s string) string { return `"fence"."` + s + `"` }, f.Partition != nil); err != nil {
+				if _, err := target.check(func(s string) string { return "fence." + s }, f.Partition != nil); err != nil {
 					return err
 				}
 				switch {
