@@ -150,9 +150,30 @@ const (
 	MaxKVBytes    = 256 << 20 // keys and values together, per cluster
 )
 
-// Fence ties a write to a lease: it applies only while the lease with this
-// token holds the resource.
+// Fence ties a write to a holder's token: it applies only while the token
+// is current for its target, which is exactly one of: a resource (the
+// token of the lease that holds it), a partition of a group (its owner's
+// epoch, also while being revoked) or a key of a keyed queue (the token of
+// its delivery in flight).
 type Fence struct {
 	Resource string
 	Token    uint64
+	// Group and Partition name a partition instead of a resource.
+	Group     string
+	Partition uint32
+	// Queue and Key name a queue's key instead of a resource.
+	Queue string
+	Key   string
+}
+
+// Target names what the fence guards, for messages: `resource "r"`,
+// `partition 3 of group "g"` or `key "k" of queue "q"`.
+func (f Fence) Target() string {
+	switch {
+	case f.Group != "":
+		return "partition " + strconv.FormatUint(uint64(f.Partition), 10) + " of group " + strconv.Quote(f.Group)
+	case f.Queue != "":
+		return "key " + strconv.Quote(f.Key) + " of queue " + strconv.Quote(f.Queue)
+	}
+	return strconv.Quote(f.Resource)
 }

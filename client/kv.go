@@ -40,6 +40,24 @@ func Fence(resource string, token uint64) WriteOption {
 	return func(o *writeOptions) { o.fence = &pb.Fence{Resource: resource, Token: token} }
 }
 
+// FencedByPartition makes the write apply only while epoch is the current
+// grant of partition of group: also while the partition is being revoked
+// from its owner, never after it was handed over.
+func FencedByPartition(group string, partition int, epoch uint64) WriteOption {
+	return func(o *writeOptions) { o.fence = partitionFence(group, partition, epoch) }
+}
+
+// FencedByDelivery makes the write apply only while the delivery with
+// token of queue's key is in flight: never after its ack, nack or
+// redelivery. d.Queue, d.Key and d.Token of a Delivery name it.
+func FencedByDelivery(queue, key string, token uint64) WriteOption {
+	return func(o *writeOptions) { o.fence = &pb.Fence{Queue: queue, Key: key, Token: token} }
+}
+
+func partitionFence(group string, partition int, epoch uint64) *pb.Fence {
+	return &pb.Fence{Group: group, Partition: count(partition), Token: epoch}
+}
+
 // Put writes value at key and returns its new version.
 func (c *Client) Put(ctx context.Context, key string, value []byte, opts ...WriteOption) (uint64, error) {
 	var o writeOptions
@@ -136,5 +154,21 @@ func (c *Client) Keys(ctx context.Context, prefix string) iter.Seq2[KeyEntry, er
 // itself and can afford one round trip.
 func (c *Client) CheckFence(ctx context.Context, resource string, token uint64) error {
 	_, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.CheckFence, &pb.CheckFenceRequest{Resource: resource, Token: token})
+	return err
+}
+
+// CheckPartitionFence is CheckFence for a partition's epoch (see
+// FencedByPartition).
+func (c *Client) CheckPartitionFence(ctx context.Context, group string, partition int, epoch uint64) error {
+	_, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.CheckFence,
+		&pb.CheckFenceRequest{Group: group, Partition: count(partition), Token: epoch})
+	return err
+}
+
+// CheckDeliveryFence is CheckFence for a queue delivery's token (see
+// FencedByDelivery).
+func (c *Client) CheckDeliveryFence(ctx context.Context, queue, key string, token uint64) error {
+	_, err := call(ctx, c, c.cfg.RequestTimeout, kvOf, leaseholdv1connect.KVClient.CheckFence,
+		&pb.CheckFenceRequest{Queue: queue, Key: key, Token: token})
 	return err
 }

@@ -149,6 +149,20 @@ func (t *Txn) Fence(resource string, token uint64) *Txn {
 	return t
 }
 
+// FencedByPartition makes the whole transaction apply only while epoch is
+// the current grant of partition of group (see the WriteOption).
+func (t *Txn) FencedByPartition(group string, partition int, epoch uint64) *Txn {
+	t.req.Fence = partitionFence(group, partition, epoch)
+	return t
+}
+
+// FencedByDelivery makes the whole transaction apply only while the
+// delivery with token of queue's key is in flight (see the WriteOption).
+func (t *Txn) FencedByDelivery(queue, key string, token uint64) *Txn {
+	t.req.Fence = &pb.Fence{Queue: queue, Key: key, Token: token}
+	return t
+}
+
 // Commit sends the transaction, retrying on another node while none
 // answers (with the same request ID, so it applies at most once). A
 // refused transaction (a limit, a stale fence, a bound write whose lease

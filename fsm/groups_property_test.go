@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/leasehold/leasehold"
 )
 
 // A property test of partition groups: members join, leave and lapse,
@@ -21,7 +23,9 @@ import (
 //     the members' counts differ by at most one;
 //   - a single join or leave among m members changes the target of at
 //     most ⌈N/m⌉ + 1 partitions;
-//   - a restored snapshot writes the same bytes and goes on alike.
+//   - a restored snapshot writes the same bytes and goes on alike;
+//   - a KV write fenced by one of a partition's epochs is accepted only
+//     while that epoch is its owner's (fence.go).
 
 // ownership follows the group's partitions through its events.
 type ownership struct {
@@ -89,6 +93,7 @@ func TestGroupProperties(t *testing.T) {
 		if r := apply(&GroupCreate{Group: "g", Partitions: n0}); r.Err != nil {
 			rt.Fatal(r.Err)
 		}
+		epochs := map[uint32][]uint64{} // every epoch each partition had
 		names := []string{"m0", "m1", "m2", "m3", "m4", "m5", "m6"}
 		alive := map[string]uint64{}
 		pending := func() []GroupPartition {
@@ -185,6 +190,17 @@ func TestGroupProperties(t *testing.T) {
 				if cur := obs.owner[p.Partition]; cur != p.LeaseID {
 					rt.Fatalf("partition %d: state says owner %d, events %d", p.Partition, p.LeaseID, cur)
 				}
+				if !slices.Contains(epochs[p.Partition], p.Epoch) {
+					epochs[p.Partition] = append(epochs[p.Partition], p.Epoch)
+				}
+			}
+			// A KV write fenced by any epoch the partition ever had lands
+			// only while that epoch is its owner's: never after it moved.
+			p := d.Partitions[rapid.IntRange(0, len(d.Partitions)-1).Draw(rt, "fenced partition")]
+			e := rapid.SampledFrom(epochs[p.Partition]).Draw(rt, "fence epoch")
+			r := apply(&Put{Key: "out", Value: []byte("v"), Fence: &leasehold.Fence{Group: "g", Partition: p.Partition, Token: e}})
+			if current := p.LeaseID != 0 && p.Epoch == e; (r.Err == nil) != current {
+				rt.Fatalf("a write fenced by epoch %d of partition %+v: %v (current: %v)", e, p, r.Err, current)
 			}
 		}
 		// Stable: acknowledge every revocation; then all is owned, balanced.

@@ -9,7 +9,8 @@ import (
 // can carry. A fenced write applies only if its token belongs to the lease
 // that holds the resource right now, so a lease that expired, was released
 // or was force-released is refused at once, even before anyone else
-// acquires: stronger than a high-water mark.
+// acquires: stronger than a high-water mark. A fence may name a partition
+// or a queue key instead (fence.go).
 
 const (
 	KindPut    Kind = 8
@@ -46,21 +47,6 @@ func (*Delete) Kind() Kind { return KindDelete }
 
 func (c *Put) apply(s *State, ix uint64, now int64) Result   { return s.put(ix, now, c) }
 func (c *Delete) apply(s *State, _ uint64, now int64) Result { return s.del(now, c) }
-
-func encodeFence(e *encoder, f *leasehold.Fence) {
-	e.bool(f != nil)
-	if f != nil {
-		e.str(f.Resource)
-		e.uvarint(f.Token)
-	}
-}
-
-func decodeFence(d *decoder) *leasehold.Fence {
-	if !d.bool() {
-		return nil
-	}
-	return &leasehold.Fence{Resource: d.str(), Token: d.uvarint()}
-}
 
 func (c *Put) encode(e *encoder) {
 	e.str(c.RequestID)
@@ -139,7 +125,7 @@ func (s *State) kvConditions(key string, hasIf bool, ifVersion uint64, f *leaseh
 		return err
 	}
 	if f != nil {
-		if err := s.CheckFence(f.Resource, f.Token); err != nil {
+		if err := s.CheckFenceTarget(*f); err != nil {
 			return err
 		}
 	}

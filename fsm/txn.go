@@ -195,7 +195,7 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 		return Result{Err: err}
 	}
 	if c.Fence != nil {
-		if err := s.CheckFence(c.Fence.Resource, c.Fence.Token); err != nil {
+		if err := s.CheckFenceTarget(*c.Fence); err != nil {
 			return Result{Err: err}
 		}
 	}

@@ -241,7 +241,7 @@ func names(msg any) []string {
 	case *pb.KVGetRequest:
 		return []string{m.Key}
 	case *pb.CheckFenceRequest:
-		return []string{m.Resource}
+		return fenceName(&pb.Fence{Resource: m.Resource, Group: m.Group, Queue: m.Queue})
 	case *pb.IdempotencyBeginRequest:
 		return []string{m.Key}
 	case *pb.IdempotencyCompleteRequest:
@@ -287,7 +287,7 @@ func names(msg any) []string {
 }
 
 // txnNames is every key a transaction reads or writes, and its fence's
-// resource: a worker may compare only keys it may write.
+// target: a worker may compare only keys it may write.
 func txnNames(m *pb.TxnRequest) []string {
 	out := fenceName(m.Fence)
 	for _, c := range m.Compares {
@@ -299,11 +299,24 @@ func txnNames(m *pb.TxnRequest) []string {
 	return out
 }
 
+// fenceName is the names a fence's target lies under: its resource, group
+// or queue (a worker fences only what its prefixes cover). Each one named
+// is checked, so a fence naming two (refused later) cannot pass on their
+// concatenation.
 func fenceName(f *pb.Fence) []string {
 	if f == nil {
 		return nil
 	}
-	return []string{f.Resource}
+	var out []string
+	for _, n := range []string{f.Resource, f.Group, f.Queue} {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	if out == nil {
+		return []string{""}
+	}
+	return out
 }
 
 type principalKey struct{}

@@ -14,19 +14,6 @@ import (
 // kvAPI implements leaseholdv1connect.KVHandler.
 type kvAPI struct{ s *Server }
 
-func fencePB(f *pb.Fence) (*leasehold.Fence, error) {
-	if f == nil {
-		return nil, nil
-	}
-	if err := leasehold.ValidateName("fence.resource", f.Resource, leasehold.MaxResourceLen, true); err != nil {
-		return nil, err
-	}
-	if f.Token == 0 {
-		return nil, leasehold.Errorf(leasehold.CodeInvalid, "fence.token must be set (a lease's token; a degraded lease's 0 is never valid)")
-	}
-	return &leasehold.Fence{Resource: f.Resource, Token: f.Token}, nil
-}
-
 func keyOf(k string) error { return leasehold.ValidateName("key", k, leasehold.MaxKeyLen, true) }
 
 // writeParams checks what Put and Delete share: the key, the fence and the
@@ -35,7 +22,7 @@ func writeParams(key string, f *pb.Fence, reqID string) (*leasehold.Fence, strin
 	if err := keyOf(key); err != nil {
 		return nil, "", err
 	}
-	fence, err := fencePB(f)
+	fence, err := fencePB(f, "fence.")
 	if err != nil {
 		return nil, "", err
 	}
@@ -109,11 +96,13 @@ func (h kvAPI) Get(ctx context.Context, req *connect.Request[pb.KVGetRequest]) (
 
 func (h kvAPI) CheckFence(ctx context.Context, req *connect.Request[pb.CheckFenceRequest]) (*connect.Response[pb.CheckFenceResponse], error) {
 	s := h.s
-	f, err := fencePB(&pb.Fence{Resource: req.Msg.Resource, Token: req.Msg.Token})
+	m := req.Msg
+	f, err := fencePB(&pb.Fence{Resource: m.Resource, Token: m.Token, Group: m.Group, Partition: m.Partition,
+		Queue: m.Queue, Key: m.Key}, "")
 	if err != nil {
 		return nil, err
 	}
-	err = s.svc.CheckFence(ctx, f.Resource, f.Token)
+	err = s.svc.CheckFence(ctx, *f)
 	if err = s.fenceResult(err, "check"); err != nil {
 		return nil, err
 	}

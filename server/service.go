@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -35,7 +36,7 @@ type Service interface {
 	Txn(ctx context.Context, cmd *service.Txn) (*service.TxnResult, uint64, error)
 	Get(ctx context.Context, key string) (service.Item, error)
 	ListKeys(ctx context.Context, prefix, after string, limit int) ([]service.KeyItem, bool, error)
-	CheckFence(ctx context.Context, resource string, token uint64) error
+	CheckFence(ctx context.Context, f leasehold.Fence) error
 
 	Members(ctx context.Context) ([]service.Member, error)
 	AddVoter(ctx context.Context, id, raftAddr string) error

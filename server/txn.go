@@ -88,7 +88,7 @@ func txnCommand(m *pb.TxnRequest, caller string) (*service.Txn, error) {
 		return nil, leasehold.Errorf(leasehold.CodeLimit,
 			"the transaction carries %d bytes of values; the limit is %d (max_txn_bytes)", total, lim.Bytes)
 	}
-	if cmd.Fence, err = fencePB(m.Fence); err != nil {
+	if cmd.Fence, err = fencePB(m.Fence, "fence."); err != nil {
 		return nil, err
 	}
 	if cmd.RequestID, err = requestID(m.RequestId); err != nil {

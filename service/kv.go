@@ -88,11 +88,11 @@ func (s *Service) ListKeys(ctx context.Context, prefix, after string, limit int)
 	return items, more, err
 }
 
-// CheckFence says whether token is still current for resource (nil) or
-// stale (leasehold.ErrStaleToken).
-func (s *Service) CheckFence(ctx context.Context, resource string, token uint64) error {
+// CheckFence says whether f's token is still current for its target (nil)
+// or stale (leasehold.ErrStaleToken).
+func (s *Service) CheckFence(ctx context.Context, f leasehold.Fence) error {
 	var verdict error
-	if err := s.node.Read(ctx, func(st *fsm.State) { verdict = st.CheckFence(resource, token) }); err != nil {
+	if err := s.node.Read(ctx, func(st *fsm.State) { verdict = st.CheckFenceTarget(f) }); err != nil {
 		return err
 	}
 	return verdict

@@ -26,16 +26,20 @@ func newKV(g *globals) *cobra.Command {
 
 // writeFlags are the conditions of a single write.
 type writeFlags struct {
-	ifVersion     uint64
-	fenceResource string
-	fenceToken    uint64
+	ifVersion  uint64
+	fence      fenceTarget
+	fenceToken uint64
 }
 
 func (f *writeFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.Uint64Var(&f.ifVersion, "if-version", 0, "write only if the key is at this version (0: only if it does not exist)")
-	fl.StringVar(&f.fenceResource, "fence", "", "write only while --token holds this resource (a fenced write)")
-	fl.Uint64Var(&f.fenceToken, "token", 0, "the fencing token for --fence (such as $LEASEHOLD_TOKEN)")
+	fl.StringVar(&f.fence.resource, "fence", "", "write only while --token holds this resource (a fenced write)")
+	fl.StringVar(&f.fence.group, "fence-group", "", "write only while --token is the epoch of --fence-partition of this group")
+	fl.Uint32Var(&f.fence.partition, "fence-partition", 0, "the partition of --fence-group")
+	fl.StringVar(&f.fence.queue, "fence-queue", "", "write only while --token is the delivery of --fence-key of this queue in flight")
+	fl.StringVar(&f.fence.key, "fence-key", "", "the key of --fence-queue")
+	fl.Uint64Var(&f.fenceToken, "token", 0, "the fencing token for --fence, --fence-group or --fence-queue (such as $LEASEHOLD_TOKEN)")
 }
 
 func (f *writeFlags) options(cmd *cobra.Command) ([]client.WriteOption, error) {
@@ -43,11 +47,15 @@ func (f *writeFlags) options(cmd *cobra.Command) ([]client.WriteOption, error) {
 	if cmd.Flags().Changed("if-version") {
 		opts = append(opts, client.IfVersion(f.ifVersion))
 	}
-	if (f.fenceResource == "") != (f.fenceToken == 0) {
-		return nil, usagef("--fence RESOURCE and --token N go together")
+	named, err := f.fence.check(func(s string) string { return "--fence-" + s }, cmd.Flags().Changed("fence-partition"))
+	if err != nil {
+		return nil, err
 	}
-	if f.fenceResource != "" {
-		opts = append(opts, client.Fence(f.fenceResource, f.fenceToken))
+	if named != (f.fenceToken != 0) {
+		return nil, usagef("--fence RESOURCE (or --fence-group, --fence-queue) and --token N go together")
+	}
+	if named {
+		opts = append(opts, f.fence.option(f.fenceToken))
 	}
 	return opts, nil
 }
@@ -228,8 +236,12 @@ type txnSpec struct {
 	Then  []txnOp      `json:"then"`
 	Else  []txnOp      `json:"else"`
 	Fence *struct {
-		Resource string `json:"resource"`
-		Token    uint64 `json:"token"`
+		Resource  string  `json:"resource"`
+		Group     string  `json:"group"`
+		Partition *uint32 `json:"partition"`
+		Queue     string  `json:"queue"`
+		Key       string  `json:"key"`
+		Token     uint64  `json:"token"`
 	} `json:"fence"`
 }
 
@@ -306,7 +318,9 @@ func newKVTxn(g *globals) *cobra.Command {
 		Short: "Apply a transaction given as JSON (stdin, or -f FILE): compares, then writes, in one step",
 		Long: `Reads one transaction as JSON and applies it in one log entry: if every
 compare in "if" holds, the "then" writes run, otherwise the "else" writes.
-Optionally fenced: nothing runs unless the token still holds the resource.
+Optionally fenced: nothing runs unless the token still holds the resource
+("fence": {"group": G, "partition": P, "token": EPOCH} or {"queue": Q, "key": K,
+"token": DELIVERY_TOKEN} fence with a partition's epoch or a delivery's token).
 
   {"if":   [{"key": "jobs/7/owner", "exists": false}],
    "then": [{"put": "jobs/7/owner", "value": "w1"}, {"put": "jobs/7/state", "value": "claimed"}],
@@ -358,8 +372,22 @@ A compare is "key" and one of: "version" (equals; 0: absent), "version_greater",
 					b.add(op)
 				}
 			}
-			if spec.Fence != nil {
-				txn.Fence(spec.Fence.Resource, spec.Fence.Token)
+			if f := spec.Fence; f != nil {
+				target := fenceTarget{resource: f.Resource, group: f.Group, queue: f.Queue, key: f.Key}
+				if f.Partition != nil {
+					target.partition = *f.Partition
+				}
+				if _, err := target.check(func(s string) string { return "fence." + s }, f.Partition != nil); err != nil {
+					return err
+				}
+				switch {
+				case f.Group != "":
+					txn.FencedByPartition(f.Group, int(target.partition), f.Token)
+				case f.Queue != "":
+					txn.FencedByDelivery(f.Queue, f.Key, f.Token)
+				default:
+					txn.Fence(f.Resource, f.Token)
+				}
 			}
 			res, err := txn.Commit()
 			if err != nil {
@@ -393,37 +421,56 @@ A compare is "key" and one of: "version" (equals; 0: absent), "version_greater",
 
 func newCheckFence(g *globals) *cobra.Command {
 	var out *output
+	var target fenceTarget
 	cmd := &cobra.Command{
-		Use:               "check-fence RESOURCE TOKEN",
-		Short:             "Say whether a write fenced with TOKEN on RESOURCE would be accepted now",
+		Use:               "check-fence {RESOURCE | --group G --partition P | --queue Q --key K} TOKEN",
+		Short:             "Say whether a write fenced with TOKEN on RESOURCE (or a partition, or a queue key) would be accepted now",
 		ValidArgsFunction: completeResources(g),
 		Long: "Asks what a fence (the guards, a fenced KV write) would say for TOKEN on RESOURCE:\n" +
-			"current (exit 0) while TOKEN belongs to the lease holding RESOURCE, else stale (exit 5).",
-		Args: cobra.ExactArgs(2),
+			"current (exit 0) while TOKEN belongs to the lease holding RESOURCE, else stale (exit 5).\n" +
+			"With --group and --partition, TOKEN is a partition's epoch: current while its owner has it\n" +
+			"(also while it is being revoked). With --queue and --key, TOKEN is a delivery's token:\n" +
+			"current while that delivery of the key is in flight.",
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			byFlags := target.group != "" || target.queue != ""
+			if want := map[bool]int{true: 1, false: 2}[byFlags]; len(args) != want {
+				return usagef("check-fence takes RESOURCE TOKEN, or TOKEN after --group/--partition or --queue/--key")
+			}
+			if !byFlags {
+				target.resource = args[0]
+			}
+			if _, err := target.check(func(s string) string { return "--" + s }, cmd.Flags().Changed("partition")); err != nil {
+				return err
+			}
+			tokenArg := args[len(args)-1]
 			var token uint64
-			if _, err := fmt.Sscan(args[1], &token); err != nil || token == 0 {
-				return usagef("TOKEN %q: want a fencing token, a positive number", args[1])
+			if _, err := fmt.Sscan(tokenArg, &token); err != nil || token == 0 {
+				return usagef("TOKEN %q: want a fencing token, a positive number", tokenArg)
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
 				return err
 			}
 			defer cancel()
-			err = c.CheckFence(ctx, args[0], token)
+			err = target.checkFence(ctx, c, token)
 			if err != nil && !errors.Is(err, leasehold.ErrStaleToken) {
 				return err
 			}
-			fc := cliout.FenceCheck{Resource: args[0], Token: token, Current: err == nil}
+			fc := cliout.FenceCheck{Resource: target.resource, Group: target.group, Queue: target.queue, Key: target.key,
+				Token: token, Current: err == nil}
+			if target.group != "" {
+				fc.Partition = &target.partition
+			}
 			if err != nil {
 				fc.Reason = err.Error()
 			}
 			perr := out.print(cmd.OutOrStdout(), fc, func(w io.Writer) error {
 				if fc.Current {
-					_, err := fmt.Fprintf(w, "token %d is current for %s: a fenced write would be accepted\n", token, args[0])
+					_, err := fmt.Fprintf(w, "token %d is current for %s: a fenced write would be accepted\n", token, target)
 					return err
 				}
-				_, err := fmt.Fprintf(w, "token %d is stale for %s: a fenced write would be refused (%s)\n", token, args[0], fc.Reason)
+				_, err := fmt.Fprintf(w, "token %d is stale for %s: a fenced write would be refused (%s)\n", token, target, fc.Reason)
 				return err
 			})
 			if perr != nil {
@@ -435,6 +482,11 @@ func newCheckFence(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&target.group, "group", "", "check a partition's epoch: the group")
+	fl.Uint32Var(&target.partition, "partition", 0, "the partition of --group")
+	fl.StringVar(&target.queue, "queue", "", "check a delivery's token: the queue")
+	fl.StringVar(&target.key, "key", "", "the key of --queue")
 	out = addOutput(cmd)
 	return cmd
 }

@@ -87,10 +87,21 @@ func (CompareOp) EnumDescriptor() ([]byte, []int) {
 	return file_leasehold_v1_kv_proto_rawDescGZIP(), []int{0}
 }
 
+// Fence names exactly one target, and the write applies only while token
+// is current for it: resource (the token of the lease that holds it),
+// group and partition (the epoch of the partition's owner, also while the
+// partition is being revoked from it), or queue and key (the token of the
+// key's delivery in flight). An unknown target is a stale token.
 type Fence struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Resource      string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
-	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Resource string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	Token    uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// A partition of a partition group, instead of resource.
+	Group     string `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	Partition uint32 `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	// A key of a keyed queue, instead of resource.
+	Queue         string `protobuf:"bytes,5,opt,name=queue,proto3" json:"queue,omitempty"`
+	Key           string `protobuf:"bytes,6,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -137,6 +148,34 @@ func (x *Fence) GetToken() uint64 {
 		return x.Token
 	}
 	return 0
+}
+
+func (x *Fence) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Fence) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *Fence) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Fence) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
 }
 
 type PutRequest struct {
@@ -503,10 +542,15 @@ func (x *DeleteResponse) GetVersion() uint64 {
 	return 0
 }
 
+// CheckFenceRequest names one target, as a Fence does.
 type CheckFenceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Resource      string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
 	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	Group         string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	Partition     uint32                 `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	Queue         string                 `protobuf:"bytes,5,opt,name=queue,proto3" json:"queue,omitempty"`
+	Key           string                 `protobuf:"bytes,6,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -553,6 +597,34 @@ func (x *CheckFenceRequest) GetToken() uint64 {
 		return x.Token
 	}
 	return 0
+}
+
+func (x *CheckFenceRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CheckFenceRequest) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *CheckFenceRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *CheckFenceRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
 }
 
 type CheckFenceResponse struct {
@@ -1254,10 +1326,14 @@ var File_leasehold_v1_kv_proto protoreflect.FileDescriptor
 
 const file_leasehold_v1_kv_proto_rawDesc = "" +
 	"\n" +
-	"\x15leasehold/v1/kv.proto\x12\fleasehold.v1\"9\n" +
+	"\x15leasehold/v1/kv.proto\x12\fleasehold.v1\"\x95\x01\n" +
 	"\x05Fence\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"\xef\x01\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\rR\tpartition\x12\x14\n" +
+	"\x05queue\x18\x05 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x06 \x01(\tR\x03key\"\xef\x01\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -1287,10 +1363,14 @@ const file_leasehold_v1_kv_proto_rawDesc = "" +
 	"request_id\x18\x04 \x01(\tR\trequestIdB\r\n" +
 	"\v_if_version\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\x04R\aversion\"E\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\"\xa1\x01\n" +
 	"\x11CheckFenceRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\rR\tpartition\x12\x14\n" +
+	"\x05queue\x18\x05 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x06 \x01(\tR\x03key\"\x14\n" +
 	"\x12CheckFenceResponse\"t\n" +
 	"\aCompare\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12'\n" +

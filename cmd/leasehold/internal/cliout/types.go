@@ -262,12 +262,17 @@ type TxnResult struct {
 }
 
 // FenceCheck is check-fence's output: whether a write fenced with Token on
-// Resource would be accepted now, and if not, why.
+// its target (Resource, Group and Partition, or Queue and Key) would be
+// accepted now, and if not, why.
 type FenceCheck struct {
-	Resource string `json:"resource"`
-	Token    uint64 `json:"token"`
-	Current  bool   `json:"current"`
-	Reason   string `json:"reason,omitempty"`
+	Resource  string  `json:"resource,omitempty"`
+	Group     string  `json:"group,omitempty"`
+	Partition *uint32 `json:"partition,omitempty"`
+	Queue     string  `json:"queue,omitempty"`
+	Key       string  `json:"key,omitempty"`
+	Token     uint64  `json:"token"`
+	Current   bool    `json:"current"`
+	Reason    string  `json:"reason,omitempty"`
 }
 
 // RunResult is run --json's last line of stdout, after the command's own

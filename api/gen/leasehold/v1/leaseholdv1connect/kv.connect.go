@@ -53,7 +53,8 @@ type KVClient interface {
 	Get(context.Context, *connect.Request[v1.KVGetRequest]) (*connect.Response[v1.KVGetResponse], error)
 	Delete(context.Context, *connect.Request[v1.DeleteRequest]) (*connect.Response[v1.DeleteResponse], error)
 	// CheckFence answers OK only if token belongs to the lease that holds
-	// resource right now (like Chubby's CheckSequencer); Aborted otherwise.
+	// resource right now (like Chubby's CheckSequencer), or is current for
+	// the partition or queue key named instead (see Fence); Aborted otherwise.
 	// It is a linearizable read: one round trip per protected write.
 	CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error)
 	// Txn checks compares on several keys, then applies then_ops if every
@@ -163,7 +164,8 @@ type KVHandler interface {
 	Get(context.Context, *connect.Request[v1.KVGetRequest]) (*connect.Response[v1.KVGetResponse], error)
 	Delete(context.Context, *connect.Request[v1.DeleteRequest]) (*connect.Response[v1.DeleteResponse], error)
 	// CheckFence answers OK only if token belongs to the lease that holds
-	// resource right now (like Chubby's CheckSequencer); Aborted otherwise.
+	// resource right now (like Chubby's CheckSequencer), or is current for
+	// the partition or queue key named instead (see Fence); Aborted otherwise.
 	// It is a linearizable read: one round trip per protected write.
 	CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error)
 	// Txn checks compares on several keys, then applies then_ops if every
