@@ -23,6 +23,7 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/procs"
 	"github.com/leasehold/leasehold/internal/testcluster"
 	"github.com/leasehold/leasehold/internal/testutil"
 )
@@ -348,10 +349,10 @@ func TestLeaderKillChargesOnce(t *testing.T) {
 	if pg.Err() != nil {
 		t.Skipf("no Postgres: %v", pg.Err())
 	}
-	nodes := startServeCluster(t)
+	nodes := procs.StartServeCluster(t, leaseholdBin, t.TempDir())
 	var urls []string
 	for _, n := range nodes {
-		urls = append(urls, n.url)
+		urls = append(urls, n.URL)
 	}
 	c, err := client.New(client.Config{Endpoints: urls})
 	if err != nil {
@@ -379,15 +380,17 @@ func TestLeaderKillChargesOnce(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, 60*time.Second, "a first payment is answered", func() bool { return answered.Load() > 0 })
-	old.kill(t)
+	if err := old.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	atKill := answered.Load()
 	if atKill == keys*clients {
 		t.Fatal("every payment was answered before the leader was killed: the load is too short to test a kill")
 	}
 	if n := serveLeader(t, nodes, c); n == old {
-		t.Fatalf("%s still leads after its SIGKILL", old.id)
+		t.Fatalf("%s still leads after its SIGKILL", old.ID)
 	}
-	t.Logf("payments answered: %d of %d at the kill of %s, %d when a new leader was seen", atKill, keys*clients, old.id, answered.Load())
+	t.Logf("payments answered: %d of %d at the kill of %s, %d when a new leader was seen", atKill, keys*clients, old.ID, answered.Load())
 	wg.Wait()
 	charges := e.charges()
 	var want int64
