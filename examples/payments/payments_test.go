@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,8 +45,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	built := make(chan error, 2)
-	go func() { built <- build(filepath.Join(dir, "payments"), ".") }()
-	go func() { built <- build(filepath.Join(dir, "leasehold"), "../../cmd/leasehold") }()
+	go func() { built <- procs.BuildPackage(filepath.Join(dir, "payments"), ".") }()
+	go func() { built <- procs.BuildPackage(filepath.Join(dir, "leasehold"), "../../cmd/leasehold") }()
 	var stop func()
 	pg, stop = pgtest.StartMain()
 	code := 1
@@ -60,23 +59,6 @@ func TestMain(m *testing.M) {
 	stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func build(out, pkg string) error {
-	args := []string{"build", "-o", out}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				args = append(args, "-race")
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if b, err := exec.CommandContext(ctx, "go", append(args, pkg)...).CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %w\n%s", err, b)
-	}
-	return nil
 }
 
 type worker struct {
