@@ -41,7 +41,7 @@ var mayImport = map[string][]string{
 	"internal/freeport":      {},
 	"internal/smalldisk":     {},
 	"internal/testutil":      {"internal/freeport"},
-	"internal/procs":         {},
+	"internal/procs":         {"internal/freeport"}, // StartServeCluster picks the nodes' ports
 	"internal/pgtest":        {"internal/freeport"},
 	"internal/testcluster":   {".", "api", "client", "cluster", "embed", "server", "service", "internal/testutil"},
 	"integration":            {},

@@ -62,6 +62,18 @@ func groupRequestID(id string) error {
 	return leasehold.ValidateName("request_id", id, leasehold.MaxRequestIDLen, false)
 }
 
+// groupWrite checks what every write to a named group starts with: a
+// node that has groups, the group's name and the request_id.
+func (h groupsAPI) groupWrite(group, requestID string) error {
+	if err := h.ready(); err != nil {
+		return err
+	}
+	if err := groupName(group); err != nil {
+		return err
+	}
+	return groupRequestID(requestID)
+}
+
 func partitionCount(n uint32) error {
 	if n < 1 || n > service.MaxGroupPartitions {
 		return leasehold.Errorf(leasehold.CodeInvalid, "partitions is %d; it must be between 1 and %d", n, service.MaxGroupPartitions)
@@ -71,13 +83,7 @@ func partitionCount(n uint32) error {
 
 func (h groupsAPI) Create(ctx context.Context, req *connect.Request[pb.GroupsCreateRequest]) (*connect.Response[pb.GroupsCreateResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
-	if err := groupName(m.Group); err != nil {
-		return nil, err
-	}
-	if err := groupRequestID(m.RequestId); err != nil {
+	if err := h.groupWrite(m.Group, m.RequestId); err != nil {
 		return nil, err
 	}
 	if err := partitionCount(m.Partitions); err != nil {
@@ -101,13 +107,7 @@ func (h groupsAPI) Create(ctx context.Context, req *connect.Request[pb.GroupsCre
 
 func (h groupsAPI) Grow(ctx context.Context, req *connect.Request[pb.GroupsGrowRequest]) (*connect.Response[pb.GroupsGrowResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
-	if err := groupName(m.Group); err != nil {
-		return nil, err
-	}
-	if err := groupRequestID(m.RequestId); err != nil {
+	if err := h.groupWrite(m.Group, m.RequestId); err != nil {
 		return nil, err
 	}
 	if err := partitionCount(m.Partitions); err != nil {
@@ -122,13 +122,7 @@ func (h groupsAPI) Grow(ctx context.Context, req *connect.Request[pb.GroupsGrowR
 
 func (h groupsAPI) Delete(ctx context.Context, req *connect.Request[pb.GroupsDeleteRequest]) (*connect.Response[pb.GroupsDeleteResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
-	if err := groupName(m.Group); err != nil {
-		return nil, err
-	}
-	if err := groupRequestID(m.RequestId); err != nil {
+	if err := h.groupWrite(m.Group, m.RequestId); err != nil {
 		return nil, err
 	}
 	if err := leasehold.ValidateName("reason", m.Reason, service.MaxReasonLen, true); err != nil {
@@ -274,13 +268,7 @@ func (h groupsAPI) Leave(ctx context.Context, req *connect.Request[pb.GroupsLeav
 
 func (h groupsAPI) AckRevocation(ctx context.Context, req *connect.Request[pb.GroupsAckRevocationRequest]) (*connect.Response[pb.GroupsAckRevocationResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
-	if err := groupName(m.Group); err != nil {
-		return nil, err
-	}
-	if err := groupRequestID(m.RequestId); err != nil {
+	if err := h.groupWrite(m.Group, m.RequestId); err != nil {
 		return nil, err
 	}
 	if err := leasehold.ValidateName("member", m.Member, service.MaxGroupMemberLen, true); err != nil {

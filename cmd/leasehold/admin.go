@@ -278,8 +278,8 @@ func newForceRelease(g *globals) *cobra.Command {
 			if leaseID == 0 {
 				return usagef("--lease is required: the id of the lease holding the resource (leasehold locks show %s)", resource)
 			}
-			if strings.TrimSpace(reason) == "" {
-				return usagef("--reason is required: why the release is forced (kept in the audit log)")
+			if err := requireReason(reason, "why the release is forced"); err != nil {
+				return err
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {

@@ -31,3 +31,21 @@ func confirm(cmd *cobra.Command, yes bool, prompt, notDone string) error {
 	}
 	return nil
 }
+
+// requireReason refuses a blank --reason with a usage error; why says
+// what the reason is for ("why the queue is deleted").
+func requireReason(reason, why string) error {
+	if strings.TrimSpace(reason) == "" {
+		return usagef("--reason is required: %s (kept in the audit log)", why)
+	}
+	return nil
+}
+
+// confirmAudited is the start of an audited destructive command: a
+// non-blank --reason first, then the typed confirmation.
+func confirmAudited(cmd *cobra.Command, reason, why string, yes bool, prompt, notDone string) error {
+	if err := requireReason(reason, why); err != nil {
+		return err
+	}
+	return confirm(cmd, yes, prompt, notDone)
+}

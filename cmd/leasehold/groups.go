@@ -203,10 +203,8 @@ the reason and the time go to the audit log. Asks for confirmation unless --yes;
 without a terminal it needs --yes. Needs the admin role.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(reason) == "" {
-				return usagef("--reason is required: why the group is deleted (kept in the audit log)")
-			}
-			if err := confirm(cmd, yes, fmt.Sprintf("Delete group %s and end its members' sessions? Type yes: ", args[0]), "not deleted"); err != nil {
+			if err := confirmAudited(cmd, reason, "why the group is deleted", yes,
+				fmt.Sprintf("Delete group %s and end its members' sessions? Type yes: ", args[0]), "not deleted"); err != nil {
 				return err
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -147,10 +146,8 @@ func newQueuePurge(g *globals) *cobra.Command {
 			"Asks for confirmation unless --yes",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(reason) == "" {
-				return usagef("--reason is required: why the messages are dropped (kept in the audit log)")
-			}
-			if err := confirm(cmd, yes, fmt.Sprintf("Drop every queued and dead message of %q? Type yes: ", args[0]), "not purged"); err != nil {
+			if err := confirmAudited(cmd, reason, "why the messages are dropped", yes,
+				fmt.Sprintf("Drop every queued and dead message of %q? Type yes: ", args[0]), "not purged"); err != nil {
 				return err
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
@@ -183,10 +180,8 @@ func newQueueDelete(g *globals) *cobra.Command {
 		Short: "Delete a queue and everything in it (admin; audited). Asks for confirmation unless --yes",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(reason) == "" {
-				return usagef("--reason is required: why the queue is deleted (kept in the audit log)")
-			}
-			if err := confirm(cmd, yes, fmt.Sprintf("Delete queue %q and every message in it? Type yes: ", args[0]), "not deleted"); err != nil {
+			if err := confirmAudited(cmd, reason, "why the queue is deleted", yes,
+				fmt.Sprintf("Delete queue %q and every message in it? Type yes: ", args[0]), "not deleted"); err != nil {
 				return err
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"testing"
-	"time"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/procs"
@@ -33,7 +29,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	built := make(chan error, 1)
-	go func() { built <- build(filepath.Join(dir, "orders"), ".") }()
+	go func() { built <- procs.BuildPackage(filepath.Join(dir, "orders"), ".") }()
 	lh, remove, lerr := procs.Build("orders-leasehold-")
 	var stop func()
 	pg, stop = pgtest.StartMain()
@@ -50,22 +46,4 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// build builds the consumer, with -race if this test binary has it.
-func build(out, pkg string) error {
-	args := []string{"build", "-o", out}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				args = append(args, "-race")
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	if b, err := exec.CommandContext(ctx, "go", append(args, pkg)...).CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %w\n%s", err, b)
-	}
-	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/procs"
 	"github.com/leasehold/leasehold/internal/testcluster"
 	"github.com/leasehold/leasehold/internal/testutil"
 )
@@ -45,8 +45,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	built := make(chan error, 2)
-	go func() { built <- build(filepath.Join(dir, "payments"), ".") }()
-	go func() { built <- build(filepath.Join(dir, "leasehold"), "../../cmd/leasehold") }()
+	go func() { built <- procs.BuildPackage(filepath.Join(dir, "payments"), ".") }()
+	go func() { built <- procs.BuildPackage(filepath.Join(dir, "leasehold"), "../../cmd/leasehold") }()
 	var stop func()
 	pg, stop = pgtest.StartMain()
 	code := 1
@@ -59,23 +59,6 @@ func TestMain(m *testing.M) {
 	stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func build(out, pkg string) error {
-	args := []string{"build", "-o", out}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				args = append(args, "-race")
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if b, err := exec.CommandContext(ctx, "go", append(args, pkg)...).CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %w\n%s", err, b)
-	}
-	return nil
 }
 
 type worker struct {
@@ -348,10 +331,10 @@ func TestLeaderKillChargesOnce(t *testing.T) {
 	if pg.Err() != nil {
 		t.Skipf("no Postgres: %v", pg.Err())
 	}
-	nodes := startServeCluster(t)
+	nodes := procs.StartServeCluster(t, leaseholdBin, t.TempDir())
 	var urls []string
 	for _, n := range nodes {
-		urls = append(urls, n.url)
+		urls = append(urls, n.URL)
 	}
 	c, err := client.New(client.Config{Endpoints: urls})
 	if err != nil {
@@ -379,15 +362,17 @@ func TestLeaderKillChargesOnce(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, 60*time.Second, "a first payment is answered", func() bool { return answered.Load() > 0 })
-	old.kill(t)
+	if err := old.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	atKill := answered.Load()
 	if atKill == keys*clients {
 		t.Fatal("every payment was answered before the leader was killed: the load is too short to test a kill")
 	}
 	if n := serveLeader(t, nodes, c); n == old {
-		t.Fatalf("%s still leads after its SIGKILL", old.id)
+		t.Fatalf("%s still leads after its SIGKILL", old.ID)
 	}
-	t.Logf("payments answered: %d of %d at the kill of %s, %d when a new leader was seen", atKill, keys*clients, old.id, answered.Load())
+	t.Logf("payments answered: %d of %d at the kill of %s, %d when a new leader was seen", atKill, keys*clients, old.ID, answered.Load())
 	wg.Wait()
 	charges := e.charges()
 	var want int64

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,47 +13,10 @@ import (
 // A 3-node cluster of real `leasehold serve` processes, so a leader can be
 // SIGKILLed.
 
-// serveNode is one `leasehold serve` process.
-type serveNode struct {
-	id, url string
-	*procs.Proc
-}
-
-// startServeCluster starts three serve processes bootstrapped from one peer
-// list and waits until each answers /readyz.
-func startServeCluster(t *testing.T) []*serveNode {
-	t.Helper()
-	nodes := make([]*serveNode, 3)
-	var peers, raftAddrs, apiAddrs []string
-	for i := range nodes {
-		id := fmt.Sprintf("n%d", i+1)
-		apiAddrs = append(apiAddrs, testutil.FreeAddr(t))
-		raftAddrs = append(raftAddrs, testutil.FreeAddr(t))
-		peers = append(peers, id+"="+raftAddrs[i])
-		nodes[i] = &serveNode{id: id, url: "http://" + apiAddrs[i]}
-	}
-	dir := t.TempDir()
-	for i, n := range nodes {
-		p, err := procs.Start(t, dir, "leasehold-"+n.id, procs.ChildEnv(), leaseholdBin, "serve", "--node-id", n.id,
-			"--data-dir", filepath.Join(dir, n.id), "--api-addr", apiAddrs[i], "--raft-addr", raftAddrs[i],
-			"--peers", strings.Join(peers, ","), "--log-level", "warn")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Proc = p
-	}
-	for _, n := range nodes {
-		if err := procs.WaitReady(n.Proc, n.url, 60*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return nodes
-}
-
 // serveLeader is the node that leads now, as the cluster reports it.
-func serveLeader(t *testing.T, nodes []*serveNode, c *client.Client) *serveNode {
+func serveLeader(t *testing.T, nodes []*procs.ServeNode, c *client.Client) *procs.ServeNode {
 	t.Helper()
-	var found *serveNode
+	var found *procs.ServeNode
 	testutil.Eventually(t, 60*time.Second, "the cluster has a leader", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
@@ -66,7 +26,7 @@ func serveLeader(t *testing.T, nodes []*serveNode, c *client.Client) *serveNode 
 		}
 		for _, m := range members {
 			for _, n := range nodes {
-				if m.Leader && m.ID == n.id && !n.Exited() { // a dead node may still be listed as leader
+				if m.Leader && m.ID == n.ID && !n.Exited() { // a dead node may still be listed as leader
 					found = n
 					return true
 				}
@@ -75,12 +35,4 @@ func serveLeader(t *testing.T, nodes []*serveNode, c *client.Client) *serveNode 
 		return false
 	})
 	return found
-}
-
-// kill SIGKILLs the node and waits for its process to end.
-func (n *serveNode) kill(t *testing.T) {
-	t.Helper()
-	if err := n.Kill(); err != nil {
-		t.Fatal(err)
-	}
 }

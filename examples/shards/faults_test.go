@@ -33,7 +33,7 @@ const (
 type env struct {
 	t       *testing.T
 	dir     string
-	nodes   []*serveNode
+	nodes   []*procs.ServeNode
 	eps     string
 	dsn     string
 	c       *client.Client
@@ -54,10 +54,10 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("no Postgres: %v", pg.Err())
 	}
 	e := &env{t: t, dir: t.TempDir(), dsn: pg.NewDatabase(t), workers: map[string]*workerProc{}}
-	e.nodes = startServeCluster(t, e.dir)
+	e.nodes = procs.StartServeCluster(t, leaseholdBin, e.dir)
 	var urls []string
 	for _, n := range e.nodes {
-		urls = append(urls, n.url)
+		urls = append(urls, n.URL)
 	}
 	e.eps = strings.Join(urls, ",")
 	c, err := client.New(client.Config{Endpoints: urls})
@@ -288,7 +288,7 @@ func TestShardsUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := leaderOf(t, e.nodes, e.c); n == old {
-		t.Fatalf("%s still leads after its SIGKILL", old.id)
+		t.Fatalf("%s still leads after its SIGKILL", old.ID)
 	}
 	e.settled(4, 30*time.Second)
 	_, before := e.writes()

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/procs"
@@ -30,7 +27,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	built := make(chan error, 2)
-	go func() { built <- buildWorker(filepath.Join(dir, "shards")) }()
+	go func() { built <- procs.BuildPackage(filepath.Join(dir, "shards"), ".") }()
 	var removeLeasehold func()
 	go func() {
 		var err error
@@ -52,18 +49,4 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// buildWorker builds this example (with -race if the test binary has it).
-func buildWorker(out string) error {
-	args := []string{"build", "-o", out}
-	if procs.RaceEnabled() {
-		args = append(args, "-race")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	if b, err := exec.CommandContext(ctx, "go", append(args, ".")...).CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %w\n%s", err, b)
-	}
-	return nil
 }

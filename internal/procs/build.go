@@ -23,18 +23,27 @@ func Build(prefix string) (bin string, remove func(), err error) {
 	}
 	remove = func() { os.RemoveAll(dir) }
 	bin = filepath.Join(dir, "leasehold")
+	if err := BuildPackage(bin, "github.com/leasehold/leasehold/cmd/leasehold"); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return bin, remove, nil
+}
+
+// BuildPackage builds the command pkg (an import path, or a directory
+// relative to the test's) into out, with -race if this test binary has it.
+func BuildPackage(out, pkg string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-o", out}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, "github.com/leasehold/leasehold/cmd/leasehold")
-	if out, err := exec.CommandContext(ctx, goTool(), args...).CombinedOutput(); err != nil {
-		remove()
-		return "", nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	args = append(args, pkg)
+	if b, err := exec.CommandContext(ctx, goTool(), args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
-	return bin, remove, nil
+	return nil
 }
 
 // RaceEnabled says whether Build builds with -race.

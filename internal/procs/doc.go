@@ -1,5 +1,7 @@
 // Package procs is what the tests that drive the real leasehold binary
-// share (cmd/leasehold's end-to-end tests and the faults suite): building
-// the binary once per test binary, starting child processes whose output
-// goes to files, and waiting for a `leasehold serve` to be ready.
+// share (cmd/leasehold's end-to-end tests, the faults suite, the examples'
+// fault tests): building the binary (or an example's command) once per
+// test binary, starting child processes whose output goes to files,
+// waiting for a `leasehold serve` to be ready, and starting a 3-node
+// `serve` cluster.
 package procs
