@@ -353,7 +353,7 @@ func (s *State) giveUp(name string, g *group, p uint32) {
 	if o := s.groupObs(); o != nil {
 		o.GroupRevokeEnded(name, p, ps.epoch)
 	}
-	s.emitPartition(EventGroupRemoved, name, g, ps.lease, p, ps.epoch)
+	s.emitPartition(EventGroupRemoved, name, s.leases[ps.lease], p, ps.epoch)
 	next := ps.next
 	ps.lease, ps.next, ps.revoking = 0, 0, false
 	if next != 0 {
@@ -402,7 +402,7 @@ func (s *State) groupMemberEnded(l *lease) {
 		if ps.revoking && o != nil {
 			o.GroupRevokeEnded(name, uint32(p), ps.epoch)
 		}
-		s.emitPartition(EventGroupRemoved, name, g, l.ID, uint32(p), ps.epoch)
+		s.emitPartition(EventGroupRemoved, name, l, uint32(p), ps.epoch)
 		if !ps.revoking {
 			ps.waitSince = s.now
 		}
@@ -496,7 +496,7 @@ func (s *State) rebalance(ix uint64, now int64, name string, g *group) {
 			ps.next = t
 		default:
 			ps.revoking, ps.next, ps.waitSince = true, t, now
-			s.emitPartition(EventGroupRevoking, name, g, ps.lease, uint32(p), ps.epoch)
+			s.emitPartition(EventGroupRevoking, name, s.leases[ps.lease], uint32(p), ps.epoch)
 			if o := s.groupObs(); o != nil {
 				timeout := g.revokeTimeout
 				if timeout == 0 {
@@ -521,19 +521,15 @@ func (s *State) grantPartition(name string, g *group, p uint32, lease uint64) {
 		}
 	}
 	ps.waitSince, ps.next, ps.revoking = 0, 0, false
-	s.emitPartition(EventGroupAssigned, name, g, lease, p, ps.epoch)
+	s.emitPartition(EventGroupAssigned, name, s.leases[lease], p, ps.epoch)
 }
 
-func (s *State) emitPartition(k EventKind, name string, g *group, lease uint64, p uint32, epoch uint64) {
-	if s.sink == nil {
-		return
+// emitPartition reports a change of partition p for session l (which
+// may have just ended: its resource is what watchers select it by).
+func (s *State) emitPartition(k EventKind, name string, l *lease, p uint32, epoch uint64) {
+	if s.sink != nil {
+		s.emit(Event{Kind: k, Group: name, Partition: p, LeaseID: l.ID, Token: epoch, Resources: l.Resources, Owner: l.Owner})
 	}
-	l := s.leases[lease]
-	e := Event{Kind: k, Group: name, Partition: p, LeaseID: lease, Token: epoch}
-	if l != nil {
-		e.Resources, e.Owner = l.Resources, l.Owner
-	}
-	s.emit(e)
 }
 
 // emitGroup reports a group created or grown (Partition: its partition

@@ -23,6 +23,8 @@ import (
 //     the members' counts differ by at most one;
 //   - a single join or leave among m members changes the target of at
 //     most ⌈N/m⌉ + 1 partitions;
+//   - every partition event names its member's session resource (what a
+//     member's assignment stream selects it by);
 //   - a restored snapshot writes the same bytes and goes on alike;
 //   - a KV write fenced by one of a partition's epochs is accepted only
 //     while that epoch is its owner's (fence.go).
@@ -44,6 +46,9 @@ func (o *ownership) Event(e Event) {
 		return
 	}
 	p := e.Partition
+	if e.Kind != EventGroupChanged && (len(e.Resources) != 1 || e.Resources[0] != GroupMemberResource("g", e.Owner)) {
+		o.err = fmt.Errorf("index %d: %v of partition %d carries resources %q, not its member's session", e.Index, e.Kind, p, e.Resources)
+	}
 	switch e.Kind {
 	case EventGroupAssigned:
 		if cur, owned := o.owner[p]; owned {

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,4 +149,66 @@ func TestGroupRevocationSurvivesLeaderKill(t *testing.T) {
 		t.Fatalf("after the takeover: owners %q, members %d, pending %d", owners, len(res.Members), res.Group.PendingRevocations)
 	}
 	t.Logf("resolved %v after the acknowledgement on the new leader", time.Since(tookOver).Round(time.Millisecond))
+}
+
+// TestGroupTenJoinsAtOnce: 10 members join a group of 1,024 partitions
+// held by one member, at once, on a 3-node cluster; each join's answer
+// comes after its entry committed, with the assignment computed in it.
+// Afterwards every member's target share is 93 or 94 partitions and the
+// first member's excess is being revoked. Logs how long the 10 joins took
+// (median and max over 5 runs):
+//
+//	go test -run TestGroupTenJoinsAtOnce -v ./integration
+func TestGroupTenJoinsAtOnce(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	lead := c.WaitLeader(10 * time.Second)
+	g := rawGroups(t, c.URL(lead))
+	var took []time.Duration
+	for run := range 5 {
+		name := fmt.Sprint("big-", run)
+		if _, err := g.Create(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.GroupsCreateRequest{Group: name, Partitions: 1024})); err != nil {
+			t.Fatal(err)
+		}
+		join := func(member string) error {
+			_, err := g.Join(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.GroupsJoinRequest{Group: name, Member: member,
+				Ttl: durationpb.New(time.Minute)}))
+			return err
+		}
+		if err := join("first"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		errs := make(chan error, 10)
+		for i := range 10 {
+			go func() { errs <- join(fmt.Sprint("m", i)) }()
+		}
+		for range 10 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		took = append(took, time.Since(start))
+		res, err := g.Get(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.GroupsGetRequest{Group: name}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		share := map[string]int{}
+		for _, p := range res.Msg.Partitions {
+			target := p.Owner
+			if p.Revoking {
+				target = p.NextOwner
+			}
+			share[target]++
+		}
+		for m, n := range share {
+			if n != 93 && n != 94 {
+				t.Fatalf("run %d: %s's share is %d partitions: %v", run, m, n, share)
+			}
+		}
+		if len(share) != 11 || res.Msg.Group.PendingRevocations < 900 {
+			t.Fatalf("run %d: shares %v, %d pending", run, share, res.Msg.Group.PendingRevocations)
+		}
+	}
+	t.Logf("10 joins into 1,024 partitions, answered: median %v, max %v (5 runs)", median(took).Round(time.Millisecond),
+		slices.Max(took).Round(time.Millisecond))
 }

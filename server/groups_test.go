@@ -278,7 +278,7 @@ func TestGroupsAssignmentsStream(t *testing.T) {
 	if _, err := c.Leave(ctxFor(t, callTimeout), connect.NewRequest(&pb.GroupsLeaveRequest{LeaseId: a.Lease.Id, Secret: a.Secret})); err != nil {
 		t.Fatal(err)
 	}
-	if m := nextChange(t, stream, callTimeout); !strings.HasSuffix(describe(m), "ENDED") {
+	if m := nextChange(t, stream, callTimeout); describe(m) != "REMOVED:0 REMOVED:2 ENDED" {
 		t.Fatalf("a after leaving: %s", describe(m))
 	}
 	select {
