@@ -175,10 +175,37 @@ func forwarded[T any](f *forwarder, in connect.AnyRequest, msg *T) *connect.Requ
 // Unavailable, which clients retry with the same request ID, instead of
 // the Canceled that connect reports for a broken connection.
 func relay[T any](r *connect.Response[T], err error) (*connect.Response[T], error) {
-	if err == nil || connect.IsWireError(err) {
-		return r, err
+	if err == nil {
+		return r, nil
+	}
+	if connect.IsWireError(err) {
+		return nil, relayedError(err)
 	}
 	return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("forwarding to the leader failed: %v; retry", err))
+}
+
+// relayedHeaders are the headers of the leader's error that a follower
+// passes on: leasehold's own code (api.ToConnect) and a backpressure
+// hint. connect-go never writes the headers of an error it read off the
+// wire, so they are copied to a new error, with its code, message and
+// details.
+var relayedHeaders = []string{"Leasehold-Error-Code", "Retry-After"}
+
+func relayedError(err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	out := connect.NewError(ce.Code(), errors.New(ce.Message()))
+	for _, d := range ce.Details() {
+		out.AddDetail(d)
+	}
+	for _, h := range relayedHeaders {
+		if v := ce.Meta().Values(h); len(v) > 0 {
+			out.Meta()[http.CanonicalHeaderKey(h)] = v
+		}
+	}
+	return out
 }
 
 // LeaderHeader names the leader's API URL in answers (see
