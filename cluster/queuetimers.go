@@ -27,8 +27,12 @@ type visibility struct {
 	current map[delivered]visDue // by delivery: its live deadline
 	timer   clock.Timer
 	at      time.Time // when timer fires (zero: not armed)
-	retire  clock.Timer
+	retire  *retireTicker
 }
+
+// retireTicker is one run of the periodic retirement; a tick re-arms
+// only while its run is the current one (a restart starts another).
+type retireTicker struct{ timer clock.Timer }
 
 type delivered struct {
 	queue string
@@ -70,7 +74,23 @@ func (t *timers) armVisibility(queue string, seq, token uint64, d time.Duration)
 	e := visEntry{delivered{queue, seq}, visDue{t.clock.Now().Add(d), token}}
 	t.vis.current[e.delivered] = e.visDue
 	heap.Push(&t.vis.due, e)
+	if len(t.vis.due) > 2*len(t.vis.current)+1024 {
+		t.compactVisibility()
+	}
 	t.rearmVisibility()
+}
+
+// compactVisibility rebuilds the heap from the live deadlines, dropping
+// the entries that extends and ended deliveries left behind (a consumer
+// extending every few seconds for hours would otherwise grow it
+// without bound); t.mu is held.
+func (t *timers) compactVisibility() {
+	due := make(visHeap, 0, len(t.vis.current))
+	for k, d := range t.vis.current {
+		due = append(due, visEntry{k, d})
+	}
+	heap.Init(&due)
+	t.vis.due = due
 }
 
 // rearmVisibility points the one timer at the earliest deadline.
@@ -138,24 +158,26 @@ func (t *timers) queueDeliveryEnded(queue string, seq, token uint64) {
 // armRetire starts the periodic retirement; t.mu is held. queues lists
 // the retirements due (it reads the state, so it runs without t.mu).
 func (t *timers) armRetire(queues func(now time.Time) []fsm.Command) {
+	run := &retireTicker{}
 	var tick func()
 	tick = func() {
 		t.mu.Lock()
-		active := t.active
+		current := t.active && t.vis.retire == run
 		t.mu.Unlock()
-		if !active {
+		if !current {
 			return
 		}
 		for _, c := range queues(t.clock.Now()) {
 			t.fire(c)
 		}
 		t.mu.Lock()
-		if t.active {
-			t.vis.retire = t.clock.AfterFunc(retireEvery, tick)
+		if t.active && t.vis.retire == run {
+			run.timer = t.clock.AfterFunc(retireEvery, tick)
 		}
 		t.mu.Unlock()
 	}
-	t.vis.retire = t.clock.AfterFunc(retireEvery, tick)
+	run.timer = t.clock.AfterFunc(retireEvery, tick)
+	t.vis.retire = run
 }
 
 // stopVisibility drops every countdown; t.mu is held.
@@ -164,7 +186,7 @@ func (t *timers) stopVisibility() {
 		t.vis.timer.Stop()
 	}
 	if t.vis.retire != nil {
-		t.vis.retire.Stop()
+		t.vis.retire.timer.Stop()
 	}
 	t.vis = visibility{}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -99,4 +100,27 @@ func TestQueueRetireForgetsDedupIDs(t *testing.T) {
 	mustPropose(t, n, &fsm.QueueAck{Queue: "q", Seq: r.Queue.Deliveries[0].Seq, Token: r.Queue.Deliveries[0].Token})
 	fake.Advance(61 * time.Second)
 	waitQueue(t, n, "the dedup id was forgotten", func(q fsm.QueueInfo) bool { return q.DedupIDs == 0 })
+}
+
+// A delivery extended again and again keeps one live deadline, and the
+// heap of deadlines stays bounded; the live one still fires.
+func TestQueueVisibilityHeapStaysBounded(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	tm := newTimers(fake, slog.New(slog.DiscardHandler))
+	tm.active = true
+	for range 10000 { // an extension a second, for nearly 3 hours
+		tm.queueDelivered("q", 1, 7, time.Hour)
+		fake.Advance(time.Second)
+	}
+	tm.mu.Lock()
+	n := len(tm.vis.due)
+	tm.mu.Unlock()
+	if n > 2*1+1024+1 {
+		t.Fatalf("the heap holds %d deadlines for one delivery", n)
+	}
+	fake.Advance(time.Hour)
+	cmds := tm.take()
+	if len(cmds) != 1 {
+		t.Fatalf("after the last extension's hour: %d expiries proposed, want 1: %v", len(cmds), cmds)
+	}
 }

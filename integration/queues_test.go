@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -81,5 +82,61 @@ func TestQueueVisibilitySurvivesLeaderChange(t *testing.T) {
 	}
 	if err := ack(again[0]); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Through a follower (which forwards to the leader) a long poll is
+// answered by a send, a Send refused for backpressure carries the
+// retry-after detail and header, and an error keeps leasehold's own code
+// (connect-go drops the headers of an error it read off the wire).
+func TestQueueThroughFollower(t *testing.T) {
+	cl := testcluster.Start(t, 3)
+	leader := cl.WaitLeader(15 * time.Second)
+	c := rawQueues(t, cl.URL((leader+1)%3))
+	if _, err := c.Create(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.QueuesCreateRequest{Queue: "jobs",
+		Settings: &pb.QueueSettings{MaxDepth: 1}})); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *pb.QueuesReceiveResponse, 1)
+	go func() {
+		res, err := c.Receive(ctxFor(t, 30*time.Second), connect.NewRequest(&pb.QueuesReceiveRequest{Queue: "jobs", Wait: durationpb.New(20 * time.Second)}))
+		if err != nil {
+			t.Error(err)
+			got <- nil
+			return
+		}
+		got <- res.Msg
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if _, err := c.Send(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.QueuesSendRequest{Queue: "jobs", Key: "k", Body: []byte("m")})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-got:
+		if res == nil || len(res.Deliveries) != 1 {
+			t.Fatalf("the long poll through a follower got %v", res)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("the long poll through a follower was not answered")
+	}
+	_, err := c.Send(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.QueuesSendRequest{Queue: "jobs", Key: "k2", Body: []byte("m")}))
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted {
+		t.Fatalf("a send past max_depth through a follower: %v, want resource_exhausted", err)
+	}
+	var hint *pb.QueueRetryAfter
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			hint, _ = v.(*pb.QueueRetryAfter)
+		}
+	}
+	if hint == nil || hint.Limit != "max_depth" || ce.Meta().Get("Retry-After") != "1" {
+		t.Fatalf("through a follower: detail %v, Retry-After %q; want the max_depth hint and 1", hint, ce.Meta().Get("Retry-After"))
+	}
+	// leasehold's own code comes through too: a stale token, not a lost
+	// compare-and-swap (both are Aborted).
+	_, err = c.Ack(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.QueuesAckRequest{Queue: "jobs", Sequence: 1, Token: 1}))
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeAborted || ce.Meta().Get("Leasehold-Error-Code") != "stale_token" {
+		t.Fatalf("a stale ack through a follower: %v (Leasehold-Error-Code %q), want aborted, stale_token", err, ce.Meta().Get("Leasehold-Error-Code"))
 	}
 }

@@ -102,6 +102,28 @@ func TestQueueLongPollWakesOnSend(t *testing.T) {
 	}
 }
 
+// A delayed message is not delivered before its delay; a Receive
+// waiting for it is answered when the delay is up, not at the end of its
+// wait.
+func TestQueueLongPollWakesForDelayedMessage(t *testing.T) {
+	n := startNode(t)
+	c := queuesClient(t, n.URL)
+	createQueue(t, c, "jobs", nil)
+	start := time.Now()
+	if _, err := c.Send(ctxFor(t, callTimeout), connect.NewRequest(&pb.QueuesSendRequest{Queue: "jobs", Key: "k",
+		Body: []byte("later"), Delay: dur(2 * time.Second)})); err != nil {
+		t.Fatal(err)
+	}
+	ds := receive(t, c, &pb.QueuesReceiveRequest{Queue: "jobs", Wait: dur(15 * time.Second)})
+	waited := time.Since(start)
+	if len(ds) != 1 || string(ds[0].Body) != "later" {
+		t.Fatalf("the waiting Receive got %v, want the delayed message", ds)
+	}
+	if waited < 2*time.Second || waited > 10*time.Second {
+		t.Fatalf("delivered %v after the send; want after its 2s delay and well before the 15s wait", waited)
+	}
+}
+
 // A Receive waiting on a queue that is deleted answers not_found then,
 // not at the end of its wait.
 func TestQueueLongPollEndsOnDelete(t *testing.T) {
