@@ -198,40 +198,43 @@ func (c *Client) Receive(ctx context.Context, queue string, max int, opts ...Rec
 	}
 	out := make([]Delivery, len(r.Deliveries))
 	for i, d := range r.Deliveries {
-		out[i] = Delivery{Queue: d.Queue, Key: d.Key, Sequence: d.Sequence, Token: d.Token, Receives: int(d.Receives),
+		out[i] = Delivery{Queue: d.Queue, Key: d.Key, Consumer: o.consumer, Sequence: d.Sequence, Token: d.Token, Receives: int(d.Receives),
 			Body: d.Body, SentAt: stamp(d.SentAt), Deadline: c.safeExpiry(sent, dur(d.Visibility))}
 	}
 	return out, nil
 }
 
-// Ack removes a delivered message. d needs only Queue, Sequence and Token.
-// A delivery that is no longer this consumer's (its visibility ran out and
-// the message was delivered again, or it was nacked) is refused with an
-// error matching leasehold.ErrStaleToken; a retry after a lost reply is
-// answered as the first attempt was.
+// Ack removes a delivered message. d needs only Queue, Sequence, Token
+// and Consumer. A delivery that is no longer this consumer's (its
+// visibility ran out and the message was delivered again, or it was
+// nacked) is refused with an error matching leasehold.ErrStaleToken; one
+// delivered to another consumer (another caller, or another consumer
+// name) with an error matching leasehold.ErrPermission. A retry after a
+// lost reply is answered as the first attempt was.
 func (c *Client) Ack(ctx context.Context, d Delivery) error {
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Ack,
-		&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, RequestId: randomHex(16)})
+		&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, RequestId: randomHex(16), Consumer: d.Consumer})
 	return err
 }
 
 // Nack returns a delivered message to the head of its key, deliverable
 // again after delay (0 to 15m), keeping note (up to 1 KiB) as its last
-// error. A stale delivery is refused as for Ack.
+// error. A stale delivery, or another consumer's, is refused as for Ack.
 func (c *Client) Nack(ctx context.Context, d Delivery, delay time.Duration, note string) error {
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Nack,
-		&pb.QueuesNackRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, Delay: durationpb.New(delay), Error: note})
+		&pb.QueuesNackRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, Delay: durationpb.New(delay), Error: note,
+			Consumer: d.Consumer})
 	return err
 }
 
 // Extend keeps a delivery invisible to others for visibility more from
 // now, with a progress note, and returns its new local safe deadline. A
-// stale delivery is refused as for Ack.
+// stale delivery, or another consumer's, is refused as for Ack.
 func (c *Client) Extend(ctx context.Context, d Delivery, visibility time.Duration, progress string) (time.Time, error) {
 	sent := time.Now()
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Extend,
 		&pb.QueuesExtendRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token,
-			Visibility: durationpb.New(visibility), Progress: progress})
+			Visibility: durationpb.New(visibility), Progress: progress, Consumer: d.Consumer})
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -19,7 +19,8 @@ import (
 // key across deliveries and redeliveries. Ack, Nack and Extend must name
 // the delivery's current token; a consumer paused past its visibility is
 // refused with the stale-token error, and the downstream store can refuse
-// its writes by the same token.
+// its writes by the same token. They must also come from the delivery's
+// consumer (Settler): a token is guessable, a consumer's credentials are not.
 //
 // Visibility deadlines are the leader's: it proposes QueueExpire when one
 // runs out on its monotonic clock (the QueueObserver hears of each
@@ -534,6 +535,9 @@ func (s *State) queueAck(now int64, c *QueueAck) Result {
 		return r
 	}
 	q, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	if err == nil {
+		err = c.check(c.Queue, m)
+	}
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -555,6 +559,7 @@ func (c *QueueAck) sum(e *encoder) fingerprint {
 	e.str(c.Queue)
 	e.uvarint(c.Seq)
 	e.uvarint(c.Token)
+	c.Settler.encode(e)
 	return sumOf(e)
 }
 
@@ -578,6 +583,9 @@ func (q *queue) afterHead(k *qkey) {
 
 func (s *State) queueNack(now int64, c *QueueNack) Result {
 	q, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	if err == nil {
+		err = c.check(c.Queue, m)
+	}
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -625,6 +633,9 @@ func (s *State) requeue(now int64, name string, q *queue, m *qmsg, delay time.Du
 
 func (s *State) queueExtend(c *QueueExtend) Result {
 	_, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	if err == nil {
+		err = c.check(c.Queue, m)
+	}
 	if err != nil {
 		return Result{Err: err}
 	}

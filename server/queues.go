@@ -22,6 +22,7 @@ import (
 // Service need not grow.
 type QueueService interface {
 	QueueCommand(ctx context.Context, cmd fsm.Command) (service.Result, error)
+	QueueCommands(ctx context.Context, cmds []fsm.Command) ([]service.Result, error)
 	QueueReceive(ctx context.Context, cmd *service.QueueReceive, wait time.Duration) (service.Result, error)
 	QueueGet(ctx context.Context, name string, inFlight int) (service.QueueInfo, []service.Delivery, bool, error)
 	QueueList(ctx context.Context, prefix, after string, limit int) ([]service.QueueInfo, error)
@@ -276,25 +277,33 @@ func (h queuesAPI) Receive(ctx context.Context, req *connect.Request[pb.QueuesRe
 
 func (h queuesAPI) Ack(ctx context.Context, req *connect.Request[pb.QueuesAckRequest]) (*connect.Response[pb.QueuesAckResponse], error) {
 	m := req.Msg
-	if err := deliveryRef(m.Queue, m.Sequence, m.Token); err != nil {
-		return nil, err
-	}
-	if err := leasehold.ValidateName("request_id", m.RequestId, leasehold.MaxRequestIDLen, false); err != nil {
-		return nil, err
-	}
-	res, _, err := h.propose(ctx, req, &service.QueueAck{RequestID: m.RequestId, Queue: m.Queue, Seq: m.Sequence, Token: m.Token, Caller: caller(ctx)})
+	by, err := settler(caller(ctx), m.Consumer)
 	if err != nil {
 		return nil, err
 	}
-	if res.Queue != nil && !res.Queue.SentAt.IsZero() { // not a retry answered from the dedup window
-		h.s.metrics.QueueAcked.WithLabelValues(m.Queue).Inc()
-		h.s.metrics.QueueLatency.WithLabelValues(m.Queue).Observe(time.Since(res.Queue.SentAt).Seconds())
+	cmd, err := queueAckCommand(m.Queue, m.Sequence, m.Token, m.RequestId, by, caller(ctx))
+	if err != nil {
+		return nil, err
 	}
+	res, _, err := h.propose(ctx, req, cmd)
+	if err != nil {
+		return nil, err
+	}
+	h.acked(m.Queue, res)
 	return connect.NewResponse(&pb.QueuesAckResponse{}), nil
 }
 
+// acked counts an ack that removed a message (not a retry answered from
+// the dedup window).
+func (h queuesAPI) acked(queue string, res service.Result) {
+	if res.Err == nil && res.Queue != nil && !res.Queue.SentAt.IsZero() {
+		h.s.metrics.QueueAcked.WithLabelValues(queue).Inc()
+		h.s.metrics.QueueLatency.WithLabelValues(queue).Observe(time.Since(res.Queue.SentAt).Seconds())
+	}
+}
+
 func (h queuesAPI) Nack(ctx context.Context, req *connect.Request[pb.QueuesNackRequest]) (*connect.Response[pb.QueuesNackResponse], error) {
-	cmd, err := queueNackCommand(req.Msg)
+	cmd, err := queueNackCommand(req.Msg, caller(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +315,7 @@ func (h queuesAPI) Nack(ctx context.Context, req *connect.Request[pb.QueuesNackR
 }
 
 func (h queuesAPI) Extend(ctx context.Context, req *connect.Request[pb.QueuesExtendRequest]) (*connect.Response[pb.QueuesExtendResponse], error) {
-	cmd, err := queueExtendCommand(req.Msg)
+	cmd, err := queueExtendCommand(req.Msg, caller(ctx))
 	if err != nil {
 		return nil, err
 	}

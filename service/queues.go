@@ -18,6 +18,7 @@ type (
 	QueueAck      = fsm.QueueAck
 	QueueNack     = fsm.QueueNack
 	QueueExtend   = fsm.QueueExtend
+	Settler       = fsm.Settler
 	QueueRedrive  = fsm.QueueRedrive
 	QueuePurge    = fsm.QueuePurge
 	QueueDelete   = fsm.QueueDelete
@@ -44,6 +45,11 @@ const MaxQueueWait = 20 * time.Second
 // Send, Ack, Nack, Extend, Redrive, Purge, Delete.
 func (s *Service) QueueCommand(ctx context.Context, cmd fsm.Command) (Result, error) {
 	return s.node.Propose(ctx, cmd)
+}
+
+// QueueCommands proposes cmds in one log entry and answers each result.
+func (s *Service) QueueCommands(ctx context.Context, cmds []fsm.Command) ([]Result, error) {
+	return s.node.ProposeAll(ctx, cmds)
 }
 
 // QueueReceive proposes cmd once a message of its queue is ready, waiting
