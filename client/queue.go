@@ -174,15 +174,15 @@ func retryAfterOf(err error) time.Duration {
 
 // Receive hands out up to max (1 to 100) messages of distinct keys, each
 // key's in send order. With PollWait it waits for one if none is ready,
-// and answers empty if none came. A Receive retried after a lost reply
-// hands out other messages: the lost reply's come back once their
-// visibility runs out.
+// and answers empty if none came. Each Receive carries a request ID, and
+// one retried after a lost reply is answered with the lost reply's
+// deliveries (the same tokens), not with other messages.
 func (c *Client) Receive(ctx context.Context, queue string, max int, opts ...ReceiveOption) ([]Delivery, error) {
 	var o receiveOptions
 	for _, f := range opts {
 		f(&o)
 	}
-	req := &pb.QueuesReceiveRequest{Queue: queue, Max: uint32(max), Consumer: o.consumer}
+	req := &pb.QueuesReceiveRequest{Queue: queue, Max: uint32(max), Consumer: o.consumer, RequestId: randomHex(16)}
 	if o.visibility > 0 {
 		req.Visibility = durationpb.New(o.visibility)
 	}

@@ -86,6 +86,7 @@ func sampleCommands() map[string]Command {
 		"queue nack zero":    &QueueNack{},
 		"queue extend":       &QueueExtend{Queue: "jobs", Seq: 1, Token: 2, Visibility: time.Minute, Progress: "half"},
 		"queue extend zero":  &QueueExtend{},
+		"queue receive id":   &QueueReceiveID{QueueReceive{Queue: "jobs", Max: 3, Visibility: time.Minute, Caller: "c/w1", RequestID: "r"}},
 		"queue ack by": &QueueAck{RequestID: "r", Queue: "jobs", Seq: 1, Token: 9, Caller: "c",
 			Settler: Settler{Consumer: "c/w1", Bound: true}},
 		"queue ack by no consumer": &QueueAck{Settler: Settler{Bound: true}},

@@ -132,6 +132,7 @@ type qmsg struct {
 	token    uint64
 	consumer string
 	vis      time.Duration // its visibility, for a new leader's countdown
+	receipt  string        // the Receive's scoped request ID, if it had one (queue_receipts.go)
 }
 
 type qkey struct {
@@ -167,10 +168,11 @@ type queue struct {
 	consumers map[string]int   // deliveries in flight by consumer (derived from inflight)
 	dead      []deadLetter     // oldest first
 	dedupIDs  map[string]uint64
-	dedupLog  []dedupEntry      // arrival order, for the window
-	requests  map[string]string // request part -> dedup id, of the ids a request ID made (RequestDedupPart)
-	depth     int               // queued, in flight and dead
-	bytes     int               // their bodies
+	dedupLog  []dedupEntry        // arrival order, for the window
+	requests  map[string]string   // request part -> dedup id, of the ids a request ID made (RequestDedupPart)
+	receipts  map[string][]uint64 // receipt -> its deliveries still in flight, by sequence
+	depth     int                 // queued, in flight and dead
+	bytes     int                 // their bodies
 }
 
 // readyHeap orders ready keys by when their head becomes deliverable,
@@ -274,7 +276,8 @@ func (s *State) queueCreate(now int64, c *QueueCreate) Result {
 
 func newQueue(set QueueSettings, now int64) *queue {
 	return &queue{QueueSettings: set, createdAt: now, nextSeq: 1, keys: make(map[string]*qkey),
-		inflight: make(map[uint64]*qmsg), consumers: make(map[string]int), dedupIDs: make(map[string]uint64), requests: make(map[string]string)}
+		inflight: make(map[uint64]*qmsg), consumers: make(map[string]int), dedupIDs: make(map[string]uint64), requests: make(map[string]string),
+		receipts: make(map[string][]uint64)}
 }
 
 func (s *State) queueSend(now int64, c *QueueSend) Result {
@@ -467,6 +470,13 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 	if err := leasehold.ValidateDuration("visibility", vis, time.Second, 12*time.Hour); err != nil {
 		return Result{Err: err}
 	}
+	if err := validateRequestID(c.RequestID); err != nil {
+		return Result{Err: err}
+	}
+	receipt := receiptOf(c)
+	if res, ok := s.retried(c.Queue, q, receipt, vis); ok {
+		return Result{Queue: res, Dup: true}
+	}
 	// A consumer gets what is left of its in-flight allowance, and is
 	// refused when nothing is: it must ack (or let expire) first.
 	room := q.MaxInFlightPerConsumer - q.consumers[c.Caller]
@@ -491,6 +501,7 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 			obs.QueueDelivered(c.Queue, m.seq, m.token, vis)
 		}
 	}
+	q.keepReceipt(receipt, res.Deliveries)
 	return Result{Queue: res}
 }
 
@@ -512,6 +523,7 @@ func (s *State) delivery(name string, seq, token uint64) (*queue, *qmsg, error) 
 func (s *State) endDelivery(name string, q *queue, m *qmsg) {
 	delete(q.inflight, m.seq)
 	q.release(m.consumer)
+	q.dropReceipt(m)
 	if o := s.queueObs(); o != nil {
 		o.QueueDeliveryEnded(name, m.seq, m.token)
 	}

@@ -55,12 +55,14 @@ type QueueSend struct {
 	Caller   string
 }
 
-// QueueReceive hands out up to Max messages, at most one per key.
+// QueueReceive hands out up to Max messages, at most one per key. With a
+// RequestID, a retry answers the first's deliveries (queue_receipts.go).
 type QueueReceive struct {
 	Queue      string
 	Max        int
 	Visibility time.Duration // 0: the queue's default
-	Caller     string
+	Caller     string        // the consumer: caller + "/" + consumer name
+	RequestID  string
 }
 
 // QueueAck removes a delivered message. Seq and Token name the delivery.
@@ -180,10 +182,19 @@ type QueueRetire struct {
 	Before int64
 }
 
-func (*QueueCreate) Kind() Kind   { return KindQueueCreate }
-func (*QueueRetire) Kind() Kind   { return KindQueueRetire }
-func (*QueueSend) Kind() Kind     { return KindQueueSend }
-func (*QueueReceive) Kind() Kind  { return KindQueueReceive }
+func (*QueueCreate) Kind() Kind { return KindQueueCreate }
+func (*QueueRetire) Kind() Kind { return KindQueueRetire }
+func (*QueueSend) Kind() Kind   { return KindQueueSend }
+
+// Kind is KindQueueReceiveID for a Receive with a request ID, whose
+// encoding carries it; one without encodes as it always did.
+func (c *QueueReceive) Kind() Kind {
+	if c.RequestID != "" {
+		return KindQueueReceiveID
+	}
+	return KindQueueReceive
+}
+
 func (c *QueueAck) Kind() Kind    { return c.kind(KindQueueAck, KindQueueAckBy) }
 func (c *QueueNack) Kind() Kind   { return c.kind(KindQueueNack, KindQueueNackBy) }
 func (c *QueueExtend) Kind() Kind { return c.kind(KindQueueExtend, KindQueueExtendBy) }
@@ -273,6 +284,9 @@ func (c *QueueReceive) encode(e *encoder) {
 	e.varint(int64(c.Max))
 	e.varint(int64(c.Visibility))
 	e.str(c.Caller)
+	if c.RequestID != "" {
+		e.str(c.RequestID)
+	}
 }
 
 func (c *QueueReceive) decode(d *decoder) {

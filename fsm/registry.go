@@ -45,9 +45,10 @@ var commands = [...]struct {
 	KindGroupLapse:   {"group-lapse", func() Command { return new(GroupLapse) }},
 	KindSemAcquire:   {"sem-acquire", func() Command { return new(SemAcquire) }},
 
-	KindQueueAckBy:    {"queue-ack-by", func() Command { return &QueueAck{Settler: bound} }},
-	KindQueueNackBy:   {"queue-nack-by", func() Command { return &QueueNack{Settler: bound} }},
-	KindQueueExtendBy: {"queue-extend-by", func() Command { return &QueueExtend{Settler: bound} }},
+	KindQueueAckBy:     {"queue-ack-by", func() Command { return &QueueAck{Settler: bound} }},
+	KindQueueNackBy:    {"queue-nack-by", func() Command { return &QueueNack{Settler: bound} }},
+	KindQueueExtendBy:  {"queue-extend-by", func() Command { return &QueueExtend{Settler: bound} }},
+	KindQueueReceiveID: {"queue-receive-id", func() Command { return new(QueueReceiveID) }},
 }
 
 // bound is how a bound queue settlement (kinds 70–72) starts decoding.

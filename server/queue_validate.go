@@ -232,7 +232,10 @@ func queueReceiveCommand(m *pb.QueuesReceiveRequest, caller string) (*service.Qu
 	if err != nil {
 		return nil, 0, err
 	}
-	return &service.QueueReceive{Queue: m.Queue, Max: max, Visibility: vis, Caller: consumer}, wait, nil
+	if err := leasehold.ValidateName("request_id", m.RequestId, leasehold.MaxRequestIDLen, false); err != nil {
+		return nil, 0, err
+	}
+	return &service.QueueReceive{Queue: m.Queue, Max: max, Visibility: vis, Caller: consumer, RequestID: m.RequestId}, wait, nil
 }
 
 // settler is who acks, nacks or extends a delivery: the consumer its

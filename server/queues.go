@@ -270,8 +270,10 @@ func (h queuesAPI) Receive(ctx context.Context, req *connect.Request[pb.QueuesRe
 			redelivered++
 		}
 	}
-	h.s.metrics.QueueReceived.WithLabelValues(cmd.Queue).Add(float64(len(out.Deliveries)))
-	h.s.metrics.QueueRedelivered.WithLabelValues(cmd.Queue).Add(float64(redelivered))
+	if !res.Dup { // a retry answered from its receipt received nothing new
+		h.s.metrics.QueueReceived.WithLabelValues(cmd.Queue).Add(float64(len(out.Deliveries)))
+		h.s.metrics.QueueRedelivered.WithLabelValues(cmd.Queue).Add(float64(redelivered))
+	}
 	return connect.NewResponse(out), nil
 }
 
