@@ -3,12 +3,14 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 )
@@ -215,6 +217,45 @@ func (c *Client) Ack(ctx context.Context, d Delivery) error {
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Ack,
 		&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, RequestId: randomHex(16), Consumer: d.Consumer})
 	return err
+}
+
+// MaxQueueBatch is the most messages a SendBatch, a Receive or an
+// AckBatch carries.
+const MaxQueueBatch = 100
+
+// AckBatch acks up to 100 deliveries of one queue and one consumer (the
+// same Queue and Consumer) in one commit. Each is answered on its own: the
+// error at i is nil when ds[i] was acked, else why not, as Ack would say
+// (a stale token, another consumer's delivery). err is for the call as a
+// whole (bad input, no leader within ctx): then nothing is known to be
+// acked. A retry after a lost reply carries the same request IDs and is
+// answered as the first attempt was.
+func (c *Client) AckBatch(ctx context.Context, ds []Delivery) (errs []error, err error) {
+	if len(ds) == 0 || len(ds) > MaxQueueBatch {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "ack 1 to %d deliveries at once, not %d", MaxQueueBatch, len(ds))
+	}
+	req := &pb.QueuesAckBatchRequest{Queue: ds[0].Queue, Consumer: ds[0].Consumer, Acks: make([]*pb.QueueAck, len(ds))}
+	for i, d := range ds {
+		if d.Queue != req.Queue || d.Consumer != req.Consumer {
+			return nil, leasehold.Errorf(leasehold.CodeInvalid,
+				"AckBatch takes deliveries of one queue and one consumer: ds[%d] is of %q/%q, ds[0] of %q/%q", i, d.Queue, d.Consumer, req.Queue, req.Consumer)
+		}
+		req.Acks[i] = &pb.QueueAck{Sequence: d.Sequence, Token: d.Token, RequestId: randomHex(16)}
+	}
+	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.AckBatch, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Results) != len(ds) {
+		return nil, fmt.Errorf("leasehold: AckBatch answered %d results for %d acks", len(r.Results), len(ds))
+	}
+	errs = make([]error, len(ds))
+	for i, res := range r.Results {
+		if e := res.GetError(); e != nil {
+			errs[i] = api.FromBatchError(e)
+		}
+	}
+	return errs, nil
 }
 
 // Nack returns a delivered message to the head of its key, deliverable
