@@ -21,7 +21,7 @@ import (
 
 type serveFlags struct {
 	authFile                                 string
-	insecure                                 bool
+	insecure, dashboard                      bool
 	acquireRate                              float64
 	tlsCert, tlsKey, tlsClientCA             string
 	raftTLSCert, raftTLSKey, raftTLSCA       string
@@ -85,6 +85,7 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.authFile, "auth-file", "", "JSON file of bearer tokens (hashed) and their roles; see 'leasehold auth token'")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback address without auth and raft TLS")
+	fl.BoolVar(&f.dashboard, "dashboard", true, "serve the web dashboard at /ui/ (--dashboard=false: /ui/ answers 404)")
 	fl.Float64Var(&f.acquireRate, "acquire-rate", 2000, "most acquisitions a second per client (0: no limit)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "the API certificate's key (PEM)")
@@ -233,12 +234,13 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	if host, _, _ := net.SplitHostPort(l.Addr().String()); apiURL == "" && !net.ParseIP(host).IsUnspecified() {
 		apiURL = scheme + l.Addr().String()
 	}
-	node, err := embed.Start(embed.Config{Cluster: cfg, API: l, Metrics: ml, History: service.HubConfig{Events: f.watchHistory}, Server: server.Config{
-		NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg,
-		MetricsAuth:     metricsAuth,
-		MaxRequestBytes: f.limits.maxRequestBytes, MaxInflightBodyBytes: f.limits.maxInflightBodyBytes,
-		BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient,
-		MaxQueueBodyBytes: f.limits.maxQueueBodyBytes}})
+	node, err := embed.Start(embed.Config{Cluster: cfg, API: l, Metrics: ml, History: service.HubConfig{Events: f.watchHistory},
+		NoDashboard: !f.dashboard, Server: server.Config{
+			NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg,
+			MetricsAuth:     metricsAuth,
+			MaxRequestBytes: f.limits.maxRequestBytes, MaxInflightBodyBytes: f.limits.maxInflightBodyBytes,
+			BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient,
+			MaxQueueBodyBytes: f.limits.maxQueueBodyBytes}})
 	if errors.Is(err, cluster.ErrDiskFull) {
 		return fmt.Errorf("%w\nfree space in %s, or start with a smaller --wal-segment-size (now %d MiB)", err, f.dataDir, f.walSegmentMiB)
 	}
