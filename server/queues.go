@@ -31,21 +31,17 @@ type QueueService interface {
 
 var _ QueueService = (*service.Service)(nil)
 
-// queueRetryAfter is the hint a Send refused for backpressure carries:
-// consumers free room continuously, so a producer should come back soon
-// and back off from there.
-const queueRetryAfter = time.Second
-
 // queuesAPI implements leaseholdv1connect.QueuesHandler.
 type queuesAPI struct {
 	s       *Server
 	svc     QueueService
 	maxBody int
+	drain   *drainRates // each queue's recent acks, for the retry-after hint
 }
 
 func newQueuesAPI(s *Server, maxBody int) queuesAPI {
 	svc, _ := s.svc.(QueueService)
-	return queuesAPI{s: s, svc: svc, maxBody: maxBody}
+	return queuesAPI{s: s, svc: svc, maxBody: maxBody, drain: newDrainRates(time.Now)}
 }
 
 func (h queuesAPI) ready() error {
@@ -177,6 +173,7 @@ func (h queuesAPI) Delete(ctx context.Context, req *connect.Request[pb.QueuesDel
 		return nil, err
 	}
 	h.s.metrics.forgetQueue(m.Queue)
+	h.drain.forget(m.Queue)
 	h.s.log.Warn("queue deleted", "queue", m.Queue, "actor", actor, "reason", m.Reason)
 	return connect.NewResponse(&pb.QueuesDeleteResponse{}), nil
 }
@@ -209,7 +206,7 @@ func (h queuesAPI) send(ctx context.Context, req connect.AnyRequest, cmd *servic
 	res, answered, err := h.propose(ctx, req, cmd)
 	if err != nil {
 		if answered && leasehold.CodeOf(err) == leasehold.CodeLimit {
-			return nil, h.backpressure(cmd.Queue, err)
+			return nil, h.backpressure(cmd.Queue, len(cmd.Messages), err)
 		}
 		return nil, err
 	}
@@ -225,10 +222,12 @@ func (h queuesAPI) send(ctx context.Context, req connect.AnyRequest, cmd *servic
 	return out, nil
 }
 
-// backpressure is a Send refused because a queue or the node is full:
-// resource_exhausted with a QueueRetryAfter detail and a Retry-After
-// header (whole seconds), which clients read to back off.
-func (h queuesAPI) backpressure(queue string, err error) error {
+// backpressure is a Send of need messages refused because a queue or the
+// node is full: resource_exhausted with a QueueRetryAfter detail (the time
+// the queue's recent ack rate takes to free that room: queue_drain.go) and
+// a Retry-After header (whole seconds, rounded up), which clients read to
+// back off.
+func (h queuesAPI) backpressure(queue string, need int, err error) error {
 	limit := "limit"
 	for _, l := range []string{"max_depth", "max_bytes", "max_queue_bytes", "max_queue_dedup_ids"} {
 		if strings.Contains(err.Error(), "(limit "+l+" ") {
@@ -237,10 +236,11 @@ func (h queuesAPI) backpressure(queue string, err error) error {
 	}
 	h.s.metrics.QueueRefused.WithLabelValues(queue, limit).Inc()
 	ce := api.ToConnect(err).(*connect.Error)
-	if d, derr := connect.NewErrorDetail(&pb.QueueRetryAfter{RetryAfter: durationpb.New(queueRetryAfter), Limit: limit}); derr == nil {
+	hint := h.drain.retryAfter(queue, need)
+	if d, derr := connect.NewErrorDetail(&pb.QueueRetryAfter{RetryAfter: durationpb.New(hint), Limit: limit}); derr == nil {
 		ce.AddDetail(d)
 	}
-	ce.Meta().Set("Retry-After", strconv.Itoa(int(queueRetryAfter/time.Second)))
+	ce.Meta().Set("Retry-After", strconv.Itoa(int((hint+time.Second-1)/time.Second)))
 	return ce
 }
 
@@ -299,6 +299,7 @@ func (h queuesAPI) Ack(ctx context.Context, req *connect.Request[pb.QueuesAckReq
 // the dedup window).
 func (h queuesAPI) acked(queue string, res service.Result) {
 	if res.Err == nil && res.Queue != nil && !res.Queue.SentAt.IsZero() {
+		h.drain.acked(queue, 1)
 		h.s.metrics.QueueAcked.WithLabelValues(queue).Inc()
 		h.s.metrics.QueueLatency.WithLabelValues(queue).Observe(time.Since(res.Queue.SentAt).Seconds())
 	}
