@@ -132,7 +132,6 @@ type qmsg struct {
 	token    uint64
 	consumer string
 	vis      time.Duration // its visibility, for a new leader's countdown
-	receipt  string        // the Receive's scoped request ID, if it had one (queue_receipts.go)
 }
 
 type qkey struct {
@@ -171,6 +170,7 @@ type queue struct {
 	dedupLog  []dedupEntry        // arrival order, for the window
 	requests  map[string]string   // request part -> dedup id, of the ids a request ID made (RequestDedupPart)
 	receipts  map[string][]uint64 // receipt -> its deliveries still in flight, by sequence
+	receiptOf map[uint64]string   // a delivery in flight -> its Receive's receipt, if it had one
 	depth     int                 // queued, in flight and dead
 	bytes     int                 // their bodies
 }
@@ -277,7 +277,7 @@ func (s *State) queueCreate(now int64, c *QueueCreate) Result {
 func newQueue(set QueueSettings, now int64) *queue {
 	return &queue{QueueSettings: set, createdAt: now, nextSeq: 1, keys: make(map[string]*qkey),
 		inflight: make(map[uint64]*qmsg), consumers: make(map[string]int), dedupIDs: make(map[string]uint64), requests: make(map[string]string),
-		receipts: make(map[string][]uint64)}
+		receipts: make(map[string][]uint64), receiptOf: make(map[uint64]string)}
 }
 
 func (s *State) queueSend(now int64, c *QueueSend) Result {

@@ -74,24 +74,27 @@ func (q *queue) keepReceipt(receipt string, ds []Delivery) {
 	seqs := make([]uint64, len(ds))
 	for i, d := range ds {
 		seqs[i] = d.Seq
-		q.inflight[d.Seq].receipt = receipt
+		q.receiptOf[d.Seq] = receipt
 	}
 	slices.Sort(seqs)
 	q.receipts[receipt] = seqs
 }
 
 // dropReceipt forgets m's part of its receipt as its delivery ends.
+// Receipts are kept beside the deliveries in flight, not in every message:
+// a queued message costs nothing more for them.
 func (q *queue) dropReceipt(m *qmsg) {
-	if m.receipt == "" {
+	receipt, ok := q.receiptOf[m.seq]
+	if !ok {
 		return
 	}
-	seqs := slices.DeleteFunc(q.receipts[m.receipt], func(seq uint64) bool { return seq == m.seq })
+	delete(q.receiptOf, m.seq)
+	seqs := slices.DeleteFunc(q.receipts[receipt], func(seq uint64) bool { return seq == m.seq })
 	if len(seqs) == 0 {
-		delete(q.receipts, m.receipt)
+		delete(q.receipts, receipt)
 	} else {
-		q.receipts[m.receipt] = seqs
+		q.receipts[receipt] = seqs
 	}
-	m.receipt = ""
 }
 
 // HasReceipt reports whether a Receive of consumer with request ID id

@@ -164,10 +164,10 @@ func readReceipts(s *State, d *decoder, v byte) error {
 				if d.err != nil {
 					return nil
 				}
-				if m == nil || m.receipt != "" || receipt == "" || (len(seqs) > 0 && seq <= seqs[len(seqs)-1]) {
+				if _, dup := q.receiptOf[seq]; m == nil || dup || receipt == "" || (len(seqs) > 0 && seq <= seqs[len(seqs)-1]) {
 					return errCorrupt // a receipt names only deliveries in flight, each once, ascending
 				}
-				m.receipt = receipt
+				q.receiptOf[seq] = receipt
 				seqs = append(seqs, seq)
 			}
 			if len(seqs) == 0 || q.receipts[receipt] != nil {
