@@ -30,6 +30,9 @@ const (
 	KindQueueAckBy    Kind = 70
 	KindQueueNackBy   Kind = 71
 	KindQueueExtendBy Kind = 72
+	// A Receive with a request ID (queue_receipts.go): the old kind's
+	// encoding followed by the ID.
+	KindQueueReceiveID Kind = 73
 )
 
 // QueueCreate makes a queue, or is answered with the queue as it is if

@@ -18,10 +18,6 @@ import (
 // does: the consumer counts its deadline from before the retry was sent
 // (invariant 3), so the leader's countdown must not have started earlier.
 
-// KindQueueReceiveID is a Receive with a request ID: the old encoding,
-// then the ID.
-const KindQueueReceiveID Kind = 73
-
 // QueueReceiveID is how a Receive with a request ID is decoded from the
 // log. QueueReceive.Kind names this kind for such a Receive, so the
 // service proposes a plain *QueueReceive.
