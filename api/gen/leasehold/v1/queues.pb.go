@@ -1409,10 +1409,11 @@ type QueuesReceiveRequest struct {
 	// counted against max_in_flight_per_consumer): up to 128 bytes. Ack,
 	// Nack and Extend of its deliveries must name it again.
 	Consumer string `protobuf:"bytes,5,opt,name=consumer,proto3" json:"consumer,omitempty"`
-	// A retry with the same request_id (from the same caller and consumer,
-	// within the queue's dedup window) answers the deliveries the first
-	// handed out that are still in flight, with the same tokens, instead of
-	// handing out more: a lost answer leaves nothing in flight to nobody.
+	// A retry with the same request_id (from the same caller and consumer)
+	// answers the deliveries the first handed out that are still in flight,
+	// with the same tokens, instead of handing out more: a lost answer
+	// leaves nothing in flight to nobody. The id is remembered while one of
+	// those deliveries is in flight; their visibility restarts at the retry.
 	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
