@@ -68,6 +68,7 @@ type session struct {
 	wake     chan struct{}  // the sender has something to send
 	running  bool           // a runner owns the stream
 	offUntil time.Time      // unary calls until then
+	off      time.Duration  // the last pause; 0 after a stream answered
 	runner   sync.WaitGroup
 }
 
@@ -136,18 +137,23 @@ func (s *session) poke() {
 	}
 }
 
-// run keeps a stream open while ops are unanswered, moving to the next
-// node when one breaks.
+// run keeps a stream open while ops are unanswered. A stream that
+// answered and then broke is opened again on the next node, and its
+// unanswered ops sent again. A stream that could not be opened, or broke
+// before its first answer, sends its ops back to be sent as unary calls
+// (with the same request IDs: they move to another node on their own),
+// and the next stream is tried only after a pause that doubles, up to
+// sessionFallback, while streams keep failing so.
 func (s *session) run() {
 	defer s.runner.Done()
 	backoff := 20 * time.Millisecond
 	for {
 		i := int(s.c.cur.Load()) % len(s.c.nodes)
 		answered, err := s.serve(i)
-		if answered {
-			backoff = 20 * time.Millisecond
-		}
 		s.mu.Lock()
+		if answered {
+			backoff, s.off = 20*time.Millisecond, 0
+		}
 		switch {
 		case s.c.closed.Load():
 			s.failAll(ErrClosed)
@@ -158,7 +164,7 @@ func (s *session) run() {
 			// The server ended the stream as an op came: open another.
 			s.mu.Unlock()
 			continue
-		case retryable(err):
+		case answered && retryable(err):
 			s.mu.Unlock()
 			s.c.log.Debug("session stream broke; sending its unanswered ops again", "node", s.c.nodes[i].url, "err", err)
 			if !s.c.moveOn(s.c.bg, i, backoff) {
@@ -170,9 +176,14 @@ func (s *session) run() {
 			}
 			backoff = min(2*backoff, time.Second)
 			continue
-		case !answered && cannotStream(err):
-			s.c.log.Info("no session stream to this node; sending unary calls for a while", "node", s.c.nodes[i].url, "err", err)
-			s.offUntil = time.Now().Add(sessionFallback)
+		case retryable(err) || cannotStream(err):
+			s.off = min(max(2*s.off, time.Second), sessionFallback)
+			if !retryable(err) {
+				s.off = sessionFallback
+			}
+			s.c.log.Info("no session stream to this node; sending unary calls for a while",
+				"node", s.c.nodes[i].url, "for", s.off, "err", err)
+			s.offUntil = time.Now().Add(s.off)
 			s.failAll(errNoSession)
 		default:
 			s.failAll(api.FromConnect(err))
