@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -164,7 +165,9 @@ func (s *session) run() {
 			// The server ended the stream as an op came: open another.
 			s.mu.Unlock()
 			continue
-		case answered && retryable(err):
+		case answered && (retryable(err) || !connect.IsWireError(err)):
+			// A stream that worked broke (a broken connection may end in
+			// any code that is not the server's).
 			s.mu.Unlock()
 			s.c.log.Debug("session stream broke; sending its unanswered ops again", "node", s.c.nodes[i].url, "err", err)
 			if !s.c.moveOn(s.c.bg, i, backoff) {
@@ -176,9 +179,9 @@ func (s *session) run() {
 			}
 			backoff = min(2*backoff, time.Second)
 			continue
-		case retryable(err) || cannotStream(err):
+		case cannotStream(err) || retryable(err):
 			s.off = min(max(2*s.off, time.Second), sessionFallback)
-			if !retryable(err) {
+			if cannotStream(err) {
 				s.off = sessionFallback
 			}
 			s.c.log.Info("no session stream to this node; sending unary calls for a while",
@@ -230,7 +233,8 @@ func (s *session) serve(i int) (answered bool, err error) {
 	}
 	sent := make(chan error, 1)
 	go func() { sent <- s.send(ctx, st, first) }()
-	go s.watch(ctx, cancel)
+	var late atomic.Bool
+	go s.watch(ctx, func() { late.Store(true); cancel() })
 	for {
 		msg, err := st.Receive()
 		if err != nil {
@@ -242,7 +246,7 @@ func (s *session) serve(i int) (answered bool, err error) {
 			if errors.Is(err, io.EOF) {
 				return answered, nil
 			}
-			if s.c.bg.Err() == nil && ctx.Err() != nil && !connect.IsWireError(err) {
+			if late.Load() {
 				// Ended by the watchdog: an op went unanswered too long.
 				err = &leasehold.Error{Code: leasehold.CodeUnavailable, Message: "the session stream stopped answering"}
 			}
@@ -360,12 +364,14 @@ func retryable(err error) bool {
 
 // cannotStream says a stream could not be opened at all: the server has
 // no Sessions service (unimplemented, not found), a transport or proxy
-// speaks only HTTP/1.1 (answered 505, or unimplemented by connect), or the
-// node has no room for another stream.
+// speaks only HTTP/1.1 (connect's unimplemented, or an HTTP status such as
+// 505 that maps to no code), or the node has no room for another stream.
 func cannotStream(err error) bool {
 	switch connect.CodeOf(err) {
 	case connect.CodeUnimplemented, connect.CodeNotFound, connect.CodeResourceExhausted:
 		return true
+	case connect.CodeUnknown, connect.CodeInternal:
+		return !connect.IsWireError(err)
 	}
-	return !connect.IsWireError(err)
+	return false
 }
