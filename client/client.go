@@ -89,7 +89,7 @@ type Client struct {
 	cur     atomic.Int32 // index into nodes of the endpoint in use
 	metrics *metrics
 	batch   *coalescer   // nil when MaxBatch is 1
-	session *session     // nil unless Config.Session is SessionOn
+	session *session     // nil with SessionOff or MaxBatch 1
 	tracer  trace.Tracer // nil: no spans
 
 	// Close and what it stops (close.go).
@@ -164,7 +164,7 @@ func New(cfg Config) (*Client, error) {
 			groups:    leaseholdv1connect.NewGroupsClient(cfg.HTTPClient, e, opts...),
 		})
 	}
-	if cfg.Session == SessionOn && c.batch != nil {
+	if cfg.Session != SessionOff && c.batch != nil {
 		hc := cfg.HTTPClient
 		if own != nil {
 			c.ownStream = streamTransport(cfg)

@@ -23,9 +23,11 @@ import (
 type SessionMode int
 
 const (
-	// SessionDefault is SessionOff: measured on one machine, the stream
-	// saved no CPU over batched unary calls (see the README's Performance
-	// section).
+	// SessionDefault is SessionOn: measured on one machine, the stream
+	// costs 20–28% less CPU per operation than batched unary calls with
+	// one goroutine or 16 sharing a client, about the same (±10%) with
+	// 64, and carries more operations a second in each (see the README's
+	// Performance section).
 	SessionDefault SessionMode = iota
 	// SessionOn sends them on one session stream per client (HTTP/2),
 	// pipelined and answered out of order; a waiting acquire waits on
