@@ -124,6 +124,12 @@ func (ss *session) run(cancel context.CancelFunc) error {
 			}
 			idle.Reset(ss.s.sessionIdle)
 		case <-ss.ctx.Done():
+			if ss.s.base.Err() != nil {
+				// This node is shutting down: the client sends what is
+				// unanswered elsewhere.
+				return api.ToConnect(leasehold.Errorf(leasehold.CodeUnavailable,
+					"this node is shutting down; send the unanswered ops again on another node"))
+			}
 			return nil
 		}
 	}
@@ -260,6 +266,9 @@ func (ss *session) relay(addr string, ops []sessionOp, msgs []*pb.BatchOp) {
 	s := ss.s
 	batch := client[pb.BatchRequest, pb.BatchResponse](s.fwd, addr, leaseholdv1connect.LeasesBatchProcedure)
 	resp, err := relay(batch.CallUnary(ss.ctx, forwardedWith(s.fwd, ss.hdr, &pb.BatchRequest{Ops: msgs})))
+	if err == nil && len(resp.Msg.GetResults()) != len(ops) {
+		err = leasehold.Errorf(leasehold.CodeUnavailable, "the leader answered %d ops with %d results; send them again", len(ops), len(resp.Msg.GetResults()))
+	}
 	if err != nil {
 		ss.lost(err)
 		return
