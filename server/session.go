@@ -339,7 +339,16 @@ func (ss *session) answer(id uint64, res *pb.BatchResult) {
 func (ss *session) refuse(id uint64, res *pb.BatchResult) {
 	ss.mu.Lock()
 	ss.out = append(ss.out, &pb.SessionResult{Id: id, Result: res})
+	unsent := len(ss.out)
 	ss.mu.Unlock()
+	if unsent > 2*MaxSessionOps {
+		// The client sends ops but does not read their answers.
+		select {
+		case ss.failed <- leasehold.Errorf(leasehold.CodeLimit,
+			"%d answers wait for this stream's client to read them (limit %d); read the answers", unsent, 2*MaxSessionOps):
+		default:
+		}
+	}
 	select {
 	case ss.wake <- struct{}{}:
 	default:
