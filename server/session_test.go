@@ -173,7 +173,9 @@ func TestSessionStreamsPerCallerAreCapped(t *testing.T) {
 		s.next(1) // open, and its handler running
 	}
 	s := openSessionOn(t, hc, n, "")
-	s.send([]*pb.SessionOp{sop(1, opRelease(&pb.ReleaseRequest{LeaseId: 1, Secret: newSecret(t)}))})
+	// The refusal may come before the message is written (Send then says
+	// EOF); Receive has it.
+	s.st.Send(&pb.SessionRequest{Ops: []*pb.SessionOp{sop(1, opRelease(&pb.ReleaseRequest{LeaseId: 1, Secret: newSecret(t)}))}})
 	_, err := s.st.Receive()
 	wantCode(t, err, connect.CodeResourceExhausted, "max_conns_per_client")
 }
@@ -208,7 +210,7 @@ func TestSessionIdleStreamEnds(t *testing.T) {
 func TestSessionAuth(t *testing.T) {
 	n := authNode(t)
 	s := openSession(t, n, "")
-	s.send([]*pb.SessionOp{sop(1, opAcquire(&pb.AcquireRequest{Resources: []string{"jobs/x"}}))})
+	s.st.Send(&pb.SessionRequest{Ops: []*pb.SessionOp{sop(1, opAcquire(&pb.AcquireRequest{Resources: []string{"jobs/x"}}))}})
 	_, err := s.st.Receive()
 	wantCode(t, err, connect.CodeUnauthenticated)
 
