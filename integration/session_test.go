@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -8,11 +11,22 @@ import (
 	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
-// sessionTestClient is newTestClient with the session stream on, over the
-// client's own transports (h2c for the stream), closed when the test ends.
-func sessionTestClient(t testing.TB, urls ...string) *client.Client {
+// sessionTestClient is newTestClient with the session stream on, every
+// call over h2c, counting unary lease calls in unary.
+func sessionTestClient(t testing.TB, unary *atomic.Int64, urls ...string) *client.Client {
 	t.Helper()
-	c, err := client.New(client.Config{Endpoints: urls, Logger: testcluster.Logger(), Session: client.SessionOn})
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	t.Cleanup(tr.CloseIdleConnections)
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if strings.HasPrefix(r.URL.Path, "/leasehold.v1.Leases/") {
+			unary.Add(1)
+		}
+		return tr.RoundTrip(r)
+	})
+	c, err := client.New(client.Config{Endpoints: urls, Logger: testcluster.Logger(), Session: client.SessionOn,
+		HTTPClient: &http.Client{Transport: rt}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,13 +34,18 @@ func sessionTestClient(t testing.TB, urls ...string) *client.Client {
 	return c
 }
 
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 // A renewal answered on the session stream is committed: the leader is
 // killed right after the answer, and the new leader has the renewal (its
 // count and progress note).
 func TestSessionRenewalCommittedBeforeAnswered(t *testing.T) {
 	tc := testcluster.Start(t, 3)
 	lead := tc.WaitLeader(10 * time.Second)
-	c := sessionTestClient(t, tc.URL(lead))
+	var unary atomic.Int64
+	c := sessionTestClient(t, &unary, tc.URL(lead))
 	ctx := ctxFor(t, 10*time.Second)
 	l, err := c.Acquire(ctx, "s/renew", client.TTL(20*time.Second))
 	if err != nil {
@@ -45,6 +64,9 @@ func TestSessionRenewalCommittedBeforeAnswered(t *testing.T) {
 	if h := r.Holder; h == nil || h.ID != l.ID() || h.RenewCount < 1 || h.Progress != "rows 1-1000" {
 		t.Fatalf("new leader has %+v; want lease %d renewed with progress %q", h, l.ID(), "rows 1-1000")
 	}
+	if n := unary.Load(); n != 0 {
+		t.Fatalf("%d unary lease calls; want the acquire and the renewal on the stream", n)
+	}
 }
 
 // A stream to a follower works: its ops are relayed to the leader, a
@@ -53,7 +75,8 @@ func TestSessionThroughFollower(t *testing.T) {
 	tc := testcluster.Start(t, 3)
 	lead := tc.WaitLeader(10 * time.Second)
 	f := (lead + 1) % 3
-	c := sessionTestClient(t, tc.URL(f))
+	var unary atomic.Int64
+	c := sessionTestClient(t, &unary, tc.URL(f))
 	other := newTestClient(t, 5*time.Second, tc.URL(lead))
 	ctx := ctxFor(t, 20*time.Second)
 	holder, err := other.Acquire(ctx, "s/relay", client.TTL(20*time.Second))
@@ -85,5 +108,8 @@ func TestSessionThroughFollower(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if n := unary.Load(); n != 0 {
+		t.Fatalf("%d unary lease calls; want every op on the stream to the follower", n)
 	}
 }
