@@ -196,6 +196,9 @@ func New(cfg Config) (*Server, error) {
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_inflight_body_bytes",
 		Help: "Bytes of request bodies held by requests in flight (limit max_inflight_body_bytes)."},
 		func() float64 { return float64(bodies.held.Load()) }))
+	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_sessions",
+		Help: "Session streams this node serves (Go clients' lease calls)."},
+		func() float64 { return float64(s.sessions.count()) }))
 	mount := func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(h)) }
 	mount(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
 	mount(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))

@@ -38,6 +38,13 @@ func (c *sessionCount) open(caller string, max, perCaller int) error {
 	return nil
 }
 
+// count is the streams open now.
+func (c *sessionCount) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
 func (c *sessionCount) close(caller string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

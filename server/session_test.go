@@ -178,6 +178,9 @@ func TestSessionStreamsPerCallerAreCapped(t *testing.T) {
 	s.st.Send(&pb.SessionRequest{Ops: []*pb.SessionOp{sop(1, opRelease(&pb.ReleaseRequest{LeaseId: 1, Secret: newSecret(t)}))}})
 	_, err := s.st.Receive()
 	wantCode(t, err, connect.CodeResourceExhausted, "max_conns_per_client")
+	if open, refused := metricValue(t, n, "leasehold_sessions"), metricValue(t, n, `leasehold_refused_total{limit="max_sessions"}`); open != 64 || refused != 1 {
+		t.Fatalf("metrics: %d sessions open, %d refused; want 64 and 1", open, refused)
+	}
 }
 
 // A stream with nothing unanswered that sends nothing is ended after the
