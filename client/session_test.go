@@ -402,3 +402,61 @@ func TestSessionLostStreamEndsNothingEarlyRenewsNothingLate(t *testing.T) {
 		t.Fatalf("the node no longer holds the lease when the client gave it up (holder %+v): released early", h)
 	}
 }
+
+// A waiting acquire whose stream breaks is sent again on the new stream
+// and keeps its place in line: the old stream's withdrawal (after the
+// grace) does not touch it, and it is granted before the waiter that
+// queued after it.
+func TestSessionWaiterKeepsItsPlaceOverAReopenedStream(t *testing.T) {
+	n := startNode(t)
+	p := newDeafProxy(t, n.URL)
+	pc := h2cCounter(t)
+	c := sessionClient(t, pc, client.Config{}, p.URL())
+	direct := nodeClient(t, n)
+	holder := mustAcquire(t, c, []string{"s/place"}, client.TTL(20*time.Second)) // the stream answers
+	first, second := make(chan *client.Lease, 1), make(chan *client.Lease, 1)
+	errs := make(chan error, 2)
+	wait := func(c *testClient, to chan *client.Lease) {
+		l, err := c.Acquire(ctxFor(t, 30*time.Second), "s/place", client.TTL(20*time.Second), client.Wait(25*time.Second))
+		if err != nil {
+			errs <- err
+			return
+		}
+		to <- l
+		l.Release(ctxFor(t, callTimeout))
+	}
+	go wait(c, first)
+	eventually(t, 10*time.Second, "the first waiter in line", func() bool { return len(get(t, direct, "s/place").Waiters) == 1 })
+	go wait(direct, second)
+	eventually(t, 10*time.Second, "the second waiter in line", func() bool { return len(get(t, direct, "s/place").Waiters) == 2 })
+	p.cut()
+	// Past the grace after which the node withdraws what the broken
+	// stream left waiting.
+	time.Sleep(3 * time.Second)
+	if w := len(get(t, direct, "s/place").Waiters); w != 2 {
+		t.Fatalf("%d waiters after the stream broke, want both", w)
+	}
+	holder.Release(ctxFor(t, callTimeout))
+	select {
+	case l := <-first:
+		if l.Token() <= holder.Token() {
+			t.Fatalf("token %d after %d", l.Token(), holder.Token())
+		}
+	case l := <-second:
+		t.Fatalf("the waiter behind was granted first (lease %d)", l.ID())
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first waiter was never granted")
+	}
+	select {
+	case <-second:
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second waiter was never granted")
+	}
+	if pc.count("Session") < 2 || pc.count("Batch") != 0 || pc.count("Acquire") != 0 {
+		t.Fatalf("want the waiting acquire sent again on a second stream, got %v", pc.hits)
+	}
+}
