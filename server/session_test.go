@@ -233,3 +233,24 @@ func TestSessionAuth(t *testing.T) {
 		t.Fatalf("worker release: %v", got[3])
 	}
 }
+
+// A session's acquires count against its caller's acquisition rate, as
+// unary calls do.
+func TestSessionRateLimit(t *testing.T) {
+	// Burst 1, one acquisition back every 5s: roomy on a loaded machine.
+	n := testcluster.StartServerNode(t, func(c *server.Config) { c.AcquireRate = 0.2 })
+	s := openSession(t, n, "")
+	s.send([]*pb.SessionOp{
+		sop(1, opAcquire(&pb.AcquireRequest{Resources: []string{"rate/a"}, Ttl: dur(time.Minute)})),
+		sop(2, opAcquire(&pb.AcquireRequest{Resources: []string{"rate/b"}, Ttl: dur(time.Minute)})),
+	})
+	_, got := s.next(2)
+	wantOpError(t, got[1], leasehold.CodeLimit, "acquire_rate")
+	wantOpError(t, got[2], leasehold.CodeLimit, "acquire_rate")
+	s.send([]*pb.SessionOp{sop(3, opAcquire(&pb.AcquireRequest{Resources: []string{"rate/a"}, Ttl: dur(time.Minute)}))})
+	if _, got = s.next(1); got[3].GetAcquire() == nil {
+		t.Fatalf("one acquire within the burst: %v", got[3])
+	}
+	_, err := acquire(t, newClient(t, n), &pb.AcquireRequest{Resources: []string{"rate/c"}})
+	wantCode(t, err, connect.CodeResourceExhausted, "acquire_rate")
+}
