@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -228,7 +229,7 @@ func (s *session) serve(i int) (answered bool, err error) {
 	if len(first) == 0 {
 		return false, nil
 	}
-	slices.SortFunc(first, func(a, b *pb.SessionOp) int { return int(a.Id - b.Id) })
+	slices.SortFunc(first, func(a, b *pb.SessionOp) int { return cmp.Compare(a.Id, b.Id) })
 	st := s.clients[i].Session(ctx)
 	if s.c.cfg.Token != "" {
 		st.RequestHeader().Set("Authorization", "Bearer "+s.c.cfg.Token)
