@@ -1,0 +1,41 @@
+package fsm
+
+// names interns the strings that many leases share (owners, operations):
+// each lease decoded from the log brings its own copy, and a few thousand
+// workers hold a hundred thousand leases. A name stays while a lease
+// uses it, with the count of those leases.
+type names map[string]*nameRef
+
+type nameRef struct {
+	s string
+	n int
+}
+
+// take returns the kept copy of s, keeping s if it is new, and counts one
+// more user.
+func (m names) take(s string) string {
+	r := m[s]
+	if r == nil {
+		r = &nameRef{s: s}
+		m[s] = r
+	}
+	r.n++
+	return r.s
+}
+
+// drop counts one user less, forgetting s after its last.
+func (m names) drop(s string) {
+	if r := m[s]; r != nil {
+		if r.n--; r.n <= 0 {
+			delete(m, s)
+		}
+	}
+}
+
+// count is the number of users of s.
+func (m names) count(s string) int {
+	if r := m[s]; r != nil {
+		return r.n
+	}
+	return 0
+}
