@@ -162,6 +162,7 @@ func writeAudit(s *State, e *encoder) {
 	e.uvarint(uint64(len(s.audit)))
 	for i := range s.audit {
 		encodeAudit(e, &s.audit[i])
+		e.spill()
 	}
 }
 

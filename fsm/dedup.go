@@ -188,6 +188,7 @@ func writeDedup(s *State, e *encoder) {
 		if rec.kind == KindTxn {
 			encodeTxnResult(e, r.Txn)
 		}
+		e.spill()
 	})
 }
 

@@ -46,6 +46,7 @@ func writeLeases(s *State, e *encoder) {
 		e.str(l.renewKey.String())
 		e.varint(int64(l.renewRemaining))
 		encodeElection(e, l.election(), l.more().value)
+		e.spill()
 	}
 }
 
@@ -130,6 +131,7 @@ func writeWaiters(s *State, e *encoder) {
 		e.str(w.key)
 		e.b = append(e.b, w.sum[:]...)
 		encodeElection(e, w.Election, w.Value)
+		e.spill()
 	}
 }
 
