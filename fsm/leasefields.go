@@ -57,13 +57,15 @@ func (l *leaseFields) setMore() *leaseRare {
 	return l.rare
 }
 
-// rareOf keeps r only if it holds something.
-func rareOf(r leaseRare) *leaseRare {
+// rareOf is a copy of r if it holds something, else nil: a plain lock
+// allocates nothing for it.
+func rareOf(r *leaseRare) *leaseRare {
 	if r.LockDelay == 0 && r.MaxHold == 0 && r.Metadata == nil && r.Progress == "" && r.progressAt == 0 &&
 		r.Semaphore == "" && r.Limit == 0 && !r.election && r.value == nil {
 		return nil
 	}
-	return &r
+	c := *r
+	return &c
 }
 
 func (l *leaseFields) LockDelay() time.Duration { return l.more().LockDelay }
@@ -87,7 +89,7 @@ func fieldsOf(l *leasehold.Lease) leaseFields {
 	return leaseFields{
 		ID: l.ID, Token: l.Token, Resources: l.Resources, Owner: l.Owner, Operation: l.Operation,
 		TTL: l.TTL, acquiredAt: timeNanos(l.AcquiredAt), renewedAt: timeNanos(l.RenewedAt), RenewCount: l.RenewCount,
-		rare: rareOf(leaseRare{LockDelay: l.LockDelay, MaxHold: l.MaxHold, Metadata: l.Metadata,
+		rare: rareOf(&leaseRare{LockDelay: l.LockDelay, MaxHold: l.MaxHold, Metadata: l.Metadata,
 			Progress: l.Progress, progressAt: timeNanos(l.ProgressAt), Semaphore: l.Semaphore, Limit: l.Limit}),
 	}
 }

@@ -381,7 +381,7 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 		leaseFields: leaseFields{
 			ID: tok, Token: tok,
 			Resources: resources, Owner: s.owners.take(c.Owner), Operation: s.operations.take(c.Operation),
-			TTL: c.TTL, acquiredAt: now, rare: rareOf(rare),
+			TTL: c.TTL, acquiredAt: now, rare: rareOf(&rare),
 		},
 		secretHash: c.SecretHash,
 		key:        key,
