@@ -115,7 +115,7 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector URL "+
 		"(default: none, or OTEL_EXPORTER_OTLP_ENDPOINT if set)")
 	fl.IntVar(&f.watchHistory, "watch-history", service.DefaultHubConfig().Events,
-		"change events this node keeps for watches to resume from (1000 to 10000000; about 150 bytes each plus keys and values, 64 MiB of those at most)")
+		"change events this node keeps for watches to resume from (1000 to 10000000; about 100 bytes each, 160 for a KV or group event, plus keys and values, 64 MiB of those at most)")
 	fl.IntVar(&f.gcPercent, "gc-percent", gctarget.Percent,
 		"let the heap grow this much (percent) above what is live before collecting, once 16 MiB is less than that "+
 			"(10 to 100; 100 is Go's default; ignored if GOGC is set)")
