@@ -106,6 +106,8 @@ func main() {
 	fmt.Printf("node CPU %.1f s (%.0f%% of the run)\n", cpu.Seconds(), 100*cpu.Seconds()/time.Since(start).Seconds())
 	if rep.Renew.Lost > 0 || rep.Renew.Granted < int64(*leases) {
 		fmt.Fprintln(os.Stderr, "leasemem: leases were lost or not granted")
+		node.Process.Kill() // os.Exit runs no deferred call
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 }
