@@ -217,6 +217,7 @@ func writeSorted[V any](e *encoder, m map[string]V, write func(k string, v V)) {
 	e.uvarint(uint64(len(keys)))
 	for _, k := range keys {
 		write(k, m[k])
+		e.spill()
 	}
 }
 

@@ -27,6 +27,7 @@ func writeQueues(s *State, e *encoder) {
 				e.uvarint(m.token)
 				e.str(m.consumer)
 				e.varint(int64(m.vis))
+				e.spill()
 			}
 		})
 		e.uvarint(uint64(len(q.ready)))

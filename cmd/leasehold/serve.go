@@ -15,6 +15,7 @@ import (
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/embed"
+	"github.com/leasehold/leasehold/internal/gctarget"
 	"github.com/leasehold/leasehold/server"
 	"github.com/leasehold/leasehold/service"
 )
@@ -28,6 +29,7 @@ type serveFlags struct {
 	maxWaitersPerResource, maxLeasesPerOwner int
 	walSegmentMiB                            int
 	watchHistory                             int
+	gcPercent                                int
 	peers                                    string
 	join                                     string
 	advertise                                string
@@ -114,7 +116,10 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector URL "+
 		"(default: none, or OTEL_EXPORTER_OTLP_ENDPOINT if set)")
 	fl.IntVar(&f.watchHistory, "watch-history", service.DefaultHubConfig().Events,
-		"change events this node keeps for watches to resume from (1000 to 10000000; about 150 bytes each plus keys and values, 64 MiB of those at most)")
+		"change events this node keeps for watches to resume from (1000 to 10000000; about 100 bytes each, 160 for a KV or group event, plus keys and values, 64 MiB of those at most)")
+	fl.IntVar(&f.gcPercent, "gc-percent", gctarget.Percent,
+		"let the heap grow this much (percent) above what is live before collecting, once 16 MiB is less than that "+
+			"(10 to 100; 100 is Go's default; ignored if GOGC is set)")
 	return cmd
 }
 
@@ -171,6 +176,14 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	cfg.WALSegmentSize = f.walSegmentMiB << 20
 	if f.watchHistory < 1000 || f.watchHistory > 10_000_000 {
 		return fmt.Errorf("--watch-history %d: give 1000 to 10000000 (events)", f.watchHistory)
+	}
+	if f.gcPercent < 10 || f.gcPercent > 100 {
+		return usagef("--gc-percent %d: give 10 to 100 (100 is Go's default)", f.gcPercent)
+	}
+	if os.Getenv("GOGC") == "" {
+		gctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go gctarget.Run(gctx, f.gcPercent, time.Second)
 	}
 	if b := f.limits.maxQueueBodyBytes; b < 1 || b > service.MaxQueueBody {
 		return usagef("--max-queue-body-bytes %d: give 1 to %d (1 MiB, the most a message may hold)", b, service.MaxQueueBody)
