@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,10 @@ const (
 // errNoSession says an op was not sent on a session stream: the caller
 // sends it as a unary call.
 var errNoSession = errors.New("client: no session stream")
+
+// errMoved ends a stream to a follower whose first answers named a leader
+// among the client's endpoints: its unanswered ops go there.
+var errMoved = errors.New("client: session stream moves to the leader")
 
 const (
 	// sessionFallback is how long a client sends unary calls after a
@@ -161,6 +166,13 @@ func (s *session) run() {
 		switch {
 		case s.c.closed.Load():
 			s.failAll(ErrClosed)
+		case errors.Is(err, errMoved):
+			// Not a failure: the ops it left unanswered are sent again, with
+			// their request IDs, on a stream to the leader.
+			s.mu.Unlock()
+			s.c.log.Debug("session stream moves to the leader", "from", s.c.nodes[i].url,
+				"to", s.c.nodes[int(s.c.cur.Load())%len(s.c.nodes)].url)
+			continue
 		case err == nil && len(s.pending) == 0:
 			// Ended with nothing unanswered (idle): the next op opens a
 			// new stream.
@@ -255,11 +267,37 @@ func (s *session) serve(i int) (answered bool, err error) {
 			}
 			return answered, err
 		}
-		answered = true
 		for _, r := range msg.GetResults() {
 			s.deliver(r)
 		}
+		if !answered {
+			answered = true
+			if s.toLeader(st.ResponseHeader().Get(leaderHeader), i) {
+				cancel()
+				<-sent
+				_ = st.CloseResponse()
+				return true, errMoved
+			}
+		}
 	}
+}
+
+// toLeader makes the node that leader (an answer's Leasehold-Leader) names
+// the current endpoint and reports true if it is one of the client's
+// endpoints other than node i. A stream to a follower costs the follower
+// a relay per message; a client that knows only the follower keeps it.
+func (s *session) toLeader(leader string, i int) bool {
+	leader = strings.TrimRight(leader, "/")
+	if leader == "" || leader == s.c.nodes[i].url {
+		return false
+	}
+	for j := range s.c.nodes {
+		if s.c.nodes[j].url == leader {
+			s.c.cur.Store(int32(j))
+			return true
+		}
+	}
+	return false
 }
 
 // send sends first, then what do and its callers queue, until ctx ends.

@@ -37,6 +37,8 @@ type sessionsAPI struct{ s *Server }
 // leader as the Go client's own unary calls would (a Batch, then an
 // Acquire for each queued one), carrying the request IDs chosen here: the
 // stream works through any node, and the retry rules are the unary ones.
+// The header of relayed answers names the leader (Leasehold-Leader), so a
+// client that lists it moves its stream there.
 // A failure that makes an op's outcome unknown (no leader, a lost leader)
 // ends the stream with unavailable; the client sends its unanswered ops
 // again, with the same request IDs, on a new stream.
@@ -68,6 +70,9 @@ type session struct {
 	wake   chan struct{}                 // the sender has answers to send
 	failed chan error                    // ends the stream: an op's outcome is unknown
 	work   sync.WaitGroup                // goroutines committing or waiting
+	leader string                        // the leader's API URL, once a relay learned it
+
+	headed bool // the sender sent the response header (sender only)
 }
 
 func (ss *session) run(cancel context.CancelFunc) error {
@@ -273,6 +278,9 @@ func (ss *session) relay(addr string, ops []sessionOp, msgs []*pb.BatchOp) {
 		ss.lost(err)
 		return
 	}
+	ss.mu.Lock()
+	ss.leader = resp.Header().Get(LeaderHeader)
+	ss.mu.Unlock()
 	for i, o := range ops {
 		res := resp.Msg.GetResults()[i]
 		if !res.GetQueued() {
@@ -378,11 +386,21 @@ func (ss *session) send(stop <-chan struct{}) error {
 
 func (ss *session) flush() error {
 	ss.mu.Lock()
-	out := ss.out
+	out, leader := ss.out, ss.leader
 	ss.out = nil
 	ss.mu.Unlock()
 	if len(out) == 0 {
 		return nil
+	}
+	if !ss.headed {
+		// The header goes out with the first answers. On a follower that
+		// relayed them it names the leader (as a forwarded unary answer
+		// does), so a client that lists the leader moves its stream there
+		// instead of paying for the relay.
+		ss.headed = true
+		if leader != "" {
+			ss.stream.ResponseHeader().Set(LeaderHeader, leader)
+		}
 	}
 	return ss.stream.Send(&pb.SessionResponse{Results: out})
 }
