@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -316,6 +317,11 @@ func (s *session) send(ctx context.Context, st *connect.BidiStreamForClient[pb.S
 			return nil
 		case <-s.wake:
 		}
+		// Woken by the first op of a burst, the sender would run at once
+		// (the waker's next goroutine) and send it alone: yielding first
+		// lets the callers already runnable (woken by the last answers)
+		// queue theirs, so they share one message.
+		runtime.Gosched()
 		s.mu.Lock()
 		var ops []*pb.SessionOp
 		now := time.Now()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -375,6 +376,9 @@ func (ss *session) send(stop <-chan struct{}) error {
 	for {
 		select {
 		case <-ss.wake:
+			// As the client's sender does: let the goroutines answering
+			// other ops of the same commit queue theirs, for one message.
+			runtime.Gosched()
 			if err := ss.flush(); err != nil {
 				return err
 			}
