@@ -27,10 +27,10 @@ type SessionMode int
 
 const (
 	// SessionDefault is SessionOn: measured on one machine, the stream
-	// costs 20–28% less CPU per operation than batched unary calls with
-	// one goroutine or 16 sharing a client, about the same (±10%) with
-	// 64, and carries more operations a second in each (see the README's
-	// Performance section).
+	// costs about 20% less CPU per operation than batched unary calls
+	// with one goroutine, half with 16 sharing a client, a third less
+	// with 64, and carries more operations a second in each (see the
+	// README's Performance section).
 	SessionDefault SessionMode = iota
 	// SessionOn sends them on one session stream per client (HTTP/2),
 	// pipelined and answered out of order; a waiting acquire waits on
