@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"github.com/leasehold/leasehold/fsm"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -174,5 +176,43 @@ func holdLeases(b *testing.B, n *Node, count int) {
 		if _, err := n.ProposeAll(b.Context(), cmds); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkFsyncFloor: write 4 KiB and fsync it, one writer, in the test's
+// temp dir (the same disk the nodes' logs use): the floor under every
+// commit, since each log entry is one such write. "append" grows the file
+// as a fresh log does; "overwrite" writes into space already allocated,
+// as raft-wal does in its preallocated segments.
+func BenchmarkFsyncFloor(b *testing.B) {
+	for _, prealloc := range []bool{false, true} {
+		b.Run(map[bool]string{false: "append", true: "overwrite"}[prealloc], func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "floor"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			const size = 64 << 20
+			if prealloc {
+				if err := f.Truncate(size); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			buf := make([]byte, 4<<10)
+			var off int64
+			for b.Loop() {
+				if _, err := f.WriteAt(buf, off); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				off = (off + int64(len(buf))) % size
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "fsyncs/s")
+		})
 	}
 }
