@@ -221,3 +221,16 @@ func writeAllocs(path string) error {
 	}
 	return w.Close()
 }
+
+// startCPUProfile profiles this process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	w, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(w); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); w.Close() }, nil
+}
