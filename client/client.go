@@ -92,7 +92,7 @@ type Client struct {
 	givingBack    sync.WaitGroup      // giveBack goroutines
 	bg            context.Context     // canceled by Close: ends give-backs
 	stopGiveBacks context.CancelFunc
-	ownTransport  *http.Transport // made by New, nil if Config.HTTPClient was given
+	ownTransport  idleCloser // made by New, nil if Config.HTTPClient was given
 }
 
 // New makes a client. It does not contact the servers.
@@ -100,7 +100,7 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("client: at least one endpoint is required")
 	}
-	var own *http.Transport
+	var own idleCloser
 	if cfg.HTTPClient == nil {
 		own = defaultTransport(cfg)
 		cfg.HTTPClient = &http.Client{Transport: own}
