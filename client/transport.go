@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -179,12 +180,12 @@ type unaryBody struct {
 	uc   *unaryConn
 	stop func() bool
 	ctx  context.Context
-	keep bool // the node did not ask to close the connection
-	done bool // the connection was given back or closed
+	keep bool        // the node did not ask to close the connection
+	done atomic.Bool // the connection was given back or closed
 }
 
 func (b *unaryBody) Read(p []byte) (int, error) {
-	if b.done {
+	if b.done.Load() {
 		return 0, io.EOF
 	}
 	n, err := b.body.Read(p)
@@ -201,17 +202,17 @@ func (b *unaryBody) Read(p []byte) (int, error) {
 }
 
 // Close ends the body. Before its end the connection still holds the rest
-// of the response, so it is closed rather than kept.
+// of the response, so it is closed rather than kept. It may be called
+// while a Read is under way (a call abandoned by its context).
 func (b *unaryBody) Close() error {
 	b.finish(false)
 	return nil
 }
 
 func (b *unaryBody) finish(atEnd bool) {
-	if b.done {
+	if !b.done.CompareAndSwap(false, true) {
 		return
 	}
-	b.done = true
 	if b.stop() && atEnd && b.keep && b.uc.br.Buffered() == 0 {
 		b.t.put(b.host, b.uc)
 		return
