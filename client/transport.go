@@ -19,9 +19,10 @@ import (
 // rest of the client spends on a call (measured: a quarter of the client's
 // CPU per acquire+release, BenchmarkUnaryTransport).
 //
-// Only unary Connect requests with a body of known length take this path
-// (Content-Type application/proto or application/json); streams, TLS and
-// anything else go to next, unchanged.
+// Only unary Connect requests with a small body of known length take this
+// path (Content-Type application/proto or application/json, up to
+// maxUnaryBody); streams, TLS, large bodies and anything else go to next,
+// unchanged.
 type unaryTransport struct {
 	next *http.Transport
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -47,6 +48,13 @@ const (
 	// node closes it (server.Server's IdleTimeout is 2 minutes), so a
 	// request is never written into a connection the node is closing.
 	unaryIdleTimeout = 30 * time.Second
+	// maxUnaryBody is the largest request body sent this way. The request
+	// is written whole before its answer is read, so a node that refuses a
+	// body early (over max_request_bytes) must have room to take it in:
+	// the socket's buffers, and net/http reads up to 256 KiB of a body a
+	// handler left. Larger requests go to next, which reads the answer
+	// while it writes.
+	maxUnaryBody = 64 << 10
 )
 
 func newUnaryTransport(next *http.Transport) *unaryTransport {
@@ -57,7 +65,7 @@ func newUnaryTransport(next *http.Transport) *unaryTransport {
 // takes reports whether req is one for the unary path.
 func (t *unaryTransport) takes(req *http.Request) bool {
 	if req.URL.Scheme != "http" || req.Method != http.MethodPost || req.ContentLength < 0 ||
-		req.Header.Get("Upgrade") != "" {
+		req.ContentLength > maxUnaryBody || req.Header.Get("Upgrade") != "" {
 		return false
 	}
 	switch req.Header.Get("Content-Type") {

@@ -163,6 +163,7 @@ func TestUnaryTransportTakesOnlyUnaryCalls(t *testing.T) {
 		{"server stream", "http://n:1/leasehold.v1.Watch/Watch", "POST", "application/connect+proto", 10, false},
 		{"grpc", "http://n:1/leasehold.v1.Leases/Get", "POST", "application/grpc", 10, false},
 		{"unknown length", "http://n:1/leasehold.v1.Leases/Get", "POST", "application/proto", -1, false},
+		{"large body", "http://n:1/leasehold.v1.Queues/SendBatch", "POST", "application/proto", 1 << 20, false},
 		{"tls", "https://n:1/leasehold.v1.Leases/Get", "POST", "application/proto", 10, false},
 		{"get", "http://n:1/metrics", "GET", "", 0, false},
 	} {
@@ -224,4 +225,33 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestLargeRequestGetsTheNodesRefusal: a node refuses a body over its
+// limit before reading it, as server's body guard does; the caller gets
+// that answer (resource_exhausted), not a broken connection.
+func TestLargeRequestGetsTheNodesRefusal(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle(leaseholdv1connect.NewLeasesHandler(plainLeases{}))
+	const limit = 256 << 10
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			w.Write([]byte(`{"code":"resource_exhausted","message":"a request body may hold 262144 bytes"}`))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	c, _ := unaryClient(t, s.URL)
+	big := make([]byte, 8<<20)
+	for i := range big {
+		big[i] = 'x'
+	}
+	_, err := c.Get(testutil.Context(t, 30*time.Second), connect.NewRequest(&pb.GetRequest{Resource: string(big)}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("an 8 MiB request to a node that refuses it: %v, want resource_exhausted", err)
+	}
+	getOK(t, c, "small") // and the client goes on
 }
