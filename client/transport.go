@@ -145,17 +145,28 @@ func (t *unaryTransport) get(ctx context.Context, host string) (*unaryConn, erro
 	return &unaryConn{conn: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}, nil
 }
 
-// put keeps uc for the next request to host.
+// put keeps uc for the next request to host, and closes the connections
+// to host idle for longer than unaryIdleTimeout (the oldest come first), so
+// that a client whose load fell does not keep them open.
 func (t *unaryTransport) put(host string, uc *unaryConn) {
 	uc.idleAt = time.Now()
+	var drop []*unaryConn
 	t.mu.Lock()
-	if !t.closed && len(t.idle[host]) < maxIdleUnaryConns {
-		t.idle[host] = append(t.idle[host], uc)
-		uc = nil
+	l := t.idle[host]
+	for len(l) > 0 && uc.idleAt.Sub(l[0].idleAt) >= unaryIdleTimeout {
+		drop = append(drop, l[0])
+		l[0] = nil
+		l = l[1:]
 	}
+	if !t.closed && len(l) < maxIdleUnaryConns {
+		l = append(l, uc)
+	} else {
+		drop = append(drop, uc)
+	}
+	t.idle[host] = l
 	t.mu.Unlock()
-	if uc != nil {
-		uc.conn.Close()
+	for _, c := range drop {
+		c.conn.Close()
 	}
 }
 

@@ -255,3 +255,35 @@ func TestLargeRequestGetsTheNodesRefusal(t *testing.T) {
 	}
 	getOK(t, c, "small") // and the client goes on
 }
+
+// TestUnaryTransportClosesStaleIdleConnections: giving a connection back
+// closes those to the same node idle for longer than unaryIdleTimeout, so
+// a pool that shrank to one busy connection does not keep the rest open.
+func TestUnaryTransportClosesStaleIdleConnections(t *testing.T) {
+	s := startPlainServer(t, time.Minute)
+	c, tr := unaryClient(t, s.URL)
+	host := s.Listener.Addr().String()
+	var conns []*unaryConn
+	for range 3 {
+		uc, err := tr.get(t.Context(), host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, uc)
+	}
+	for _, uc := range conns {
+		tr.put(host, uc)
+	}
+	tr.mu.Lock()
+	for _, uc := range tr.idle[host][:2] {
+		uc.idleAt = uc.idleAt.Add(-2 * unaryIdleTimeout) // as if idle that long
+	}
+	tr.mu.Unlock()
+	getOK(t, c, "r") // on the fresh one, given back after: the two others go
+	testutil.Eventually(t, 5*time.Second, "the node sees the two stale connections close", func() bool {
+		return s.closed.Load() == 2
+	})
+	if n := s.opened.Load(); n != 3 {
+		t.Errorf("%d connections opened, want 3 (the call on the fresh one)", n)
+	}
+}
