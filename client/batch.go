@@ -50,6 +50,12 @@ type batchCall struct {
 
 // do sends op, with whatever else is waiting, and returns its result.
 func (co *coalescer) do(ctx context.Context, op *pb.BatchOp) (*pb.BatchResult, error) {
+	if s := co.c.session; s != nil {
+		// On the session stream, if one is open or can be.
+		if res, err := s.do(ctx, op); !errors.Is(err, errNoSession) {
+			return res, err
+		}
+	}
 	bc := &batchCall{op: op, ctx: ctx, done: make(chan struct{})}
 	co.mu.Lock()
 	co.queue = append(co.queue, bc)

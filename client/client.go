@@ -72,6 +72,13 @@ type Config struct {
 	// be followed through the node, its forward to the leader and the
 	// raft commit. Nil: no spans.
 	TracerProvider trace.TracerProvider
+	// Session chooses whether acquires, renewals and releases travel on a
+	// session stream (HTTP/2) or as unary Batch calls; see SessionMode.
+	// The stream needs MaxBatch > 1. With HTTPClient given, the stream
+	// uses it, and falls back to unary calls if it cannot speak HTTP/2;
+	// otherwise the client makes an HTTP/2 transport for it (h2c for
+	// http:// endpoints).
+	Session SessionMode
 }
 
 // Client talks to a leasehold cluster. It is safe for concurrent use.
@@ -82,6 +89,7 @@ type Client struct {
 	cur     atomic.Int32 // index into nodes of the endpoint in use
 	metrics *metrics
 	batch   *coalescer   // nil when MaxBatch is 1
+	session *session     // nil with SessionOff or MaxBatch 1
 	tracer  trace.Tracer // nil: no spans
 
 	// Close and what it stops (close.go).
@@ -92,7 +100,8 @@ type Client struct {
 	givingBack    sync.WaitGroup      // giveBack goroutines
 	bg            context.Context     // canceled by Close: ends give-backs
 	stopGiveBacks context.CancelFunc
-	ownTransport  idleCloser // made by New, nil if Config.HTTPClient was given
+	ownTransport  idleCloser      // made by New, nil if Config.HTTPClient was given
+	ownStream     *http.Transport // New's HTTP/2 transport for the session stream, or nil
 }
 
 // New makes a client. It does not contact the servers.
@@ -154,6 +163,14 @@ func New(cfg Config) (*Client, error) {
 			queues:    leaseholdv1connect.NewQueuesClient(cfg.HTTPClient, e, opts...),
 			groups:    leaseholdv1connect.NewGroupsClient(cfg.HTTPClient, e, opts...),
 		})
+	}
+	if cfg.Session != SessionOff && c.batch != nil {
+		hc := cfg.HTTPClient
+		if own != nil {
+			c.ownStream = streamTransport(cfg)
+			hc = &http.Client{Transport: c.ownStream}
+		}
+		c.session = newSession(c, hc, opts)
 	}
 	return c, nil
 }

@@ -38,8 +38,14 @@ func (c *Client) Close() error {
 			l.end(fmt.Errorf("%w: %w: renewal stopped; the server lets the lease expire after its TTL", ErrLeaseLost, ErrClosed))
 		}
 		c.givingBack.Wait()
+		if c.session != nil {
+			c.session.stop()
+		}
 		if c.ownTransport != nil {
 			c.ownTransport.CloseIdleConnections()
+		}
+		if c.ownStream != nil {
+			c.ownStream.CloseIdleConnections()
 		}
 	})
 	return nil
@@ -96,4 +102,19 @@ func defaultTransport(cfg Config) idleCloser {
 type idleCloser interface {
 	http.RoundTripper
 	CloseIdleConnections()
+}
+
+// streamTransport is the transport New makes for the session stream when
+// Config.HTTPClient is nil: HTTP/2 over TLS for https endpoints, and over
+// plain TCP (h2c, prior knowledge) for http ones, which the unary
+// transport reaches with HTTP/1.1.
+func streamTransport(cfg Config) *http.Transport {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Transport{
+		Protocols:       &p,
+		IdleConnTimeout: 90 * time.Second,
+		TLSClientConfig: cfg.TLS,
+	}
 }

@@ -45,6 +45,12 @@ func newClient(t testing.TB, cfg client.Config, endpoints ...string) *testClient
 	}
 	if cfg.HTTPClient == nil {
 		tr := &http.Transport{}
+		if testcluster.SessionsOn() && cfg.Session == client.SessionDefault {
+			// Every lease call on a session stream, over h2c.
+			var p http.Protocols
+			p.SetUnencryptedHTTP2(true)
+			tr.Protocols, cfg.Session = &p, client.SessionOn
+		}
 		t.Cleanup(tr.CloseIdleConnections)
 		cfg.HTTPClient = &http.Client{Transport: tr}
 	}

@@ -37,6 +37,13 @@ func newTestClient(t testing.TB, perTry time.Duration, urls ...string) *client.C
 func newCountingClient(t testing.TB, perTry time.Duration, ct *countingTransport, urls ...string) *client.Client {
 	t.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
+	session := client.SessionDefault
+	if testcluster.SessionsOn() {
+		// Every lease call on a session stream, over h2c.
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols, session = &p, client.SessionOn
+	}
 	t.Cleanup(tr.CloseIdleConnections)
 	var rt http.RoundTripper = tr
 	if ct != nil {
@@ -48,6 +55,7 @@ func newCountingClient(t testing.TB, perTry time.Duration, ct *countingTransport
 		HTTPClient:     &http.Client{Transport: rt},
 		Logger:         testcluster.Logger(),
 		RequestTimeout: perTry,
+		Session:        session,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -200,6 +200,7 @@ var required = map[string]Role{
 	"/leasehold.v1.Admin/Audit":            RoleOperator,
 	"/leasehold.v1.Admin/ForceRelease":     RoleAdmin,
 	"/leasehold.v1.Admin/Snapshot":         RoleAdmin,
+	"/leasehold.v1.Sessions/Session":       RoleWorker, // each op as its unary call: the handler checks prefixes
 	"/leasehold.v1.Cluster/Members":        RoleOperator,
 	"/leasehold.v1.Cluster/Status":         RoleOperator,
 	"/leasehold.v1.Cluster/AddVoter":       RoleAdmin,
@@ -406,14 +407,23 @@ func (g *guard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 		}
 		proc := conn.Spec().Procedure
 		need, ok := required[proc]
-		if !ok || conn.Spec().StreamType != connect.StreamTypeServer {
+		if !ok || conn.Spec().StreamType == connect.StreamTypeClient {
 			return api.ToConnect(leasehold.Errorf(leasehold.CodeInvalid, "%s is not a streaming call served here", proc))
 		}
 		if p.Role < need {
 			return api.ToConnect(leasehold.Errorf(leasehold.CodePermission,
 				"token %q has role %s; %s needs %s", p.Name, p.Role, proc, need))
 		}
-		return next(context.WithValue(ctx, principalKey{}, p), conn)
+		ctx = context.WithValue(ctx, principalKey{}, p)
+		if conn.Spec().StreamType == connect.StreamTypeBidi {
+			// A session charges its acquisitions as unary calls do.
+			key := p.Name
+			if g.auth == nil {
+				key, _, _ = net.SplitHostPort(conn.Peer().Addr)
+			}
+			ctx = context.WithValue(ctx, rateKey{}, key)
+		}
+		return next(ctx, conn)
 	}
 }
 

@@ -23,51 +23,90 @@ import (
 // is withdrawn, as for any caller that went away.
 func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]) (*connect.Response[pb.BatchResponse], error) {
 	s := h.s
-	start := time.Now()
 	ops := req.Msg.GetOps()
-	switch {
-	case len(ops) == 0:
-		return nil, leasehold.Errorf(leasehold.CodeInvalid,
-			"ops is empty: a batch needs 1 to %d operations (acquire, renew or release)", leasehold.MaxBatchOps)
-	case len(ops) > leasehold.MaxBatchOps:
-		return nil, leasehold.Errorf(leasehold.CodeInvalid,
-			"ops holds %d operations; the limit is %d: split the batch", len(ops), leasehold.MaxBatchOps)
+	if err := checkOpCount(len(ops)); err != nil {
+		return nil, err
 	}
-	items := make([]batchItem, len(ops))
+	run, err := s.commitBatch(ctx, ops, false)
+	if err != nil {
+		return nil, err
+	}
+	if forwarding(req, run.err) {
+		// The leader checks, counts and answers every operation; the ops
+		// carry the request IDs and secrets chosen here.
+		return nil, run.err
+	}
+	for _, it := range run.queued() {
+		s.svc.HoldPlace(it.acquire)
+	}
+	out := &pb.BatchResponse{Results: run.answers(s)}
+	if err := run.failure(); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+// checkOpCount refuses a batch of no operations or too many.
+func checkOpCount(n int) error {
+	switch {
+	case n == 0:
+		return leasehold.Errorf(leasehold.CodeInvalid,
+			"ops is empty: a batch needs 1 to %d operations (acquire, renew or release)", leasehold.MaxBatchOps)
+	case n > leasehold.MaxBatchOps:
+		return leasehold.Errorf(leasehold.CodeInvalid,
+			"ops holds %d operations; the limit is %d: split the batch", n, leasehold.MaxBatchOps)
+	}
+	return nil
+}
+
+// batchRun is the operations of one Batch (or of one message of a
+// session stream) on their way through the node.
+type batchRun struct {
+	items []batchItem
+	start time.Time
+	err   error // a failure of the whole proposal
+	left  error // the answer of acquires withdrawn because the caller left
+}
+
+// commitBatch checks ops as their own RPCs do, charges the acquires to the
+// caller's rate limit and commits the valid ones in one proposal. A
+// refusal by the rate limit is returned, with nothing proposed; a failure
+// of the proposal is run.err (it may be that this node does not lead: see
+// forwarding). waitHere says that a queued acquire will be waited for on
+// this node, by the caller of commitBatch, rather than by the client's
+// follow-up Acquire, so it needs no request_id and secret of its own.
+func (s *Server) commitBatch(ctx context.Context, ops []*pb.BatchOp, waitHere bool) (*batchRun, error) {
+	run := &batchRun{items: make([]batchItem, len(ops)), start: time.Now()}
 	var cmds []service.Command
 	who := caller(ctx)
 	for i, op := range ops {
-		it := &items[i]
-		if cmd := it.prepare(s, i, op, who); cmd != nil {
+		it := &run.items[i]
+		if cmd := it.prepare(s, i, op, who, waitHere); cmd != nil {
 			it.index = len(cmds)
 			cmds = append(cmds, cmd)
 		}
 	}
-	if err := s.charge(ctx, validAcquires(items)); err != nil {
+	if err := s.charge(ctx, validAcquires(run.items)); err != nil {
 		return nil, err
 	}
 	results, err := s.svc.Batch(ctx, cmds)
-	if forwarding(req, err) {
-		// The leader checks, counts and answers every operation; the ops
-		// carry the request IDs and secrets chosen here.
-		return nil, err
-	}
-	var left error // the caller went away with acquires granted or queued
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// The caller left while the batch was being committed: its acquires
 		// may have queued, or been granted, with nobody to take the answer.
 		var acquires []*service.Acquire
-		for i := range items {
-			if a := items[i].acquire; a != nil && items[i].err == nil {
+		for i := range run.items {
+			if a := run.items[i].acquire; a != nil && run.items[i].err == nil {
 				acquires = append(acquires, a)
 			}
 		}
-		err = s.svc.LeftEarly(ctx, acquires...)
-	case err == nil:
+		run.err = s.svc.LeftEarly(ctx, acquires...)
+	case err != nil:
+		run.err = err
+	default:
 		var taken []*service.Acquire
-		for i := range items {
-			it := &items[i]
+		for i := range run.items {
+			it := &run.items[i]
 			if it.err != nil {
 				continue
 			}
@@ -79,29 +118,42 @@ func (h leases) Batch(ctx context.Context, req *connect.Request[pb.BatchRequest]
 		}
 		if len(taken) > 0 {
 			// Granted or queued as the caller left: nobody will take these.
-			left = s.svc.LeftEarly(ctx, taken...)
-		}
-		for i := range items {
-			if it := &items[i]; it.err == nil && !it.left && it.acquire != nil && it.res.Queued {
-				s.svc.HoldPlace(it.acquire)
-			}
+			run.left = s.svc.LeftEarly(ctx, taken...)
 		}
 	}
-	out := &pb.BatchResponse{Results: make([]*pb.BatchResult, len(items))}
-	for i := range items {
-		whole := err
-		if items[i].left {
-			whole = left
+	return run, nil
+}
+
+// queued are the acquires that took a place in line for their caller.
+func (run *batchRun) queued() []*batchItem {
+	var out []*batchItem
+	for i := range run.items {
+		if it := &run.items[i]; run.err == nil && it.err == nil && !it.left && it.acquire != nil && it.res.Queued {
+			out = append(out, it)
 		}
-		out.Results[i] = s.batchAnswer(&items[i], whole, start)
 	}
-	if err == nil {
-		err = left
+	return out
+}
+
+// answers builds every operation's result, counting each as its own RPC.
+func (run *batchRun) answers(s *Server) []*pb.BatchResult {
+	out := make([]*pb.BatchResult, len(run.items))
+	for i := range run.items {
+		whole := run.err
+		if run.items[i].left {
+			whole = run.left
+		}
+		out[i] = s.batchAnswer(&run.items[i], whole, run.start)
 	}
-	if err != nil {
-		return nil, err
+	return out
+}
+
+// failure is the failure of the whole call, if any.
+func (run *batchRun) failure() error {
+	if run.err != nil {
+		return run.err
 	}
-	return connect.NewResponse(out), nil
+	return run.left
 }
 
 // batchItem is one operation of a batch on its way through.
@@ -120,7 +172,7 @@ type batchItem struct {
 // to propose, or nil with it.err set. Request IDs and secrets chosen here
 // are written back into op, so a batch forwarded to the leader carries
 // them.
-func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string) service.Command {
+func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string, waitHere bool) service.Command {
 	switch o := op.GetOp().(type) {
 	case *pb.BatchOp_Acquire:
 		if o.Acquire == nil {
@@ -128,7 +180,7 @@ func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string) se
 		}
 		m := o.Acquire
 		it.acquire, it.secret, it.err = acquireCommand(m, caller)
-		if it.err == nil && it.acquire.Wait > 0 && (m.RequestId == "" || m.Secret == "") {
+		if it.err == nil && !waitHere && it.acquire.Wait > 0 && (m.RequestId == "" || m.Secret == "") {
 			// A queued answer carries neither, and only the same request
 			// (same request_id and secret) can wait for that place in line.
 			it.err = leasehold.Errorf(leasehold.CodeInvalid,

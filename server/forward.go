@@ -183,9 +183,15 @@ func forwarding(req connect.AnyRequest, err error) bool {
 // forwarded copies msg into a request marked as forwarded by this node,
 // carrying the caller's credentials.
 func forwarded[T any](f *forwarder, in connect.AnyRequest, msg *T) *connect.Request[T] {
+	return forwardedWith(f, in.Header(), msg)
+}
+
+// forwardedWith is forwarded for a caller whose request headers are hdr
+// (a session stream relays its ops as unary calls).
+func forwardedWith[T any](f *forwarder, hdr http.Header, msg *T) *connect.Request[T] {
 	r := connect.NewRequest(msg)
 	r.Header().Set(forwardedHeader, f.selfID)
-	if auth := in.Header().Get("Authorization"); auth != "" {
+	if auth := hdr.Get("Authorization"); auth != "" {
 		r.Header().Set("Authorization", auth)
 	}
 	return r

@@ -16,6 +16,9 @@ var answeredLocally = map[string]bool{
 	"/leasehold.v1.Cluster/Status":     true,
 	"/leasehold.v1.Admin/Snapshot":     true, // this node's own state, streamed
 	"/leasehold.v1.Groups/Assignments": true,
+	// A session relays its ops to the leader itself, as unary Batch and
+	// Acquire calls of the forwarding table (session.go).
+	"/leasehold.v1.Sessions/Session": true,
 }
 
 // Every other procedure of the API is forwarded to the leader, with the
@@ -23,7 +26,7 @@ var answeredLocally = map[string]bool{
 // procedures cannot be left out of the one forwarding table.
 func TestEveryProcedureIsForwarded(t *testing.T) {
 	for _, f := range []protoreflect.FileDescriptor{pb.File_leasehold_v1_leases_proto, pb.File_leasehold_v1_kv_proto,
-		pb.File_leasehold_v1_admin_proto, pb.File_leasehold_v1_cluster_proto, pb.File_leasehold_v1_groups_proto} {
+		pb.File_leasehold_v1_admin_proto, pb.File_leasehold_v1_cluster_proto, pb.File_leasehold_v1_groups_proto, pb.File_leasehold_v1_session_proto} {
 		for i := range f.Services().Len() {
 			svc := f.Services().Get(i)
 			for j := range svc.Methods().Len() {

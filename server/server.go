@@ -80,6 +80,9 @@ type Config struct {
 	// from one IP address (defaults DefaultMaxConns and
 	// DefaultMaxConnsPerClient).
 	MaxConns, MaxConnsPerClient int
+	// SessionIdle ends a session stream with nothing unanswered that sent
+	// nothing for this long (default DefaultSessionIdle).
+	SessionIdle time.Duration
 	// MaxQueueBodyBytes bounds a queue message's body (default
 	// DefaultMaxQueueBodyBytes; more than service.MaxQueueBody, 1 MiB,
 	// is taken as that).
@@ -130,6 +133,9 @@ type Server struct {
 	// first use even for plain listeners.
 	tls bool
 	svc Service
+	// sessions counts open session streams; sessionIdle ends idle ones.
+	sessions    sessionCount
+	sessionIdle time.Duration
 }
 
 // New builds a server. It registers node gauges and Go runtime metrics on
@@ -151,6 +157,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.rate = newRateLimiter(cfg.AcquireRate)
 	s.maxConns, s.maxConnsPerClient = cfg.MaxConns, cfg.MaxConnsPerClient
+	s.sessionIdle = cfg.SessionIdle
 	s.tls = cfg.TLS != nil
 	cfg.Registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -189,6 +196,9 @@ func New(cfg Config) (*Server, error) {
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_inflight_body_bytes",
 		Help: "Bytes of request bodies held by requests in flight (limit max_inflight_body_bytes)."},
 		func() float64 { return float64(bodies.held.Load()) }))
+	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_sessions",
+		Help: "Session streams this node serves (Go clients' lease calls)."},
+		func() float64 { return float64(s.sessions.count()) }))
 	mount := func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(h)) }
 	mount(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
 	mount(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
@@ -202,6 +212,9 @@ func New(cfg Config) (*Server, error) {
 	mount(leaseholdv1connect.NewIdempotencyHandler(newIdemAPI(s, cfg.Registry), guard, large, codec))
 	mount(leaseholdv1connect.NewQueuesHandler(newQueuesAPI(s, cfg.MaxQueueBodyBytes), guard, large, codec))
 	mount(leaseholdv1connect.NewGroupsHandler(newGroupsAPI(s, cfg.Registry), guard, small, codec))
+	// Not through bodies: a session's body is a stream that lasts as long
+	// as the client, bounded per message, by ops unanswered and by idle time.
+	mux.Handle(leaseholdv1connect.NewSessionsHandler(sessionsAPI{s}, guard, large, codec))
 	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MetricsAuth {
 		if cfg.Auth == nil {
@@ -247,6 +260,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.BodyTimeout == 0 {
 		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.SessionIdle == 0 {
+		c.SessionIdle = DefaultSessionIdle
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns

@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/client"
 )
 
 func main() {
@@ -33,7 +35,17 @@ func main() {
 	nodesF := flag.String("nodes", "1,3", "cluster sizes")
 	resF := flag.String("resources", "1024,1", "resources the workers choose from")
 	workersF := flag.String("workers", "1,16,64", "worker counts")
+	sessionF := flag.String("session", "", "leasehold Go clients: on (session stream), off (unary batch requests), or empty for the client's default")
 	flag.Parse()
+	switch *sessionF {
+	case "on":
+		clientSession = client.SessionOn
+	case "off":
+		clientSession = client.SessionOff
+	case "":
+	default:
+		log.Fatalf("-session must be on or off, not %q", *sessionF)
+	}
 	nodes, res, workers := ints(*nodesF), ints(*resF), ints(*workersF)
 
 	dir := *work

@@ -82,6 +82,9 @@ type leaseholdLocker struct {
 	opts    []client.Option
 }
 
+// clientSession is the Go clients' Config.Session (the -session flag).
+var clientSession client.SessionMode
+
 func newLeaseholdLocker(endpoints []string, workers int, shared bool) (*leaseholdLocker, error) {
 	l := &leaseholdLocker{opts: []client.Option{client.TTL(lockTTL), client.Wait(lockWait),
 		client.ManualRenew(), client.ProgressTimeout(0), client.Owner("peers-bench")}}
@@ -90,7 +93,7 @@ func newLeaseholdLocker(endpoints []string, workers int, shared bool) (*leasehol
 		c := one
 		if c == nil {
 			var err error
-			c, err = client.New(client.Config{Endpoints: endpoints, Logger: slog.New(slog.DiscardHandler)})
+			c, err = client.New(client.Config{Endpoints: endpoints, Logger: slog.New(slog.DiscardHandler), Session: clientSession})
 			if err != nil {
 				l.close()
 				return nil, err

@@ -40,6 +40,7 @@ type benchFlags struct {
 	maxInflight int
 	shared      bool
 	clientBatch int
+	session     string
 	noGzip      bool
 	batch       int
 	bodyBytes   int
@@ -94,6 +95,7 @@ Operations finishing during --warmup are not counted. The run ends after
 	fl.StringVar(&f.plot, "plot", "", "write a latency percentile plot to this .svg file")
 	fl.BoolVar(&f.shared, "shared", false, "lock, contend: the clients share one Go client (goroutines of one process), so their concurrent calls go out together in batch requests; queue: producers share one client and consumers another")
 	fl.IntVar(&f.clientBatch, "client-max-batch", 0, "most calls a Go client sends in one batch request (0: client default; 1: no batching)")
+	fl.StringVar(&f.session, "session", "", "on: the Go clients send lease calls on a session stream; off: as unary batch requests (empty: client default)")
 	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (node included with --embedded)")
 	fl.StringVar(&f.memprofile, "memprofile", "", "write an allocation profile of the run (node included with --embedded)")
 	fl.StringVar(&f.trace, "trace", "", "write an execution trace of the run (go tool trace)")
@@ -113,6 +115,15 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		Hold: f.hold, TTL: f.ttl, Wait: f.wait, Duration: f.duration, Ops: f.ops, Warmup: f.warmup,
 		Seed: f.seed, NoCompression: f.noGzip, Shared: f.shared, MaxBatch: f.clientBatch,
 		Batch: f.batch, BodyBytes: f.bodyBytes,
+	}
+	switch f.session {
+	case "on":
+		cfg.Session = client.SessionOn
+	case "off":
+		cfg.Session = client.SessionOff
+	case "":
+	default:
+		return usagef("--session must be on or off (or empty for the client's default), not %q", f.session)
 	}
 	if f.plot != "" {
 		if err := bench.PlotPath(f.plot); err != nil {

@@ -140,5 +140,7 @@ func (g *globals) clientConfig() (client.Config, error) {
 	if err != nil {
 		return client.Config{}, err
 	}
-	return client.Config{Endpoints: eps, Logger: log, Token: token, TLS: tlsCfg}, nil
+	// A command makes a call or a few: unary calls, without opening a
+	// session stream for them (bench sets its own).
+	return client.Config{Endpoints: eps, Logger: log, Token: token, TLS: tlsCfg, Session: client.SessionOff}, nil
 }

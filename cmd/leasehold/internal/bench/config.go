@@ -36,6 +36,8 @@ type Config struct {
 	Shared bool
 	// MaxBatch is the clients' MaxBatch (0: the client's default).
 	MaxBatch int
+	// Session is the clients' Session mode (the client's default if 0).
+	Session client.SessionMode
 	// Target describes the endpoints in the report (e.g. "embedded node").
 	Target string
 

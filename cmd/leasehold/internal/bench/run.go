@@ -210,7 +210,7 @@ func newClient(cfg Config) (*client.Client, error) {
 			return nil, err
 		}
 	}
-	cc.MaxBatch = cfg.MaxBatch
+	cc.MaxBatch, cc.Session = cfg.MaxBatch, cfg.Session
 	if cfg.NoCompression {
 		cc.HTTPClient = &http.Client{Transport: noCompression{&http.Transport{
 			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
