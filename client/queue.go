@@ -3,12 +3,14 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 )
@@ -174,15 +176,15 @@ func retryAfterOf(err error) time.Duration {
 
 // Receive hands out up to max (1 to 100) messages of distinct keys, each
 // key's in send order. With PollWait it waits for one if none is ready,
-// and answers empty if none came. A Receive retried after a lost reply
-// hands out other messages: the lost reply's come back once their
-// visibility runs out.
+// and answers empty if none came. Each Receive carries a request ID, and
+// one retried after a lost reply is answered with the lost reply's
+// deliveries (the same tokens), not with other messages.
 func (c *Client) Receive(ctx context.Context, queue string, max int, opts ...ReceiveOption) ([]Delivery, error) {
 	var o receiveOptions
 	for _, f := range opts {
 		f(&o)
 	}
-	req := &pb.QueuesReceiveRequest{Queue: queue, Max: uint32(max), Consumer: o.consumer}
+	req := &pb.QueuesReceiveRequest{Queue: queue, Max: uint32(max), Consumer: o.consumer, RequestId: randomHex(16)}
 	if o.visibility > 0 {
 		req.Visibility = durationpb.New(o.visibility)
 	}
@@ -198,40 +200,82 @@ func (c *Client) Receive(ctx context.Context, queue string, max int, opts ...Rec
 	}
 	out := make([]Delivery, len(r.Deliveries))
 	for i, d := range r.Deliveries {
-		out[i] = Delivery{Queue: d.Queue, Key: d.Key, Sequence: d.Sequence, Token: d.Token, Receives: int(d.Receives),
+		out[i] = Delivery{Queue: d.Queue, Key: d.Key, Consumer: o.consumer, Sequence: d.Sequence, Token: d.Token, Receives: int(d.Receives),
 			Body: d.Body, SentAt: stamp(d.SentAt), Deadline: c.safeExpiry(sent, dur(d.Visibility))}
 	}
 	return out, nil
 }
 
-// Ack removes a delivered message. d needs only Queue, Sequence and Token.
-// A delivery that is no longer this consumer's (its visibility ran out and
-// the message was delivered again, or it was nacked) is refused with an
-// error matching leasehold.ErrStaleToken; a retry after a lost reply is
-// answered as the first attempt was.
+// Ack removes a delivered message. d needs only Queue, Sequence, Token
+// and Consumer. A delivery that is no longer this consumer's (its
+// visibility ran out and the message was delivered again, or it was
+// nacked) is refused with an error matching leasehold.ErrStaleToken; one
+// delivered to another consumer (another caller, or another consumer
+// name) with an error matching leasehold.ErrPermission. A retry after a
+// lost reply is answered as the first attempt was.
 func (c *Client) Ack(ctx context.Context, d Delivery) error {
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Ack,
-		&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, RequestId: randomHex(16)})
+		&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, RequestId: randomHex(16), Consumer: d.Consumer})
 	return err
+}
+
+// MaxQueueBatch is the most messages a SendBatch, a Receive or an
+// AckBatch carries.
+const MaxQueueBatch = 100
+
+// AckBatch acks up to 100 deliveries of one queue and one consumer (the
+// same Queue and Consumer) in one commit. Each is answered on its own: the
+// error at i is nil when ds[i] was acked, else why not, as Ack would say
+// (a stale token, another consumer's delivery). err is for the call as a
+// whole (bad input, no leader within ctx): then nothing is known to be
+// acked. A retry after a lost reply carries the same request IDs and is
+// answered as the first attempt was.
+func (c *Client) AckBatch(ctx context.Context, ds []Delivery) (errs []error, err error) {
+	if len(ds) == 0 || len(ds) > MaxQueueBatch {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "ack 1 to %d deliveries at once, not %d", MaxQueueBatch, len(ds))
+	}
+	req := &pb.QueuesAckBatchRequest{Queue: ds[0].Queue, Consumer: ds[0].Consumer, Acks: make([]*pb.QueueAck, len(ds))}
+	for i, d := range ds {
+		if d.Queue != req.Queue || d.Consumer != req.Consumer {
+			return nil, leasehold.Errorf(leasehold.CodeInvalid,
+				"AckBatch takes deliveries of one queue and one consumer: ds[%d] is of %q/%q, ds[0] of %q/%q", i, d.Queue, d.Consumer, req.Queue, req.Consumer)
+		}
+		req.Acks[i] = &pb.QueueAck{Sequence: d.Sequence, Token: d.Token, RequestId: randomHex(16)}
+	}
+	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.AckBatch, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Results) != len(ds) {
+		return nil, fmt.Errorf("leasehold: AckBatch answered %d results for %d acks", len(r.Results), len(ds))
+	}
+	errs = make([]error, len(ds))
+	for i, res := range r.Results {
+		if e := res.GetError(); e != nil {
+			errs[i] = api.FromBatchError(e)
+		}
+	}
+	return errs, nil
 }
 
 // Nack returns a delivered message to the head of its key, deliverable
 // again after delay (0 to 15m), keeping note (up to 1 KiB) as its last
-// error. A stale delivery is refused as for Ack.
+// error. A stale delivery, or another consumer's, is refused as for Ack.
 func (c *Client) Nack(ctx context.Context, d Delivery, delay time.Duration, note string) error {
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Nack,
-		&pb.QueuesNackRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, Delay: durationpb.New(delay), Error: note})
+		&pb.QueuesNackRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, Delay: durationpb.New(delay), Error: note,
+			Consumer: d.Consumer})
 	return err
 }
 
 // Extend keeps a delivery invisible to others for visibility more from
 // now, with a progress note, and returns its new local safe deadline. A
-// stale delivery is refused as for Ack.
+// stale delivery, or another consumer's, is refused as for Ack.
 func (c *Client) Extend(ctx context.Context, d Delivery, visibility time.Duration, progress string) (time.Time, error) {
 	sent := time.Now()
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Extend,
 		&pb.QueuesExtendRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token,
-			Visibility: durationpb.New(visibility), Progress: progress})
+			Visibility: durationpb.New(visibility), Progress: progress, Consumer: d.Consumer})
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -6,10 +6,11 @@ import (
 	"github.com/leasehold/leasehold/client"
 )
 
-// A Send, a SendBatch and an Ack whose replies are lost to a connection
-// reset after the node acted are retried with the same request ID: the
-// messages are enqueued once (no dedup id needed), and the Ack is answered
-// as the first was instead of as stale.
+// A Send, a SendBatch, a Receive and an Ack whose replies are lost to a
+// connection reset after the node acted are retried with the same request
+// ID: the messages are enqueued once (no dedup id needed), the Receive is
+// answered with the lost reply's delivery (nothing else goes in flight),
+// and the Ack is answered as the first was instead of as stale.
 func TestQueueCallsRetriedAfterALostReplyActOnce(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
@@ -56,9 +57,19 @@ func TestQueueCallsRetriedAfterALostReplyActOnce(t *testing.T) {
 		t.Fatalf("depth %d after a batch of 2 retried after a lost reply, want 3", d)
 	}
 
+	dropReply()
 	ds, err := c.Receive(ctx, "retry", 1)
 	if err != nil || len(ds) != 1 {
-		t.Fatalf("receive: %v %v", ds, err)
+		t.Fatalf("Receive whose reply was lost: %v %v", ds, err)
+	}
+	reset("Receive")
+	q, err := c.Queue(ctx, "retry", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.InFlight != 1 || len(q.InFlightKeys) != 1 || q.InFlightKeys[0].Token != ds[0].Token {
+		t.Fatalf("after a Receive retried after a lost reply: %d in flight %+v; want only the delivery it answered (token %d)",
+			q.InFlight, q.InFlightKeys, ds[0].Token)
 	}
 	dropReply()
 	if err := c.Ack(ctx, ds[0]); err != nil {

@@ -83,10 +83,14 @@ type Sent struct {
 
 // Delivery is a message handed to this consumer. Until Deadline, no other
 // consumer gets a message of its key; Ack, Nack and Extend name it by
-// Queue, Sequence and Token.
+// Queue, Sequence and Token, and send Consumer back: the server accepts
+// them only from the consumer the message was delivered to.
 type Delivery struct {
-	Queue    string
-	Key      string
+	Queue string
+	Key   string
+	// Consumer is the consumer name the Receive gave (ConsumerName; empty
+	// if none). With the caller's credentials it names the consumer.
+	Consumer string
 	Sequence uint64 // the message's sequence number in its queue: the delivery id
 	// Token is the delivery's fencing token: it strictly increases per
 	// key across deliveries and redeliveries. Write it with the effect

@@ -31,18 +31,21 @@ type SnapshotInfo struct {
 // or checksum: what was written must not be used.
 var ErrSnapshotDamaged = errors.New("client: the snapshot stream does not match its checksum")
 
-// Snapshot streams the whole state of the node in use (admin role), as of
-// one applied index, and checks it against the size and SHA-256 the node
-// sends first: open gets that header and returns where the state goes.
-// On an error, what that writer got is incomplete or damaged. It blocks
-// until the whole state is written or ctx ends.
+// Snapshot streams the whole state of the leader (admin role), as of one
+// applied index, and checks it against the size and SHA-256 the node
+// sends first: open gets that header (NodeID names the node that answered)
+// and returns where the state goes. The leader is found by asking the
+// configured nodes, and need not be one of them; when none names a leader
+// (no quorum), the node in use answers, with a state that may lag. On an
+// error, what that writer got is incomplete or damaged. It blocks until
+// the whole state is written or ctx ends.
 func (c *Client) Snapshot(ctx context.Context, open func(SnapshotInfo) (io.Writer, error)) (SnapshotInfo, error) {
-	e := &c.nodes[int(c.cur.Load())%len(c.nodes)]
+	admin := c.snapshotSource(ctx)
 	req := connect.NewRequest(&pb.SnapshotRequest{})
 	if c.cfg.Token != "" { // the bearer interceptor covers unary calls only
 		req.Header().Set("Authorization", "Bearer "+c.cfg.Token)
 	}
-	s, err := e.admin.Snapshot(ctx, req)
+	s, err := admin.Snapshot(ctx, req)
 	if err != nil {
 		return SnapshotInfo{}, api.FromConnect(err)
 	}

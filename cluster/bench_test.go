@@ -165,7 +165,7 @@ func BenchmarkNodeMemory(b *testing.B) {
 
 // holdLeases has n grant count one-hour leases, 256 to a log entry, each
 // acquired with a request ID as clients send them.
-func holdLeases(b *testing.B, n *Node, count int) {
+func holdLeases(b testing.TB, n *Node, count int) {
 	b.Helper()
 	const chunk = 256
 	for i := 0; i < count; i += chunk {

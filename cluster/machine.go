@@ -37,6 +37,9 @@ type machine struct {
 	// replica diverge. Every later Apply fails with it, until a snapshot
 	// install replaces the state.
 	broken error
+	// spoolDir takes the encoding of a raft snapshot until it is
+	// persisted (snapspool.go): the data directory.
+	spoolDir string
 }
 
 type delivery struct {
@@ -108,7 +111,7 @@ func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
 	if m.broken != nil {
 		return nil, m.broken
 	}
-	return snapshot(m.state.Snapshot()), nil
+	return spoolSnapshot(m.state, m.spoolDir)
 }
 
 func (m *machine) Restore(rc io.ReadCloser) error {
@@ -157,18 +160,6 @@ func (m *machine) read(f func(*fsm.State)) {
 	defer m.mu.RUnlock()
 	f(m.state)
 }
-
-type snapshot []byte
-
-func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
-		sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (snapshot) Release() {}
 
 // The fsm.Observer side: called inside Apply with mu held.
 

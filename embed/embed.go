@@ -39,6 +39,9 @@ type Config struct {
 	// History bounds the node's event history for watches (zero: the
 	// defaults of service.DefaultHubConfig).
 	History service.HubConfig
+	// NoDashboard leaves the web dashboard out: /ui/ answers 404 and no
+	// chart sampler runs. The API and its roles are unchanged.
+	NoDashboard bool
 }
 
 // Node is a running node and its API server.
@@ -107,14 +110,17 @@ func Start(cfg Config) (*Node, error) {
 		cn.Close()
 		return nil, err
 	}
-	dash, err := ui.New(ui.Config{API: srv.Handler(), Identify: identify(scfg.Auth), Metrics: reg,
-		Secure: scfg.TLS != nil, Logger: scfg.Logger})
-	if err != nil {
-		closeListeners()
-		cn.Close()
-		return nil, err
+	var dash *ui.Dashboard
+	if !cfg.NoDashboard {
+		dash, err = ui.New(ui.Config{API: srv.Handler(), Identify: identify(scfg.Auth), Metrics: reg,
+			Secure: scfg.TLS != nil, Logger: scfg.Logger})
+		if err != nil {
+			closeListeners()
+			cn.Close()
+			return nil, err
+		}
+		srv.Mount("/ui/", dash)
 	}
-	srv.Mount("/ui/", dash)
 	scheme := "http://"
 	if scfg.TLS != nil {
 		scheme = "https://"
@@ -124,7 +130,12 @@ func Start(cfg Config) (*Node, error) {
 	var charts context.Context
 	charts, n.stopCharts = context.WithCancel(context.Background())
 	n.charted = make(chan struct{})
-	go func() { defer close(n.charted); dash.Sample(charts) }()
+	go func() {
+		defer close(n.charted)
+		if dash != nil {
+			dash.Sample(charts)
+		}
+	}()
 	go func() { n.served <- srv.Serve(cfg.API) }()
 	if cfg.Metrics != nil {
 		go func() { n.served <- srv.ServeMetrics(cfg.Metrics) }()

@@ -86,3 +86,39 @@ func TestStartFailureClosesListeners(t *testing.T) {
 		}
 	}
 }
+
+// With NoDashboard the node serves its API and probes but no dashboard:
+// /ui/ answers 404 (with it, the login page).
+func TestNoDashboard(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		cfg := config(t, t.TempDir())
+		cfg.NoDashboard = off
+		n, err := embed.Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := n.Cluster.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		status := func(path string) int {
+			t.Helper()
+			r, err := http.Get(n.URL + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Body.Close()
+			return r.StatusCode
+		}
+		ui, ready := status("/ui/"), status("/readyz")
+		if want := map[bool]int{false: http.StatusOK, true: http.StatusNotFound}[off]; ui != want || ready != http.StatusOK {
+			t.Errorf("NoDashboard %v: /ui/ answered %d (want %d), /readyz %d (want 200)", off, ui, want, ready)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		if err := n.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		cancel()
+	}
+}

@@ -131,10 +131,10 @@ func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
 	}
 	// The holder may still be writing: a lock-delay protects resources that
 	// cannot check tokens, as after an expiry.
-	if l.LockDelay > 0 {
+	if l.LockDelay() > 0 {
 		for _, r := range l.Resources {
-			s.blocks[r] = block{token: l.Token, delay: l.LockDelay}
-			s.obs.Blocked(r, l.Token, l.LockDelay)
+			s.blocks[r] = block{token: l.Token, delay: l.LockDelay()}
+			s.obs.Blocked(r, l.Token, l.LockDelay())
 		}
 	} else {
 		s.wake(ix, now, l.Resources)
@@ -162,6 +162,7 @@ func writeAudit(s *State, e *encoder) {
 	e.uvarint(uint64(len(s.audit)))
 	for i := range s.audit {
 		encodeAudit(e, &s.audit[i])
+		e.spill()
 	}
 }
 

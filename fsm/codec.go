@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 )
 
@@ -13,7 +14,13 @@ import (
 
 var errCorrupt = errors.New("fsm: corrupt encoding")
 
-type encoder struct{ b []byte }
+type encoder struct {
+	b []byte
+	// w, if set, takes the bytes in slices as they pile up (spill): a
+	// snapshot is written as it is encoded, never held whole.
+	w   io.Writer
+	err error // w's first error
+}
 
 func (e *encoder) byte1(v byte)     { e.b = append(e.b, v) }
 func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }

@@ -11,7 +11,8 @@ import (
 
 // A remembered acquire costs the dedup window little beyond its key: a
 // grant is kept inline, not as a whole Result (which made a record 176
-// bytes), and is answered as before.
+// bytes), its error by its concrete type (an interface made it 96 bytes,
+// not 80: ~141 bytes a grant in all), and is answered as before.
 func TestDedupRemembersAGrantCompactly(t *testing.T) {
 	heap := func() uint64 {
 		runtime.GC()
@@ -37,7 +38,7 @@ func TestDedupRemembersAGrantCompactly(t *testing.T) {
 		t.Fatalf("retry answered %+v %v, want lease 8, a minute, dup", r, ok)
 	}
 	t.Logf("%.0f bytes per remembered grant, besides its key", per)
-	if per > 180 {
-		t.Fatalf("%.0f bytes per remembered grant besides its key, want at most 180", per)
+	if per > 135 {
+		t.Fatalf("%.0f bytes per remembered grant besides its key, want at most 135", per)
 	}
 }

@@ -115,7 +115,7 @@ func (s *State) kindConflict(c *Acquire) error {
 	for _, r := range c.Resources {
 		election, used := false, false
 		if id, held := s.holders[r]; held {
-			election, used = s.leases[id].election, true
+			election, used = s.leases[id].election(), true
 		} else if q := s.queues[r]; len(q) > 0 {
 			election, used = q[0].Election, true
 		}
@@ -148,11 +148,11 @@ func (s *State) proclaim(now int64, c *Proclaim) Result {
 		if err != nil {
 			return Result{Err: err}
 		}
-		if !l.election {
+		if !l.election() {
 			return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
 				"lease %d holds a lock, not an election: there is nothing to proclaim", l.ID)}
 		}
-		l.value = c.Value
+		l.setMore().value = c.Value
 		s.emitLeader(l)
 		view := l.view()
 		return Result{Lease: &view}
@@ -165,7 +165,7 @@ func (s *State) proclaim(now int64, c *Proclaim) Result {
 func (s *State) emitLeader(l *lease) {
 	if s.sink != nil {
 		s.emit(Event{Kind: EventLeaderChanged, LeaseID: l.ID, Token: l.Token, Resources: l.Resources,
-			Owner: l.Owner, Operation: l.Operation, Value: l.value})
+			Owner: l.Owner, Operation: l.Operation, Value: l.more().value})
 	}
 }
 
@@ -197,10 +197,10 @@ func (s *State) Leader(name string) (Election, bool) {
 	e := Election{Name: name, Candidates: len(s.queues[name])}
 	if id, held := s.holders[name]; held {
 		l := s.leases[id]
-		if !l.election {
+		if !l.election() {
 			return Election{}, false
 		}
-		e.LeaseID, e.Token, e.Value, e.Owner, e.Since = l.ID, l.Token, l.value, l.Owner, nanosTime(l.acquiredAt)
+		e.LeaseID, e.Token, e.Value, e.Owner, e.Since = l.ID, l.Token, l.more().value, l.Owner, nanosTime(l.acquiredAt)
 		return e, true
 	}
 	if q := s.queues[name]; len(q) > 0 && q[0].Election {
@@ -214,7 +214,7 @@ func (s *State) Leader(name string) (Election, bool) {
 func (s *State) Elections(prefix string) []Election {
 	names := map[string]bool{}
 	for r, id := range s.holders {
-		if s.leases[id].election && hasPrefix([]string{r}, prefix) {
+		if s.leases[id].election() && hasPrefix([]string{r}, prefix) {
 			names[r] = true
 		}
 	}

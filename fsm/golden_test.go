@@ -16,7 +16,7 @@ import (
 // of batch version 2 and a snapshot of version 10 (the log's first five
 // entries were written by the code of commit 8e70a2d, the sixth, a Txn, by
 // the commit that added it; testdata/legacy-v5.snapshot.hex is the
-// snapshot of those first five).
+// snapshot of those first five, legacy-v10 of the first ten).
 // They must not change while those versions stand: an old node reads what
 // a new one writes. LEASEHOLD_WRITE_GOLDEN=1 rewrites them, only when a
 // version is raised on purpose.
@@ -121,11 +121,16 @@ func goldenEntries() []*Batch {
 			&Acquire{RequestID: "s4", Resources: []string{"pool"}, Owner: "o12", TTL: 10 * time.Second,
 				SecretHash: secret("s4"), Attempt: "t1", Caller: "frank"}, // refused: a lock on a semaphore
 		}},
+		{Time: at(11), Cmds: []Command{ // batch 11 is newer than the v10 snapshot fixture
+			&QueueSend{Queue: "mail", Caller: "svc", Messages: []QueueMessage{{Key: "y", Body: []byte("y1")}, {Key: "z", Body: []byte("z1")}}},
+			&QueueReceive{Queue: "mail", Max: 2, Caller: "svc/w1", RequestID: "rcv-1"}, // x1, y1 (z1 stays): a receipt in the snapshot
+			&QueueReceive{Queue: "mail", Max: 2, Caller: "svc/w1", RequestID: "rcv-1"}, // the retry: the same two
+		}},
 	}
 }
 
 func goldenPaths() (log, snap string) {
-	return "testdata/current-v2.log.hex", "testdata/current-v10.snapshot.hex"
+	return "testdata/current-v2.log.hex", "testdata/current-v12.snapshot.hex"
 }
 
 // The log entries and the snapshot the current code writes for the golden
@@ -178,10 +183,26 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 		len(restored.queuesByName) < 2 || restored.queuesByName["jobs"].depth < 3 || len(restored.queuesByName["jobs"].inflight) == 0 ||
 		len(restored.queuesByName["jobs"].dead) == 0 || len(restored.queuesByName["jobs"].dedupLog) == 0 ||
 		len(restored.groups) == 0 || restored.GroupStats().Pending == 0 || restored.GroupStats().Members < 2 ||
-		len(restored.sems) == 0 || restored.sems["pool"].users != 3 ||
+		len(restored.sems) == 0 || restored.sems["pool"].users != 3 || len(restored.queuesByName["mail"].receipts) == 0 ||
 		restored.LastToken() < 50 {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
 			c, len(restored.audit), len(restored.kv), restored.LastToken())
+	}
+}
+
+// A node of this version reads the version-10 snapshot of the first ten
+// golden entries: it writes the same sections again, and an empty queue
+// receipts section after them.
+func TestReadsSnapshotVersion10(t *testing.T) {
+	v10 := legacySnapshotBytes(t, "legacy-v10.snapshot.hex")
+	old, err := Restore(v10, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(snapMagic+string(rune(snapVersion))), v10[len(snapMagic)+1:]...)
+	want = append(want, 0) // no queue receipts
+	if got := old.Snapshot(); !bytes.Equal(got, want) {
+		t.Fatalf("a restored version-10 snapshot writes\n%x\nwant\n%x", got, want)
 	}
 }
 
@@ -194,8 +215,8 @@ func TestReadsSnapshotVersion9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x0a"), v9[len(snapMagic)+1:]...)
-	want = append(want, 0, 0) // no semaphores (leases, waiters)
+	want := append([]byte(snapMagic+string(rune(snapVersion))), v9[len(snapMagic)+1:]...)
+	want = append(want, 0, 0, 0) // no semaphores (leases, waiters), no queue receipts
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-9 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -210,8 +231,8 @@ func TestReadsSnapshotVersion8(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x0a"), v8[len(snapMagic)+1:]...)
-	want = append(want, 0, 0, 0) // no groups, no semaphores (leases, waiters)
+	want := append([]byte(snapMagic+string(rune(snapVersion))), v8[len(snapMagic)+1:]...)
+	want = append(want, 0, 0, 0, 0) // no groups, no semaphores (leases, waiters), no queue receipts
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-8 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -226,8 +247,8 @@ func TestReadsSnapshotVersion7(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x0a"), v7[len(snapMagic)+1:]...)
-	want = append(want, 0, 0, 0, 0) // no queues, no groups, no semaphores (leases, waiters)
+	want := append([]byte(snapMagic+string(rune(snapVersion))), v7[len(snapMagic)+1:]...)
+	want = append(want, 0, 0, 0, 0, 0) // no queues, no groups, no semaphores (leases, waiters), no queue receipts
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-7 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -242,8 +263,8 @@ func TestReadsSnapshotVersion6(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+"\x0a"), v6[len(snapMagic)+1:]...)
-	want = append(want, 0, 0, 0, 0, 0) // no idempotency keys, no queues, no groups, no semaphores
+	want := append([]byte(snapMagic+string(rune(snapVersion))), v6[len(snapMagic)+1:]...)
+	want = append(want, 0, 0, 0, 0, 0, 0) // no idempotency keys, no queues, no groups, no semaphores, no queue receipts
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-6 snapshot writes\n%x\nwant\n%x", got, want)
 	}

@@ -253,7 +253,7 @@ func (s *State) groupJoin(ix uint64, now int64, c *GroupJoin) Result {
 	}
 	if id, ok := g.members[c.Member]; ok {
 		l := s.leases[id]
-		if l.secretHash == c.SecretHash && (l.TTL != c.TTL || !maps.Equal(l.Metadata, c.Metadata)) {
+		if l.secretHash == c.SecretHash && (l.TTL != c.TTL || !maps.Equal(l.more().Metadata, c.Metadata)) {
 			return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
 				"member %q of group %q has a session under this secret with another ttl or metadata: a retry must repeat its Join; "+
 					"a new Join needs a new secret once the session ended", c.Member, c.Group)}

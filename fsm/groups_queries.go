@@ -53,7 +53,7 @@ func (s *State) Group(name string) (GroupDetail, bool) {
 		at[id] = i
 		gm := GroupMember{Member: m, LeaseID: id}
 		if l := s.leases[id]; l != nil {
-			gm.Since, gm.Metadata = nanosTime(l.acquiredAt), l.Metadata
+			gm.Since, gm.Metadata = nanosTime(l.acquiredAt), l.more().Metadata
 		}
 		d.Members = append(d.Members, gm)
 	}

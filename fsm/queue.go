@@ -19,7 +19,8 @@ import (
 // key across deliveries and redeliveries. Ack, Nack and Extend must name
 // the delivery's current token; a consumer paused past its visibility is
 // refused with the stale-token error, and the downstream store can refuse
-// its writes by the same token.
+// its writes by the same token. They must also come from the delivery's
+// consumer (Settler): a token is guessable, a consumer's credentials are not.
 //
 // Visibility deadlines are the leader's: it proposes QueueExpire when one
 // runs out on its monotonic clock (the QueueObserver hears of each
@@ -166,10 +167,12 @@ type queue struct {
 	consumers map[string]int   // deliveries in flight by consumer (derived from inflight)
 	dead      []deadLetter     // oldest first
 	dedupIDs  map[string]uint64
-	dedupLog  []dedupEntry      // arrival order, for the window
-	requests  map[string]string // request part -> dedup id, of the ids a request ID made (RequestDedupPart)
-	depth     int               // queued, in flight and dead
-	bytes     int               // their bodies
+	dedupLog  []dedupEntry        // arrival order, for the window
+	requests  map[string]string   // request part -> dedup id, of the ids a request ID made (RequestDedupPart)
+	receipts  map[string][]uint64 // receipt -> its deliveries still in flight, by sequence
+	receiptOf map[uint64]string   // a delivery in flight -> its Receive's receipt, if it had one
+	depth     int                 // queued, in flight and dead
+	bytes     int                 // their bodies
 }
 
 // readyHeap orders ready keys by when their head becomes deliverable,
@@ -273,7 +276,8 @@ func (s *State) queueCreate(now int64, c *QueueCreate) Result {
 
 func newQueue(set QueueSettings, now int64) *queue {
 	return &queue{QueueSettings: set, createdAt: now, nextSeq: 1, keys: make(map[string]*qkey),
-		inflight: make(map[uint64]*qmsg), consumers: make(map[string]int), dedupIDs: make(map[string]uint64), requests: make(map[string]string)}
+		inflight: make(map[uint64]*qmsg), consumers: make(map[string]int), dedupIDs: make(map[string]uint64), requests: make(map[string]string),
+		receipts: make(map[string][]uint64), receiptOf: make(map[uint64]string)}
 }
 
 func (s *State) queueSend(now int64, c *QueueSend) Result {
@@ -466,6 +470,13 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 	if err := leasehold.ValidateDuration("visibility", vis, time.Second, 12*time.Hour); err != nil {
 		return Result{Err: err}
 	}
+	if err := validateRequestID(c.RequestID); err != nil {
+		return Result{Err: err}
+	}
+	receipt := receiptOf(c)
+	if res, ok := s.retried(c.Queue, q, receipt, vis); ok {
+		return Result{Queue: res, Dup: true}
+	}
 	// A consumer gets what is left of its in-flight allowance, and is
 	// refused when nothing is: it must ack (or let expire) first.
 	room := q.MaxInFlightPerConsumer - q.consumers[c.Caller]
@@ -490,6 +501,7 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 			obs.QueueDelivered(c.Queue, m.seq, m.token, vis)
 		}
 	}
+	q.keepReceipt(receipt, res.Deliveries)
 	return Result{Queue: res}
 }
 
@@ -511,6 +523,7 @@ func (s *State) delivery(name string, seq, token uint64) (*queue, *qmsg, error) 
 func (s *State) endDelivery(name string, q *queue, m *qmsg) {
 	delete(q.inflight, m.seq)
 	q.release(m.consumer)
+	q.dropReceipt(m)
 	if o := s.queueObs(); o != nil {
 		o.QueueDeliveryEnded(name, m.seq, m.token)
 	}
@@ -534,6 +547,9 @@ func (s *State) queueAck(now int64, c *QueueAck) Result {
 		return r
 	}
 	q, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	if err == nil {
+		err = c.check(c.Queue, m)
+	}
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -555,6 +571,7 @@ func (c *QueueAck) sum(e *encoder) fingerprint {
 	e.str(c.Queue)
 	e.uvarint(c.Seq)
 	e.uvarint(c.Token)
+	c.Settler.encode(e)
 	return sumOf(e)
 }
 
@@ -578,6 +595,9 @@ func (q *queue) afterHead(k *qkey) {
 
 func (s *State) queueNack(now int64, c *QueueNack) Result {
 	q, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	if err == nil {
+		err = c.check(c.Queue, m)
+	}
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -625,6 +645,9 @@ func (s *State) requeue(now int64, name string, q *queue, m *qmsg, delay time.Du
 
 func (s *State) queueExtend(c *QueueExtend) Result {
 	_, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	if err == nil {
+		err = c.check(c.Queue, m)
+	}
 	if err != nil {
 		return Result{Err: err}
 	}

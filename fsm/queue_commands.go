@@ -1,6 +1,10 @@
 package fsm
 
-import "time"
+import (
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
 
 // The commands of keyed queues (queue.go). Sends and acks carry their
 // caller, stamped by the node; an Ack also carries a request ID, so a
@@ -19,6 +23,16 @@ const (
 	KindQueuePurge   Kind = 38
 	KindQueueDelete  Kind = 39
 	KindQueueRetire  Kind = 40 // messages past the queue's retention are dropped
+
+	// An Ack, Nack or Extend bound to its consumer (Bound): the old
+	// kind's encoding followed by the consumer. Entries of kinds 33–35,
+	// written before deliveries were bound, are applied as they were.
+	KindQueueAckBy    Kind = 70
+	KindQueueNackBy   Kind = 71
+	KindQueueExtendBy Kind = 72
+	// A Receive with a request ID (queue_receipts.go): the old kind's
+	// encoding followed by the ID.
+	KindQueueReceiveID Kind = 73
 )
 
 // QueueCreate makes a queue, or is answered with the queue as it is if
@@ -44,12 +58,14 @@ type QueueSend struct {
 	Caller   string
 }
 
-// QueueReceive hands out up to Max messages, at most one per key.
+// QueueReceive hands out up to Max messages, at most one per key. With a
+// RequestID, a retry answers the first's deliveries (queue_receipts.go).
 type QueueReceive struct {
 	Queue      string
 	Max        int
 	Visibility time.Duration // 0: the queue's default
-	Caller     string
+	Caller     string        // the consumer: caller + "/" + consumer name
+	RequestID  string
 }
 
 // QueueAck removes a delivered message. Seq and Token name the delivery.
@@ -59,6 +75,51 @@ type QueueAck struct {
 	Seq       uint64
 	Token     uint64
 	Caller    string
+	Settler
+}
+
+// Settler names who acks, nacks or extends a delivery. When Bound, the
+// delivery must be Consumer's (its Receive's consumer: the authenticated
+// caller + "/" + consumer name), or the command is refused with
+// CodePermission: a delivery token is a small increasing number, and
+// knowing one must not let another consumer settle the delivery. A node
+// always proposes Bound commands; only entries of the old kinds, written
+// before deliveries were bound, decode unbound.
+type Settler struct {
+	Consumer string
+	Bound    bool
+}
+
+// check refuses a bound command for a delivery that is not its consumer's.
+func (b Settler) check(name string, m *qmsg) error {
+	if !b.Bound || b.Consumer == m.consumer {
+		return nil
+	}
+	return leasehold.Errorf(leasehold.CodePermission,
+		"delivery %d of queue %q is in flight to another consumer: only the consumer that received it "+
+			"(the same caller and consumer name) may ack, nack or extend it", m.seq, name)
+}
+
+// kind is old for an unbound command, else bound.
+func (b Settler) kind(old, bound Kind) Kind {
+	if b.Bound {
+		return bound
+	}
+	return old
+}
+
+func (b Settler) encode(e *encoder) {
+	if b.Bound {
+		e.str(b.Consumer)
+	}
+}
+
+// decode reads the consumer of a bound kind: the registry makes those
+// commands with Bound set.
+func (b *Settler) decode(d *decoder) {
+	if b.Bound {
+		b.Consumer = d.str()
+	}
 }
 
 // QueueNack returns a delivered message to the head of its key, to be
@@ -69,6 +130,7 @@ type QueueNack struct {
 	Token uint64
 	Delay time.Duration
 	Note  string
+	Settler
 }
 
 // QueueExtend gives a delivery Visibility more from now on the leader.
@@ -78,6 +140,7 @@ type QueueExtend struct {
 	Token      uint64
 	Visibility time.Duration
 	Progress   string
+	Settler
 }
 
 // QueueExpire ends a delivery whose visibility ran out. Token names the
@@ -122,17 +185,26 @@ type QueueRetire struct {
 	Before int64
 }
 
-func (*QueueCreate) Kind() Kind  { return KindQueueCreate }
-func (*QueueRetire) Kind() Kind  { return KindQueueRetire }
-func (*QueueSend) Kind() Kind    { return KindQueueSend }
-func (*QueueReceive) Kind() Kind { return KindQueueReceive }
-func (*QueueAck) Kind() Kind     { return KindQueueAck }
-func (*QueueNack) Kind() Kind    { return KindQueueNack }
-func (*QueueExtend) Kind() Kind  { return KindQueueExtend }
-func (*QueueExpire) Kind() Kind  { return KindQueueExpire }
-func (*QueueRedrive) Kind() Kind { return KindQueueRedrive }
-func (*QueuePurge) Kind() Kind   { return KindQueuePurge }
-func (*QueueDelete) Kind() Kind  { return KindQueueDelete }
+func (*QueueCreate) Kind() Kind { return KindQueueCreate }
+func (*QueueRetire) Kind() Kind { return KindQueueRetire }
+func (*QueueSend) Kind() Kind   { return KindQueueSend }
+
+// Kind is KindQueueReceiveID for a Receive with a request ID, whose
+// encoding carries it; one without encodes as it always did.
+func (c *QueueReceive) Kind() Kind {
+	if c.RequestID != "" {
+		return KindQueueReceiveID
+	}
+	return KindQueueReceive
+}
+
+func (c *QueueAck) Kind() Kind    { return c.kind(KindQueueAck, KindQueueAckBy) }
+func (c *QueueNack) Kind() Kind   { return c.kind(KindQueueNack, KindQueueNackBy) }
+func (c *QueueExtend) Kind() Kind { return c.kind(KindQueueExtend, KindQueueExtendBy) }
+func (*QueueExpire) Kind() Kind   { return KindQueueExpire }
+func (*QueueRedrive) Kind() Kind  { return KindQueueRedrive }
+func (*QueuePurge) Kind() Kind    { return KindQueuePurge }
+func (*QueueDelete) Kind() Kind   { return KindQueueDelete }
 
 func (c *QueueRetire) apply(s *State, _ uint64, now int64) Result { return s.queueRetire(now, c) }
 func (c *QueueCreate) apply(s *State, _ uint64, now int64) Result { return s.queueCreate(now, c) }
@@ -215,6 +287,9 @@ func (c *QueueReceive) encode(e *encoder) {
 	e.varint(int64(c.Max))
 	e.varint(int64(c.Visibility))
 	e.str(c.Caller)
+	if c.RequestID != "" {
+		e.str(c.RequestID)
+	}
 }
 
 func (c *QueueReceive) decode(d *decoder) {
@@ -230,6 +305,7 @@ func (c *QueueAck) encode(e *encoder) {
 	e.uvarint(c.Seq)
 	e.uvarint(c.Token)
 	e.str(c.Caller)
+	c.Settler.encode(e)
 }
 
 func (c *QueueAck) decode(d *decoder) {
@@ -238,6 +314,7 @@ func (c *QueueAck) decode(d *decoder) {
 	c.Seq = d.uvarint()
 	c.Token = d.uvarint()
 	c.Caller = d.str()
+	c.Settler.decode(d)
 }
 
 func (c *QueueNack) encode(e *encoder) {
@@ -246,6 +323,7 @@ func (c *QueueNack) encode(e *encoder) {
 	e.uvarint(c.Token)
 	e.varint(int64(c.Delay))
 	e.str(c.Note)
+	c.Settler.encode(e)
 }
 
 func (c *QueueNack) decode(d *decoder) {
@@ -254,6 +332,7 @@ func (c *QueueNack) decode(d *decoder) {
 	c.Token = d.uvarint()
 	c.Delay = time.Duration(d.varint())
 	c.Note = d.str()
+	c.Settler.decode(d)
 }
 
 func (c *QueueExtend) encode(e *encoder) {
@@ -262,6 +341,7 @@ func (c *QueueExtend) encode(e *encoder) {
 	e.uvarint(c.Token)
 	e.varint(int64(c.Visibility))
 	e.str(c.Progress)
+	c.Settler.encode(e)
 }
 
 func (c *QueueExtend) decode(d *decoder) {
@@ -270,6 +350,7 @@ func (c *QueueExtend) decode(d *decoder) {
 	c.Token = d.uvarint()
 	c.Visibility = time.Duration(d.varint())
 	c.Progress = d.str()
+	c.Settler.decode(d)
 }
 
 func (c *QueueExpire) encode(e *encoder) { e.str(c.Queue); e.uvarint(c.Seq); e.uvarint(c.Token) }

@@ -12,13 +12,16 @@ import (
 )
 
 // A model test of keyed queues: random Send (single and batched, with
-// dedup ids), Receive, Ack, Nack, Extend, visibility expiry, dead letters,
-// Redrive and snapshot/restore, against a model of per-key lists. Every
+// dedup ids), Receive (with request ids, retried), Ack, Nack, Extend (by
+// the delivery's consumer, unbound, or by another consumer), visibility
+// expiry, dead letters, Redrive and snapshot/restore, against a model of per-key lists. Every
 // answer is the one the model predicts, and the properties are
 // checked directly: a key's message is delivered only while it is the
 // key's head and nothing of the key is in flight, and acked only then; a
 // delivery's token is above every earlier token of its key; a dedup id
-// never enqueues twice; stale acks, nacks and extends are refused; and in
+// never enqueues twice; stale acks, nacks and extends are refused, and so
+// are another consumer's; a retried Receive answers exactly its first
+// attempt's deliveries still in flight, and hands out nothing new; and in
 // the end every accepted message is delivered and acked exactly once,
 // unless its retention ran out first.
 
@@ -68,6 +71,7 @@ func TestQueueModel(t *testing.T) {
 		sent := map[uint64]string{}      // accepted seq -> key
 		acked := map[uint64]bool{}
 		nextSeq := uint64(1)
+		receipts := map[string][]mQDelivery{} // request id -> what that Receive handed out
 		depth := func() int {
 			n := len(dead)
 			for _, k := range keys {
@@ -149,10 +153,31 @@ func TestQueueModel(t *testing.T) {
 			}
 			return rapid.SampledFrom(history).Draw(rt, "delivery"), true
 		}
-		ack := func(d mQDelivery) {
-			r := apply(&QueueAck{RequestID: "", Queue: "q", Seq: d.seq, Token: d.token})
+		// settler draws who settles: unbound (an old entry), the
+		// delivery's consumer, or another one (refused, changing nothing).
+		settler := func() (Settler, bool) {
+			switch rapid.IntRange(0, 2).Draw(rt, "settler") {
+			case 0:
+				return Settler{}, true
+			case 1:
+				return Settler{Bound: true}, true // the receives' consumer is ""
+			}
+			return Settler{Consumer: "intruder/w1", Bound: true}, false
+		}
+		refused := func(what string, d mQDelivery, r Result, own bool) bool {
 			if !current(d) {
-				wantQueueCode(rt, "a stale ack", r, leasehold.CodeStaleToken)
+				wantQueueCode(rt, "a stale "+what, r, leasehold.CodeStaleToken)
+				return true
+			}
+			if !own {
+				wantQueueCode(rt, what+" by another consumer", r, leasehold.CodePermission)
+				return true
+			}
+			return false
+		}
+		ackBy := func(d mQDelivery, by Settler, own bool) {
+			r := apply(&QueueAck{RequestID: "", Queue: "q", Seq: d.seq, Token: d.token, Settler: by})
+			if refused("ack", d, r, own) {
 				return
 			}
 			if r.Err != nil {
@@ -165,6 +190,7 @@ func TestQueueModel(t *testing.T) {
 			k := keys[d.key]
 			k.msgs, k.token = k.msgs[1:], 0
 		}
+		ack := func(d mQDelivery) { ackBy(d, Settler{}, true) }
 		steps := rapid.IntRange(1, 120).Draw(rt, "steps")
 		for range steps {
 			now += int64(time.Second)
@@ -208,28 +234,53 @@ func TestQueueModel(t *testing.T) {
 					k.msgs = append(k.msgs, mQMsg{seq: nextSeq, sentAt: now, notReady: now})
 					nextSeq++
 				}
-			case 2, 3: // Receive
+			case 2, 3: // Receive, maybe with a request id, maybe a retry
 				max := rapid.IntRange(1, 3).Draw(rt, "max")
+				id := rapid.SampledFrom([]string{"", "r1", "r2"}).Draw(rt, "request id")
+				var live []uint64 // the first attempt's deliveries still in flight
+				if id != "" {
+					for _, d := range receipts[id] {
+						if current(d) {
+							live = append(live, d.seq)
+						}
+					}
+					slices.Sort(live)
+				}
 				want := expectReceive(max)
-				r := apply(&QueueReceive{Queue: "q", Max: max})
+				r := apply(&QueueReceive{Queue: "q", Max: max, RequestID: id})
 				var got []uint64
 				for _, d := range r.Queue.Deliveries {
 					got = append(got, d.Seq)
+				}
+				if len(live) > 0 { // a retry: the same deliveries, nothing new
+					if !r.Dup || !slices.Equal(got, live) {
+						rt.Fatalf("receive retried with %q answered %v (dup %v), want the first's still in flight %v", id, got, r.Dup, live)
+					}
+					for _, d := range r.Queue.Deliveries {
+						if k := keys[d.Key]; k.token != d.Token {
+							rt.Fatalf("a retry answered token %d for key %q, whose delivery has token %d", d.Token, d.Key, k.token)
+						}
+					}
+					break
 				}
 				if !slices.Equal(got, want) {
 					rt.Fatalf("receive %d delivered %v, want %v", max, got, want)
 				}
 				deliver(r.Queue.Deliveries)
-			case 4: // Ack, maybe stale
+				if id != "" && len(r.Queue.Deliveries) > 0 {
+					receipts[id] = history[len(history)-len(r.Queue.Deliveries):]
+				}
+			case 4: // Ack, maybe stale, maybe by another consumer
 				if d, ok := pick(); ok {
-					ack(d)
+					by, own := settler()
+					ackBy(d, by, own)
 				}
 			case 5: // Nack, maybe stale
 				if d, ok := pick(); ok {
 					delay := rapid.SampledFrom([]time.Duration{0, 5 * time.Second}).Draw(rt, "delay")
-					r := apply(&QueueNack{Queue: "q", Seq: d.seq, Token: d.token, Delay: delay, Note: "failed"})
-					if !current(d) {
-						wantQueueCode(rt, "a stale nack", r, leasehold.CodeStaleToken)
+					by, own := settler()
+					r := apply(&QueueNack{Queue: "q", Seq: d.seq, Token: d.token, Delay: delay, Note: "failed", Settler: by})
+					if refused("nack", d, r, own) {
 						break
 					}
 					if r.Err != nil {
@@ -239,10 +290,9 @@ func TestQueueModel(t *testing.T) {
 				}
 			case 6: // Extend, maybe stale
 				if d, ok := pick(); ok {
-					r := apply(&QueueExtend{Queue: "q", Seq: d.seq, Token: d.token, Visibility: time.Minute})
-					if !current(d) {
-						wantQueueCode(rt, "a stale extend", r, leasehold.CodeStaleToken)
-					} else if r.Err != nil {
+					by, own := settler()
+					r := apply(&QueueExtend{Queue: "q", Seq: d.seq, Token: d.token, Visibility: time.Minute, Settler: by})
+					if !refused("extend", d, r, own) && r.Err != nil {
 						rt.Fatal(r.Err)
 					}
 				}

@@ -44,7 +44,15 @@ var commands = [...]struct {
 	KindGroupRevoked: {"group-revoked", func() Command { return new(GroupRevoked) }},
 	KindGroupLapse:   {"group-lapse", func() Command { return new(GroupLapse) }},
 	KindSemAcquire:   {"sem-acquire", func() Command { return new(SemAcquire) }},
+
+	KindQueueAckBy:     {"queue-ack-by", func() Command { return &QueueAck{Settler: bound} }},
+	KindQueueNackBy:    {"queue-nack-by", func() Command { return &QueueNack{Settler: bound} }},
+	KindQueueExtendBy:  {"queue-extend-by", func() Command { return &QueueExtend{Settler: bound} }},
+	KindQueueReceiveID: {"queue-receive-id", func() Command { return new(QueueReceiveID) }},
 }
+
+// bound is how a bound queue settlement (kinds 70–72) starts decoding.
+var bound = Settler{Bound: true}
 
 // newCommand returns an empty command of kind k, or nil if k is unknown.
 func newCommand(k Kind) Command {

@@ -216,7 +216,7 @@ func (s *State) semTake(name string, i int) {
 }
 
 func (s *State) semFree(l *lease) {
-	sem := s.sems[l.Semaphore]
+	sem := s.sems[l.Semaphore()]
 	if sem == nil {
 		return
 	}
@@ -224,7 +224,7 @@ func (s *State) semFree(l *lease) {
 		sem.taken[i-1] = false
 	}
 	sem.held--
-	s.semLeave(l.Semaphore)
+	s.semLeave(l.Semaphore())
 }
 
 func (s *State) semLeave(name string) {

@@ -45,7 +45,8 @@ func writeLeases(s *State, e *encoder) {
 		e.str(l.attempt)
 		e.str(l.renewKey.String())
 		e.varint(int64(l.renewRemaining))
-		encodeElection(e, l.election, l.value)
+		encodeElection(e, l.election(), l.more().value)
+		e.spill()
 	}
 }
 
@@ -67,7 +68,10 @@ func readLeases(s *State, d *decoder, v byte) error {
 			l.renewRemaining = time.Duration(d.varint())
 		}
 		if v >= 6 {
-			l.election, l.value = decodeElection(d)
+			if election, value := decodeElection(d); election {
+				m := l.setMore()
+				m.election, m.value = election, value
+			}
 		}
 		if d.err != nil {
 			return nil
@@ -75,11 +79,11 @@ func readLeases(s *State, d *decoder, v byte) error {
 		// Refuse a state Apply could never have made: it would break
 		// mutual exclusion or token monotonicity on this replica only.
 		if l.ID == 0 || l.Token != l.ID || l.Token > s.lastToken || s.leases[l.ID] != nil || len(l.Resources) == 0 ||
-			l.election && len(l.Resources) != 1 {
+			l.election() && len(l.Resources) != 1 {
 			return errCorrupt
 		}
 		s.leases[l.ID] = l
-		s.owned[l.Owner]++
+		l.Owner, l.Operation = s.owners.take(l.Owner), s.operations.take(l.Operation)
 		for _, r := range l.Resources {
 			if _, held := s.holders[r]; held {
 				return errCorrupt
@@ -127,6 +131,7 @@ func writeWaiters(s *State, e *encoder) {
 		e.str(w.key)
 		e.b = append(e.b, w.sum[:]...)
 		encodeElection(e, w.Election, w.Value)
+		e.spill()
 	}
 }
 

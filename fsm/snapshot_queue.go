@@ -27,6 +27,7 @@ func writeQueues(s *State, e *encoder) {
 				e.uvarint(m.token)
 				e.str(m.consumer)
 				e.varint(int64(m.vis))
+				e.spill()
 			}
 		})
 		e.uvarint(uint64(len(q.ready)))
@@ -113,6 +114,68 @@ func readQueues(s *State, d *decoder, v byte) error {
 		}
 		s.queuesByName[name] = q
 		s.queueBytes += q.bytes
+	}
+	return nil
+}
+
+// receiptsVersion is the snapshot version that added the queue receipts
+// section (queue_receipts.go): raising it renumbers the section.
+const receiptsVersion = 12
+
+// The queue receipts section (version 12): for each queue with receipts,
+// by name, its receipts by key with their sequences in flight, ascending.
+// Written after the queues, whose deliveries in flight it names.
+func writeReceipts(s *State, e *encoder) {
+	with := make(map[string]*queue)
+	for name, q := range s.queuesByName {
+		if len(q.receipts) > 0 {
+			with[name] = q
+		}
+	}
+	writeSorted(e, with, func(name string, q *queue) {
+		e.str(name)
+		writeSorted(e, q.receipts, func(receipt string, seqs []uint64) {
+			e.str(receipt)
+			e.uvarint(uint64(len(seqs)))
+			for _, seq := range seqs {
+				e.uvarint(seq)
+			}
+		})
+	})
+}
+
+func readReceipts(s *State, d *decoder, v byte) error {
+	if v < receiptsVersion {
+		return nil // older snapshots have no receipts
+	}
+	for range d.count(2) {
+		q := s.queuesByName[d.str()]
+		if d.err != nil {
+			return nil
+		}
+		if q == nil {
+			return errCorrupt
+		}
+		for range d.count(2) {
+			receipt := d.str()
+			seqs := make([]uint64, 0, 1)
+			for range d.count(1) {
+				seq := d.uvarint()
+				m := q.inflight[seq]
+				if d.err != nil {
+					return nil
+				}
+				if _, dup := q.receiptOf[seq]; m == nil || dup || receipt == "" || (len(seqs) > 0 && seq <= seqs[len(seqs)-1]) {
+					return errCorrupt // a receipt names only deliveries in flight, each once, ascending
+				}
+				q.receiptOf[seq] = receipt
+				seqs = append(seqs, seq)
+			}
+			if len(seqs) == 0 || q.receipts[receipt] != nil {
+				return errCorrupt
+			}
+			q.receipts[receipt] = seqs
+		}
 	}
 	return nil
 }

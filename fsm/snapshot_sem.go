@@ -13,7 +13,7 @@ import (
 func writeSems(s *State, e *encoder) {
 	var ids []uint64
 	for id, l := range s.leases {
-		if l.Limit > 0 {
+		if l.Limit() > 0 {
 			ids = append(ids, id)
 		}
 	}
@@ -22,8 +22,8 @@ func writeSems(s *State, e *encoder) {
 	for _, id := range ids {
 		l := s.leases[id]
 		e.uvarint(id)
-		e.str(l.Semaphore)
-		e.uvarint(uint64(l.Limit))
+		e.str(l.Semaphore())
+		e.uvarint(uint64(l.Limit()))
 	}
 	var ws []*waiter
 	for _, w := range s.waiters {
@@ -49,10 +49,11 @@ func readSems(s *State, d *decoder, v byte) error {
 		if d.err != nil {
 			return nil
 		}
-		if l == nil || l.Limit != 0 || l.election || !s.semFits(name, limit) || len(l.Resources) != 1 {
+		if l == nil || l.Limit() != 0 || l.election() || !s.semFits(name, limit) || len(l.Resources) != 1 {
 			return errCorrupt
 		}
-		l.Semaphore, l.Limit = name, limit
+		m := l.setMore()
+		m.Semaphore, m.Limit = name, limit
 		s.semJoin(name, limit)
 		n, i := s.slotOf(l.Resources[0])
 		if n != name {

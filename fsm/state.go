@@ -79,8 +79,6 @@ type lease struct {
 	leaseFields
 	secretHash [32]byte
 	heldFor    time.Duration // age last stamped by a leader, for MaxHold
-	election   bool          // the lease is an election's leadership (elections.go)
-	value      []byte        // the leader's value
 	key        string        // the granting acquire's Key
 	// attempt is the latest attempt of the acquire that made it or was
 	// answered with it: only that attempt's Cancel releases it, so a
@@ -172,7 +170,8 @@ type State struct {
 	bound        map[uint64]map[string]struct{} // lease -> keys bound to it
 	kvBytes      int
 	audit        []AuditRecord
-	owned        map[string]int         // owner -> leases held
+	owners       names                  // owner -> leases held, interned (names.go)
+	operations   names                  // operations of held leases, interned
 	vacated      []string               // elections whose leader ended in this command (elections.go)
 	idem         map[string]*idemRecord // idempotency keys (idem.go)
 	idemCount    map[string]int         // key prefix -> records
@@ -203,7 +202,8 @@ func New(cfg Config, obs Observer) *State {
 		dedup:        newDedup(),
 		kv:           make(map[string]Item),
 		bound:        make(map[uint64]map[string]struct{}),
-		owned:        make(map[string]int),
+		owners:       make(names),
+		operations:   make(names),
 		idem:         make(map[string]*idemRecord),
 		idemCount:    make(map[string]int),
 		queuesByName: make(map[string]*queue),
@@ -344,9 +344,9 @@ func (s *State) blocker(resources []string, w *waiter) error {
 }
 
 func (s *State) ownerLimit(owner string) error {
-	if max := s.cfg.MaxLeasesPerOwner; max > 0 && s.owned[owner] >= max {
+	if max := s.cfg.MaxLeasesPerOwner; max > 0 && s.owners.count(owner) >= max {
 		return leasehold.Errorf(leasehold.CodeLimit,
-			"owner %q already holds %d leases (limit max_leases_per_owner)", owner, s.owned[owner])
+			"owner %q already holds %d leases (limit max_leases_per_owner)", owner, s.owners.count(owner))
 	}
 	return nil
 }
@@ -372,32 +372,29 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 		s.semJoin(name, c.Limit)
 		s.semTake(name, i)
 	}
+	rare := leaseRare{LockDelay: c.LockDelay, MaxHold: c.MaxHold, Metadata: c.Metadata,
+		election: c.Election, value: c.Value}
+	if c.Limit > 0 {
+		rare.Semaphore, rare.Limit = c.Resources[0], c.Limit
+	}
 	l := &lease{
 		leaseFields: leaseFields{
 			ID: tok, Token: tok,
-			Resources: resources, Owner: c.Owner, Operation: c.Operation,
-			TTL: c.TTL, LockDelay: c.LockDelay, MaxHold: c.MaxHold,
-			Metadata:   c.Metadata,
-			acquiredAt: now,
+			Resources: resources, Owner: s.owners.take(c.Owner), Operation: s.operations.take(c.Operation),
+			TTL: c.TTL, acquiredAt: now, rare: rareOf(&rare),
 		},
 		secretHash: c.SecretHash,
 		key:        key,
 		attempt:    c.Attempt,
-		election:   c.Election,
-		value:      c.Value,
-	}
-	if c.Limit > 0 {
-		l.Semaphore, l.Limit = c.Resources[0], c.Limit
 	}
 	s.leases[l.ID] = l
-	s.owned[l.Owner]++
 	for _, r := range resources {
 		s.holders[r] = l.ID
 	}
 	view := l.view()
 	s.obs.Granted(&view, key)
 	s.emitLease(EventGranted, &view, 0)
-	if l.election {
+	if l.election() {
 		s.emitLeader(l)
 	}
 	return &view
@@ -515,11 +512,11 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 		return Result{Err: err}
 	}
 	remaining := l.TTL
-	if l.MaxHold > 0 {
-		left := l.MaxHold - max(c.Age, l.heldFor)
+	if maxHold := l.MaxHold(); maxHold > 0 {
+		left := maxHold - max(c.Age, l.heldFor)
 		if left <= 0 {
 			return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
-				"lease %d reached its max hold of %v and cannot be renewed", l.ID, l.MaxHold)}
+				"lease %d reached its max hold of %v and cannot be renewed", l.ID, maxHold)}
 		}
 		remaining = min(remaining, left)
 	}
@@ -527,8 +524,8 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 	l.RenewCount++
 	l.renewedAt = now
 	if c.Progress != "" {
-		l.Progress = c.Progress
-		l.progressAt = l.renewedAt
+		m := l.setMore()
+		m.Progress, m.progressAt = c.Progress, l.renewedAt
 	}
 	view := l.view()
 	s.obs.Renewed(&view, remaining)
@@ -562,22 +559,21 @@ func (s *State) release(ix uint64, now int64, c *Release) Result {
 // end removes a lease and frees its resources; the caller wakes waiters.
 func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	delete(s.leases, l.ID)
-	if s.owned[l.Owner]--; s.owned[l.Owner] <= 0 {
-		delete(s.owned, l.Owner)
-	}
+	s.owners.drop(l.Owner)
+	s.operations.drop(l.Operation)
 	for _, r := range l.Resources {
 		if s.holders[r] == l.ID {
 			delete(s.holders, r)
 		}
 	}
-	if l.Semaphore != "" {
+	if l.Semaphore() != "" {
 		s.semFree(l)
 	}
 	view := l.view()
 	s.obs.Ended(&view, why)
 	s.emitLease(endEvent(why), &view, why)
 	s.dropBound(l.ID)
-	if l.election {
+	if l.election() {
 		s.vacated = append(s.vacated, l.Resources[0])
 	}
 	s.idemEnded(l)
@@ -591,10 +587,10 @@ func (s *State) expire(ix uint64, now int64, c *Expire) Result {
 		return Result{} // renewed or gone since the leader decided: nothing to do
 	}
 	view := s.end(l, EndExpired)
-	if l.LockDelay > 0 {
+	if delay := l.LockDelay(); delay > 0 {
 		for _, r := range l.Resources {
-			s.blocks[r] = block{token: l.Token, delay: l.LockDelay}
-			s.obs.Blocked(r, l.Token, l.LockDelay)
+			s.blocks[r] = block{token: l.Token, delay: delay}
+			s.obs.Blocked(r, l.Token, delay)
 		}
 		return Result{Lease: view}
 	}

@@ -88,7 +88,8 @@ func TestQueueVisibilitySurvivesLeaderChange(t *testing.T) {
 // Through a follower (which forwards to the leader) a long poll is
 // answered by a send, a Send refused for backpressure carries the
 // retry-after detail and header, and an error keeps leasehold's own code
-// (connect-go drops the headers of an error it read off the wire).
+// (connect-go drops the headers of an error it read off the wire); an
+// AckBatch is forwarded too.
 func TestQueueThroughFollower(t *testing.T) {
 	cl := testcluster.Start(t, 3)
 	leader := cl.WaitLeader(15 * time.Second)
@@ -111,11 +112,13 @@ func TestQueueThroughFollower(t *testing.T) {
 	if _, err := c.Send(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.QueuesSendRequest{Queue: "jobs", Key: "k", Body: []byte("m")})); err != nil {
 		t.Fatal(err)
 	}
+	var delivered *pb.QueueDelivery
 	select {
 	case res := <-got:
 		if res == nil || len(res.Deliveries) != 1 {
 			t.Fatalf("the long poll through a follower got %v", res)
 		}
+		delivered = res.Deliveries[0]
 	case <-time.After(25 * time.Second):
 		t.Fatal("the long poll through a follower was not answered")
 	}
@@ -138,5 +141,15 @@ func TestQueueThroughFollower(t *testing.T) {
 	_, err = c.Ack(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.QueuesAckRequest{Queue: "jobs", Sequence: 1, Token: 1}))
 	if !errors.As(err, &ce) || ce.Code() != connect.CodeAborted || ce.Meta().Get("Leasehold-Error-Code") != "stale_token" {
 		t.Fatalf("a stale ack through a follower: %v (Leasehold-Error-Code %q), want aborted, stale_token", err, ce.Meta().Get("Leasehold-Error-Code"))
+	}
+	// An AckBatch is forwarded like an Ack: the delivery is acked, and the
+	// room it frees takes the next send.
+	batch, err := c.AckBatch(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.QueuesAckBatchRequest{Queue: "jobs",
+		Acks: []*pb.QueueAck{{Sequence: delivered.Sequence, Token: delivered.Token}}}))
+	if err != nil || batch.Msg.Results[0].GetError() != nil {
+		t.Fatalf("an AckBatch through a follower: %v, %v", batch, err)
+	}
+	if _, err := c.Send(ctxFor(t, 10*time.Second), connect.NewRequest(&pb.QueuesSendRequest{Queue: "jobs", Key: "k2", Body: []byte("m")})); err != nil {
+		t.Fatalf("a send after the batch acked the only message: %v", err)
 	}
 }

@@ -66,9 +66,10 @@ func Consume(ctx context.Context, c *client.Client, name string, h Handler, opts
 		return leasehold.Errorf(leasehold.CodeInvalid, "queue: the drain timeout must be positive and the backoff 0 <= base <= max")
 	}
 	k := &consumer{c: c, name: name, h: h, o: o, slots: make(chan struct{}, o.concurrency),
-		base: context.WithoutCancel(ctx), running: map[*Message]struct{}{}}
+		base: context.WithoutCancel(ctx), running: map[*Message]struct{}{}, acks: newAcker(c)}
 	err := k.receiveLoop(ctx)
 	k.drain()
+	k.acks.close()
 	return err
 }
 
@@ -81,6 +82,7 @@ type consumer struct {
 	slots chan struct{} // one per running handler
 	base  context.Context
 
+	acks    *acker         // handlers that finish together ack in one batch
 	wg      sync.WaitGroup // running handlers
 	mu      sync.Mutex
 	running map[*Message]struct{}
@@ -189,7 +191,7 @@ func (k *consumer) settle(m *Message, ack bool, note string, delay time.Duration
 	ctx, cancel := context.WithTimeout(k.base, settleTimeout)
 	defer cancel()
 	if ack {
-		if err := k.c.Ack(ctx, m.d); err != nil {
+		if err := k.acks.ack(ctx, m.d); err != nil {
 			k.o.log.Warn("queue ack refused", "queue", k.name, "key", m.Key, "sequence", m.Sequence, "token", m.Token,
 				"code", leasehold.CodeOf(err).String(), "err", err)
 		}

@@ -213,6 +213,7 @@ var required = map[string]Role{
 	"/leasehold.v1.Queues/SendBatch":   RoleWorker,
 	"/leasehold.v1.Queues/Receive":     RoleWorker,
 	"/leasehold.v1.Queues/Ack":         RoleWorker,
+	"/leasehold.v1.Queues/AckBatch":    RoleWorker,
 	"/leasehold.v1.Queues/Nack":        RoleWorker,
 	"/leasehold.v1.Queues/Extend":      RoleWorker,
 	"/leasehold.v1.Queues/List":        RoleOperator,
@@ -270,6 +271,8 @@ func names(msg any) []string {
 	case *pb.QueuesReceiveRequest:
 		return []string{m.Queue}
 	case *pb.QueuesAckRequest:
+		return []string{m.Queue}
+	case *pb.QueuesAckBatchRequest:
 		return []string{m.Queue}
 	case *pb.QueuesNackRequest:
 		return []string{m.Queue}

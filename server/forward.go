@@ -114,6 +114,7 @@ var routes = map[string]route{
 	leaseholdv1connect.QueuesSendBatchProcedure:       via[pb.QueuesSendBatchRequest, pb.QueuesSendBatchResponse],
 	leaseholdv1connect.QueuesReceiveProcedure:         via[pb.QueuesReceiveRequest, pb.QueuesReceiveResponse],
 	leaseholdv1connect.QueuesAckProcedure:             via[pb.QueuesAckRequest, pb.QueuesAckResponse],
+	leaseholdv1connect.QueuesAckBatchProcedure:        via[pb.QueuesAckBatchRequest, pb.QueuesAckBatchResponse],
 	leaseholdv1connect.QueuesNackProcedure:            via[pb.QueuesNackRequest, pb.QueuesNackResponse],
 	leaseholdv1connect.QueuesExtendProcedure:          via[pb.QueuesExtendRequest, pb.QueuesExtendResponse],
 	leaseholdv1connect.QueuesRedriveProcedure:         via[pb.QueuesRedriveRequest, pb.QueuesRedriveResponse],

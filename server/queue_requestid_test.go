@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -111,4 +112,33 @@ func queueDepth(t testing.TB, c leaseholdv1connect.QueuesClient, queue string) u
 		t.Fatal(err)
 	}
 	return info.Msg.Queue.Depth
+}
+
+// A Receive retried with its request_id while nothing else is ready (so
+// the node would otherwise answer empty, or wait) is answered at once with
+// the first attempt's delivery and token; a new request_id gets nothing.
+func TestQueueReceiveRetryWithNothingElseReady(t *testing.T) {
+	n := startNode(t)
+	c := queuesClient(t, n.URL)
+	createQueue(t, c, "jobs", nil)
+	sendMsg(t, c, "jobs", "k", "m")
+	req := &pb.QueuesReceiveRequest{Queue: "jobs", Consumer: "w1", RequestId: "rcv-1"}
+	first := receive(t, c, req)
+	if len(first) != 1 {
+		t.Fatalf("first receive: %v", first)
+	}
+	for _, wait := range []int64{0, 5e9} {
+		req.Wait = dur(time.Duration(wait))
+		start := time.Now()
+		again := receive(t, c, req)
+		if len(again) != 1 || again[0].Sequence != first[0].Sequence || again[0].Token != first[0].Token {
+			t.Fatalf("the retry (wait %v): %v, want the first delivery %v", req.Wait.AsDuration(), again, first[0])
+		}
+		if took := time.Since(start); took > 4*time.Second {
+			t.Fatalf("the retry waited %v for a message instead of answering its own", took)
+		}
+	}
+	if other := receive(t, c, &pb.QueuesReceiveRequest{Queue: "jobs", Consumer: "w1", RequestId: "rcv-2"}); len(other) != 0 {
+		t.Fatalf("a new request_id got %v, want nothing (the only message is in flight)", other)
+	}
 }

@@ -232,7 +232,33 @@ func queueReceiveCommand(m *pb.QueuesReceiveRequest, caller string) (*service.Qu
 	if err != nil {
 		return nil, 0, err
 	}
-	return &service.QueueReceive{Queue: m.Queue, Max: max, Visibility: vis, Caller: consumer}, wait, nil
+	if err := leasehold.ValidateName("request_id", m.RequestId, leasehold.MaxRequestIDLen, false); err != nil {
+		return nil, 0, err
+	}
+	return &service.QueueReceive{Queue: m.Queue, Max: max, Visibility: vis, Caller: consumer, RequestID: m.RequestId}, wait, nil
+}
+
+// settler is who acks, nacks or extends a delivery: the consumer its
+// Receive named, made the same way, so only that consumer's own calls match.
+// A delivery's consumer as Receive answered it (caller/name) is taken as
+// its name, so a caller can send back what it was given.
+func settler(caller, name string) (service.Settler, error) {
+	if caller != "" {
+		name = strings.TrimPrefix(name, caller+"/")
+	}
+	consumer, err := consumerID(caller, name)
+	return service.Settler{Consumer: consumer, Bound: true}, err
+}
+
+// queueAckCommand checks one ack, as Ack and AckBatch carry it.
+func queueAckCommand(queue string, seq, token uint64, requestID string, by service.Settler, caller string) (*service.QueueAck, error) {
+	if err := deliveryRef(queue, seq, token); err != nil {
+		return nil, err
+	}
+	if err := leasehold.ValidateName("request_id", requestID, leasehold.MaxRequestIDLen, false); err != nil {
+		return nil, err
+	}
+	return &service.QueueAck{RequestID: requestID, Queue: queue, Seq: seq, Token: token, Caller: caller, Settler: by}, nil
 }
 
 // deliveryRef checks the queue, sequence and token that name a delivery.
@@ -246,8 +272,12 @@ func deliveryRef(queue string, seq, token uint64) error {
 	return nil
 }
 
-func queueNackCommand(m *pb.QueuesNackRequest) (*service.QueueNack, error) {
+func queueNackCommand(m *pb.QueuesNackRequest, caller string) (*service.QueueNack, error) {
 	if err := deliveryRef(m.Queue, m.Sequence, m.Token); err != nil {
+		return nil, err
+	}
+	by, err := settler(caller, m.Consumer)
+	if err != nil {
 		return nil, err
 	}
 	delay, err := duration("delay", m.Delay, 0)
@@ -260,11 +290,15 @@ func queueNackCommand(m *pb.QueuesNackRequest) (*service.QueueNack, error) {
 	if err := note("error", m.Error); err != nil {
 		return nil, err
 	}
-	return &service.QueueNack{Queue: m.Queue, Seq: m.Sequence, Token: m.Token, Delay: delay, Note: m.Error}, nil
+	return &service.QueueNack{Queue: m.Queue, Seq: m.Sequence, Token: m.Token, Delay: delay, Note: m.Error, Settler: by}, nil
 }
 
-func queueExtendCommand(m *pb.QueuesExtendRequest) (*service.QueueExtend, error) {
+func queueExtendCommand(m *pb.QueuesExtendRequest, caller string) (*service.QueueExtend, error) {
 	if err := deliveryRef(m.Queue, m.Sequence, m.Token); err != nil {
+		return nil, err
+	}
+	by, err := settler(caller, m.Consumer)
+	if err != nil {
 		return nil, err
 	}
 	vis, err := duration("visibility", m.Visibility, 0)
@@ -277,7 +311,7 @@ func queueExtendCommand(m *pb.QueuesExtendRequest) (*service.QueueExtend, error)
 	if err := note("progress", m.Progress); err != nil {
 		return nil, err
 	}
-	return &service.QueueExtend{Queue: m.Queue, Seq: m.Sequence, Token: m.Token, Visibility: vis, Progress: m.Progress}, nil
+	return &service.QueueExtend{Queue: m.Queue, Seq: m.Sequence, Token: m.Token, Visibility: vis, Progress: m.Progress, Settler: by}, nil
 }
 
 // auditReason checks an admin's reason for a purge or delete.

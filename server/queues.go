@@ -22,6 +22,7 @@ import (
 // Service need not grow.
 type QueueService interface {
 	QueueCommand(ctx context.Context, cmd fsm.Command) (service.Result, error)
+	QueueCommands(ctx context.Context, cmds []fsm.Command) ([]service.Result, error)
 	QueueReceive(ctx context.Context, cmd *service.QueueReceive, wait time.Duration) (service.Result, error)
 	QueueGet(ctx context.Context, name string, inFlight int) (service.QueueInfo, []service.Delivery, bool, error)
 	QueueList(ctx context.Context, prefix, after string, limit int) ([]service.QueueInfo, error)
@@ -30,21 +31,17 @@ type QueueService interface {
 
 var _ QueueService = (*service.Service)(nil)
 
-// queueRetryAfter is the hint a Send refused for backpressure carries:
-// consumers free room continuously, so a producer should come back soon
-// and back off from there.
-const queueRetryAfter = time.Second
-
 // queuesAPI implements leaseholdv1connect.QueuesHandler.
 type queuesAPI struct {
 	s       *Server
 	svc     QueueService
 	maxBody int
+	drain   *drainRates // each queue's recent acks, for the retry-after hint
 }
 
 func newQueuesAPI(s *Server, maxBody int) queuesAPI {
 	svc, _ := s.svc.(QueueService)
-	return queuesAPI{s: s, svc: svc, maxBody: maxBody}
+	return queuesAPI{s: s, svc: svc, maxBody: maxBody, drain: newDrainRates(time.Now)}
 }
 
 func (h queuesAPI) ready() error {
@@ -176,6 +173,7 @@ func (h queuesAPI) Delete(ctx context.Context, req *connect.Request[pb.QueuesDel
 		return nil, err
 	}
 	h.s.metrics.forgetQueue(m.Queue)
+	h.drain.forget(m.Queue)
 	h.s.log.Warn("queue deleted", "queue", m.Queue, "actor", actor, "reason", m.Reason)
 	return connect.NewResponse(&pb.QueuesDeleteResponse{}), nil
 }
@@ -208,7 +206,7 @@ func (h queuesAPI) send(ctx context.Context, req connect.AnyRequest, cmd *servic
 	res, answered, err := h.propose(ctx, req, cmd)
 	if err != nil {
 		if answered && leasehold.CodeOf(err) == leasehold.CodeLimit {
-			return nil, h.backpressure(cmd.Queue, err)
+			return nil, h.backpressure(cmd.Queue, len(cmd.Messages), err)
 		}
 		return nil, err
 	}
@@ -224,10 +222,12 @@ func (h queuesAPI) send(ctx context.Context, req connect.AnyRequest, cmd *servic
 	return out, nil
 }
 
-// backpressure is a Send refused because a queue or the node is full:
-// resource_exhausted with a QueueRetryAfter detail and a Retry-After
-// header (whole seconds), which clients read to back off.
-func (h queuesAPI) backpressure(queue string, err error) error {
+// backpressure is a Send of need messages refused because a queue or the
+// node is full: resource_exhausted with a QueueRetryAfter detail (the time
+// the queue's recent ack rate takes to free that room: queue_drain.go) and
+// a Retry-After header (whole seconds, rounded up), which clients read to
+// back off.
+func (h queuesAPI) backpressure(queue string, need int, err error) error {
 	limit := "limit"
 	for _, l := range []string{"max_depth", "max_bytes", "max_queue_bytes", "max_queue_dedup_ids"} {
 		if strings.Contains(err.Error(), "(limit "+l+" ") {
@@ -236,10 +236,11 @@ func (h queuesAPI) backpressure(queue string, err error) error {
 	}
 	h.s.metrics.QueueRefused.WithLabelValues(queue, limit).Inc()
 	ce := api.ToConnect(err).(*connect.Error)
-	if d, derr := connect.NewErrorDetail(&pb.QueueRetryAfter{RetryAfter: durationpb.New(queueRetryAfter), Limit: limit}); derr == nil {
+	hint := h.drain.retryAfter(queue, need)
+	if d, derr := connect.NewErrorDetail(&pb.QueueRetryAfter{RetryAfter: durationpb.New(hint), Limit: limit}); derr == nil {
 		ce.AddDetail(d)
 	}
-	ce.Meta().Set("Retry-After", strconv.Itoa(int(queueRetryAfter/time.Second)))
+	ce.Meta().Set("Retry-After", strconv.Itoa(int((hint+time.Second-1)/time.Second)))
 	return ce
 }
 
@@ -269,32 +270,43 @@ func (h queuesAPI) Receive(ctx context.Context, req *connect.Request[pb.QueuesRe
 			redelivered++
 		}
 	}
-	h.s.metrics.QueueReceived.WithLabelValues(cmd.Queue).Add(float64(len(out.Deliveries)))
-	h.s.metrics.QueueRedelivered.WithLabelValues(cmd.Queue).Add(float64(redelivered))
+	if !res.Dup { // a retry answered from its receipt received nothing new
+		h.s.metrics.QueueReceived.WithLabelValues(cmd.Queue).Add(float64(len(out.Deliveries)))
+		h.s.metrics.QueueRedelivered.WithLabelValues(cmd.Queue).Add(float64(redelivered))
+	}
 	return connect.NewResponse(out), nil
 }
 
 func (h queuesAPI) Ack(ctx context.Context, req *connect.Request[pb.QueuesAckRequest]) (*connect.Response[pb.QueuesAckResponse], error) {
 	m := req.Msg
-	if err := deliveryRef(m.Queue, m.Sequence, m.Token); err != nil {
-		return nil, err
-	}
-	if err := leasehold.ValidateName("request_id", m.RequestId, leasehold.MaxRequestIDLen, false); err != nil {
-		return nil, err
-	}
-	res, _, err := h.propose(ctx, req, &service.QueueAck{RequestID: m.RequestId, Queue: m.Queue, Seq: m.Sequence, Token: m.Token, Caller: caller(ctx)})
+	by, err := settler(caller(ctx), m.Consumer)
 	if err != nil {
 		return nil, err
 	}
-	if res.Queue != nil && !res.Queue.SentAt.IsZero() { // not a retry answered from the dedup window
-		h.s.metrics.QueueAcked.WithLabelValues(m.Queue).Inc()
-		h.s.metrics.QueueLatency.WithLabelValues(m.Queue).Observe(time.Since(res.Queue.SentAt).Seconds())
+	cmd, err := queueAckCommand(m.Queue, m.Sequence, m.Token, m.RequestId, by, caller(ctx))
+	if err != nil {
+		return nil, err
 	}
+	res, _, err := h.propose(ctx, req, cmd)
+	if err != nil {
+		return nil, err
+	}
+	h.acked(m.Queue, res)
 	return connect.NewResponse(&pb.QueuesAckResponse{}), nil
 }
 
+// acked counts an ack that removed a message (not a retry answered from
+// the dedup window).
+func (h queuesAPI) acked(queue string, res service.Result) {
+	if res.Err == nil && res.Queue != nil && !res.Queue.SentAt.IsZero() {
+		h.drain.acked(queue, 1)
+		h.s.metrics.QueueAcked.WithLabelValues(queue).Inc()
+		h.s.metrics.QueueLatency.WithLabelValues(queue).Observe(time.Since(res.Queue.SentAt).Seconds())
+	}
+}
+
 func (h queuesAPI) Nack(ctx context.Context, req *connect.Request[pb.QueuesNackRequest]) (*connect.Response[pb.QueuesNackResponse], error) {
-	cmd, err := queueNackCommand(req.Msg)
+	cmd, err := queueNackCommand(req.Msg, caller(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +318,7 @@ func (h queuesAPI) Nack(ctx context.Context, req *connect.Request[pb.QueuesNackR
 }
 
 func (h queuesAPI) Extend(ctx context.Context, req *connect.Request[pb.QueuesExtendRequest]) (*connect.Response[pb.QueuesExtendResponse], error) {
-	cmd, err := queueExtendCommand(req.Msg)
+	cmd, err := queueExtendCommand(req.Msg, caller(ctx))
 	if err != nil {
 		return nil, err
 	}

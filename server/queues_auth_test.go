@@ -50,7 +50,7 @@ func TestQueueAuthRoles(t *testing.T) {
 	}
 	_, err = operator.Purge(ctx(), connect.NewRequest(&pb.QueuesPurgeRequest{Queue: "jobs/q", Reason: "x"}))
 	wantCode(t, err, connect.CodePermissionDenied, "needs admin")
-	if _, err := worker.Ack(ctx(), connect.NewRequest(&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token})); err != nil {
+	if _, err := worker.Ack(ctx(), connect.NewRequest(&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, Consumer: "w1"})); err != nil {
 		t.Fatalf("worker ack: %v", err)
 	}
 }

@@ -44,7 +44,7 @@ func receive(t testing.TB, c leaseholdv1connect.QueuesClient, req *pb.QueuesRece
 }
 
 func ack(c leaseholdv1connect.QueuesClient, ctx context.Context, d *pb.QueueDelivery) error {
-	_, err := c.Ack(ctx, connect.NewRequest(&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token}))
+	_, err := c.Ack(ctx, connect.NewRequest(&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, Consumer: d.Consumer}))
 	return err
 }
 

@@ -18,6 +18,7 @@ type (
 	QueueAck      = fsm.QueueAck
 	QueueNack     = fsm.QueueNack
 	QueueExtend   = fsm.QueueExtend
+	Settler       = fsm.Settler
 	QueueRedrive  = fsm.QueueRedrive
 	QueuePurge    = fsm.QueuePurge
 	QueueDelete   = fsm.QueueDelete
@@ -46,6 +47,11 @@ func (s *Service) QueueCommand(ctx context.Context, cmd fsm.Command) (Result, er
 	return s.node.Propose(ctx, cmd)
 }
 
+// QueueCommands proposes cmds in one log entry and answers each result.
+func (s *Service) QueueCommands(ctx context.Context, cmds []fsm.Command) ([]Result, error) {
+	return s.node.ProposeAll(ctx, cmds)
+}
+
 // QueueReceive proposes cmd once a message of its queue is ready, waiting
 // up to wait for one; it answers no deliveries if none was ready by then.
 // It commits at most one log entry, and none when it answers empty
@@ -55,20 +61,23 @@ func (s *Service) QueueCommand(ctx context.Context, cmd fsm.Command) (Result, er
 // message, never polling the log. A Receive that loses a message to a
 // concurrent one therefore answers empty before its wait is up; its
 // caller receives again. On a node that does not lead, it proposes at
-// once, so that the request goes to the leader (and waits there).
+// once, so that the request goes to the leader (and waits there); so does
+// a retry whose first attempt's deliveries are in flight, to be answered
+// with them.
 func (s *Service) QueueReceive(ctx context.Context, cmd *QueueReceive, wait time.Duration) (Result, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
 		bell := s.node.QueueReady(cmd.Queue) // before the read: a send after it rings
-		var exists, ready bool
+		var exists, ready, retry bool
 		var at time.Time
 		s.node.ReadLocal(func(st *fsm.State) {
 			_, exists = st.Queue(cmd.Queue)
 			at, ready = st.NextReady(cmd.Queue)
+			retry = st.HasReceipt(cmd.Queue, cmd.Caller, cmd.RequestID)
 		})
 		now := time.Now()
-		if !exists || !s.node.IsLeader() || (ready && !at.After(now)) {
+		if !exists || !s.node.IsLeader() || retry || (ready && !at.After(now)) {
 			return s.node.Propose(ctx, cmd)
 		}
 		if wait <= 0 {

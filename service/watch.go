@@ -42,7 +42,7 @@ type Hub struct {
 	cfg HubConfig
 
 	mu      sync.Mutex
-	ring    []fsm.Event // seq s lives at ring[s%len(ring)]; grows to cfg.Events
+	ring    []slot      // seq s lives at ring[s%len(ring)]; grows to cfg.Events
 	first   uint64      // seq of the oldest kept event
 	next    uint64      // seq the next event gets
 	bytes   int         // held by the kept events
@@ -69,7 +69,7 @@ func NewHub(cfg HubConfig) *Hub {
 	if cfg.MaxLag <= 0 || cfg.MaxLag > cfg.Events {
 		cfg.MaxLag = max(cfg.Events/2, 1)
 	}
-	return &Hub{cfg: cfg, ring: make([]fsm.Event, min(cfg.Events, 1024)), changed: make(chan struct{}),
+	return &Hub{cfg: cfg, ring: make([]slot, min(cfg.Events, 1024)), changed: make(chan struct{}),
 		watchers: make(map[*Watcher]struct{})}
 }
 
@@ -87,7 +87,7 @@ func (h *Hub) Applied(index uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := range h.pending {
-		h.push(h.pending[i])
+		h.push(slotOf(&h.pending[i]))
 		h.pending[i] = fsm.Event{}
 	}
 	h.pending = h.pending[:0]
@@ -123,39 +123,31 @@ func (h *Hub) Restored(index uint64) {
 	h.changed = make(chan struct{})
 }
 
-func (h *Hub) push(e fsm.Event) {
+func (h *Hub) push(e slot) {
 	if h.next-h.first == uint64(len(h.ring)) && len(h.ring) < h.cfg.Events {
 		h.grow()
 	}
 	n := uint64(len(h.ring))
-	for h.next-h.first == n || (h.next > h.first && h.bytes+eventBytes(&e) > h.cfg.Bytes) {
+	for h.next-h.first == n || (h.next > h.first && h.bytes+e.bytes() > h.cfg.Bytes) {
 		old := &h.ring[h.first%n]
 		h.floor = max(h.floor, old.Index)
-		h.bytes -= eventBytes(old)
-		*old = fsm.Event{}
+		h.bytes -= old.bytes()
+		*old = slot{}
 		h.first++
 	}
 	h.ring[h.next%n] = e
-	h.bytes += eventBytes(&e)
+	h.bytes += e.bytes()
 	h.next++
 }
 
 // grow doubles the ring (up to its limit): it starts small, so an idle
 // node does not hold the whole ring.
 func (h *Hub) grow() {
-	ring := make([]fsm.Event, min(2*len(h.ring), h.cfg.Events))
+	ring := make([]slot, min(2*len(h.ring), h.cfg.Events))
 	for s := h.first; s < h.next; s++ {
 		ring[s%uint64(len(ring))] = h.ring[s%uint64(len(h.ring))]
 	}
 	h.ring = ring
-}
-
-func eventBytes(e *fsm.Event) int {
-	n := len(e.Key) + len(e.Value) + len(e.Owner) + len(e.Operation) + len(e.Group)
-	for _, r := range e.Resources {
-		n += len(r)
-	}
-	return n
 }
 
 // HubStats is what the hub reports for metrics.

@@ -201,7 +201,7 @@ func (w *Watcher) nextLocked() (Batch, step, <-chan struct{}) {
 	b := Batch{Index: h.ring[w.cursor%n].Index}
 	for ; w.cursor < h.next && h.ring[w.cursor%n].Index == b.Index; w.cursor++ {
 		if e := &h.ring[w.cursor%n]; w.wants(e) {
-			b.Events = append(b.Events, *e)
+			b.Events = append(b.Events, e.event())
 		}
 	}
 	if len(b.Events) > 0 {
@@ -216,7 +216,7 @@ func (w *Watcher) nextLocked() (Batch, step, <-chan struct{}) {
 	return Batch{}, stepSkip, nil
 }
 
-func (w *Watcher) wants(e *fsm.Event) bool {
+func (w *Watcher) wants(e *slot) bool {
 	if e.Index <= w.start || (e.Kind == fsm.EventRenewed && !w.req.Renewed) {
 		return false
 	}
@@ -224,7 +224,7 @@ func (w *Watcher) wants(e *fsm.Event) bool {
 		return true
 	}
 	for _, p := range w.req.Prefixes {
-		if e.Key != "" && strings.HasPrefix(e.Key, p) {
+		if k := e.key(); k != "" && strings.HasPrefix(k, p) {
 			return true
 		}
 		for _, r := range e.Resources {

@@ -37,7 +37,7 @@ func TestDashboardQueues(t *testing.T) {
 	for _, dl := range got.Deliveries {
 		if dl.Key == "customer-7" {
 			if status, b := call(t, n, workerTok, "/leasehold.v1.Queues/Nack",
-				fmt.Sprintf(`{"queue":"orders","sequence":"%d","token":"%d","error":"card declined"}`, dl.Sequence, dl.Token), nil); status != http.StatusOK {
+				fmt.Sprintf(`{"queue":"orders","sequence":"%d","token":"%d","consumer":"billing-1","error":"card declined"}`, dl.Sequence, dl.Token), nil); status != http.StatusOK {
 				t.Fatalf("nack: HTTP %d %s", status, b)
 			}
 		}

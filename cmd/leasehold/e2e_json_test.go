@@ -107,6 +107,7 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 		{"kv delete", []string{"kv", "delete", "j/k2"}, "", &cliout.KeyWritten{}},
 		{"check-fence", []string{"check-fence", "j/held", tok}, "", &cliout.FenceCheck{}},
 		{"version", []string{"version"}, "", &cliout.Version{}},
+		{"health", []string{"health"}, "", &cliout.Health{}},
 		{"bench", []string{"bench", "--duration", "500ms", "--warmup", "0s", "--clients", "2", "--resources", "8"}, "", &bench.Report{}},
 		{"release", []string{"release", "--lease", strconv.FormatUint(rel.LeaseID, 10), "--secret", rel.Secret}, "", &cliout.Released{}},
 		{"acquire --limit", []string{"acquire", "--ttl", "1m", "--limit", "3", "j/sem"}, "", &cliout.Acquired{}},

@@ -98,7 +98,7 @@ func TestSecretsStaySecret(t *testing.T) {
 	var seq, tok uint64
 	fmt.Sscanf(recv[strings.Index(recv, `"sequence":"`)+12:], "%d", &seq)
 	fmt.Sscanf(recv[strings.Index(recv, `"token":"`)+9:], "%d", &tok)
-	if nack := call(workerTok, "/leasehold.v1.Queues/Nack", fmt.Sprintf(`{"queue":"jobs/q","sequence":"%d","token":"%d","error":"boom"}`, seq, tok)); !strings.Contains(nack, "HTTP 200") {
+	if nack := call(workerTok, "/leasehold.v1.Queues/Nack", fmt.Sprintf(`{"queue":"jobs/q","sequence":"%d","token":"%d","consumer":"queue-consumer-7","error":"boom"}`, seq, tok)); !strings.Contains(nack, "HTTP 200") {
 		t.Fatalf("receive %s; nack: %s", recv, nack)
 	}
 	dashboardPages := func(when string) {

@@ -146,6 +146,7 @@ func deliveryFlags(cmd *cobra.Command, d *client.Delivery) {
 	cmd.Flags().Uint64Var(&d.Sequence, "delivery", 0, "the message's sequence")
 	cmd.Flags().MarkDeprecated("delivery", "use --sequence")
 	cmd.Flags().Uint64Var(&d.Token, "token", 0, "the delivery's token (as receive printed it; required)")
+	cmd.Flags().StringVar(&d.Consumer, "consumer", "", "the consumer name receive was given (only that consumer may settle the delivery)")
 }
 
 func checkDelivery(d client.Delivery) error {

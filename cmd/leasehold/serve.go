@@ -15,19 +15,21 @@ import (
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/embed"
+	"github.com/leasehold/leasehold/internal/gctarget"
 	"github.com/leasehold/leasehold/server"
 	"github.com/leasehold/leasehold/service"
 )
 
 type serveFlags struct {
 	authFile                                 string
-	insecure                                 bool
+	insecure, dashboard                      bool
 	acquireRate                              float64
 	tlsCert, tlsKey, tlsClientCA             string
 	raftTLSCert, raftTLSKey, raftTLSCA       string
 	maxWaitersPerResource, maxLeasesPerOwner int
 	walSegmentMiB                            int
 	watchHistory                             int
+	gcPercent                                int
 	peers                                    string
 	join                                     string
 	advertise                                string
@@ -86,6 +88,7 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.authFile, "auth-file", "", "JSON file of bearer tokens (hashed) and their roles; see 'leasehold auth token'")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback address without auth and raft TLS")
+	fl.BoolVar(&f.dashboard, "dashboard", true, "serve the web dashboard at /ui/ (--dashboard=false: /ui/ answers 404)")
 	fl.Float64Var(&f.acquireRate, "acquire-rate", 2000, "most acquisitions a second per client (0: no limit)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "the API certificate's key (PEM)")
@@ -116,7 +119,10 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the node until it stops")
 	fl.MarkHidden("cpuprofile")
 	fl.IntVar(&f.watchHistory, "watch-history", service.DefaultHubConfig().Events,
-		"change events this node keeps for watches to resume from (1000 to 10000000; about 150 bytes each plus keys and values, 64 MiB of those at most)")
+		"change events this node keeps for watches to resume from (1000 to 10000000; about 100 bytes each, 160 for a KV or group event, plus keys and values, 64 MiB of those at most)")
+	fl.IntVar(&f.gcPercent, "gc-percent", gctarget.Percent,
+		"let the heap grow this much (percent) above what is live before collecting, once 16 MiB is less than that "+
+			"(10 to 100; 100 is Go's default; ignored if GOGC is set)")
 	return cmd
 }
 
@@ -181,6 +187,14 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	if f.watchHistory < 1000 || f.watchHistory > 10_000_000 {
 		return fmt.Errorf("--watch-history %d: give 1000 to 10000000 (events)", f.watchHistory)
 	}
+	if f.gcPercent < 10 || f.gcPercent > 100 {
+		return usagef("--gc-percent %d: give 10 to 100 (100 is Go's default)", f.gcPercent)
+	}
+	if os.Getenv("GOGC") == "" {
+		gctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go gctarget.Run(gctx, f.gcPercent, time.Second)
+	}
 	if b := f.limits.maxQueueBodyBytes; b < 1 || b > service.MaxQueueBody {
 		return usagef("--max-queue-body-bytes %d: give 1 to %d (1 MiB, the most a message may hold)", b, service.MaxQueueBody)
 	}
@@ -243,12 +257,13 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	if host, _, _ := net.SplitHostPort(l.Addr().String()); apiURL == "" && !net.ParseIP(host).IsUnspecified() {
 		apiURL = scheme + l.Addr().String()
 	}
-	node, err := embed.Start(embed.Config{Cluster: cfg, API: l, Metrics: ml, History: service.HubConfig{Events: f.watchHistory}, Server: server.Config{
-		NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg,
-		MetricsAuth:     metricsAuth,
-		MaxRequestBytes: f.limits.maxRequestBytes, MaxInflightBodyBytes: f.limits.maxInflightBodyBytes,
-		BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient,
-		MaxQueueBodyBytes: f.limits.maxQueueBodyBytes}})
+	node, err := embed.Start(embed.Config{Cluster: cfg, API: l, Metrics: ml, History: service.HubConfig{Events: f.watchHistory},
+		NoDashboard: !f.dashboard, Server: server.Config{
+			NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg,
+			MetricsAuth:     metricsAuth,
+			MaxRequestBytes: f.limits.maxRequestBytes, MaxInflightBodyBytes: f.limits.maxInflightBodyBytes,
+			BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient,
+			MaxQueueBodyBytes: f.limits.maxQueueBodyBytes}})
 	if errors.Is(err, cluster.ErrDiskFull) {
 		return fmt.Errorf("%w\nfree space in %s, or start with a smaller --wal-segment-size (now %d MiB)", err, f.dataDir, f.walSegmentMiB)
 	}

@@ -37,10 +37,11 @@ func newSnapshotSave(g *globals) *cobra.Command {
 	var o *output
 	cmd := &cobra.Command{
 		Use:   "save FILE",
-		Short: "Write the state of the node asked (--endpoints) to FILE, checksummed (admin role)",
-		Long: "Streams the whole state of one node, as of one applied index, into FILE.tmp, checks\n" +
+		Short: "Write the state of the leader to FILE, checksummed (admin role)",
+		Long: "Streams the whole state of the leader, as of one applied index, into FILE.tmp, checks\n" +
 			"its SHA-256, fsyncs and renames it to FILE. The file starts with a header (index, term,\n" +
-			"format, size, SHA-256). Ask the leader for the newest state: a follower's may lag.",
+			"format, size, SHA-256, the node that answered). Any node may be named in --endpoints:\n" +
+			"save finds the leader itself. Without a leader (no quorum), the node asked answers.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)

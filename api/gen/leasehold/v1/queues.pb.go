@@ -1406,8 +1406,15 @@ type QueuesReceiveRequest struct {
 	// If nothing is ready, wait up to this long for a message: 0 to 20s.
 	Wait *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
 	// Names this consumer among the caller's (its in-flight deliveries are
-	// counted against max_in_flight_per_consumer): up to 128 bytes.
-	Consumer      string `protobuf:"bytes,5,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	// counted against max_in_flight_per_consumer): up to 128 bytes. Ack,
+	// Nack and Extend of its deliveries must name it again.
+	Consumer string `protobuf:"bytes,5,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	// A retry with the same request_id (from the same caller and consumer)
+	// answers the deliveries the first handed out that are still in flight,
+	// with the same tokens, instead of handing out more: a lost answer
+	// leaves nothing in flight to nobody. The id is remembered while one of
+	// those deliveries is in flight; their visibility restarts at the retry.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1477,6 +1484,13 @@ func (x *QueuesReceiveRequest) GetConsumer() string {
 	return ""
 }
 
+func (x *QueuesReceiveRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type QueuesReceiveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty when nothing was ready within the wait.
@@ -1529,7 +1543,10 @@ type QueuesAckRequest struct {
 	Token    uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	// A retried Ack with the same request_id answers as the first did,
 	// instead of stale_token.
-	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The consumer name the Receive gave (empty if it gave none), or the
+	// delivery's consumer as Receive answered it.
+	Consumer      string `protobuf:"bytes,5,opt,name=consumer,proto3" json:"consumer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1592,6 +1609,13 @@ func (x *QueuesAckRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *QueuesAckRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
 type QueuesAckResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1628,6 +1652,220 @@ func (*QueuesAckResponse) Descriptor() ([]byte, []int) {
 	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{23}
 }
 
+// One ack of an AckBatch.
+type QueueAck struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Sequence uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Token    uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// Like Ack's.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAck) Reset() {
+	*x = QueueAck{}
+	mi := &file_leasehold_v1_queues_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAck) ProtoMessage() {}
+
+func (x *QueueAck) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_queues_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAck.ProtoReflect.Descriptor instead.
+func (*QueueAck) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *QueueAck) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *QueueAck) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *QueueAck) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type QueuesAckBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// 1 to 100 deliveries, each of this consumer.
+	Acks []*QueueAck `protobuf:"bytes,2,rep,name=acks,proto3" json:"acks,omitempty"`
+	// The consumer name the Receive gave (empty if it gave none), or the
+	// delivery's consumer as Receive answered it.
+	Consumer      string `protobuf:"bytes,3,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuesAckBatchRequest) Reset() {
+	*x = QueuesAckBatchRequest{}
+	mi := &file_leasehold_v1_queues_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuesAckBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuesAckBatchRequest) ProtoMessage() {}
+
+func (x *QueuesAckBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_queues_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuesAckBatchRequest.ProtoReflect.Descriptor instead.
+func (*QueuesAckBatchRequest) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *QueuesAckBatchRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueuesAckBatchRequest) GetAcks() []*QueueAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+func (x *QueuesAckBatchRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+type QueuesAckBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per ack, in order: unset when it was acked, else why not.
+	Results       []*QueueAckResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuesAckBatchResponse) Reset() {
+	*x = QueuesAckBatchResponse{}
+	mi := &file_leasehold_v1_queues_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuesAckBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuesAckBatchResponse) ProtoMessage() {}
+
+func (x *QueuesAckBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_queues_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuesAckBatchResponse.ProtoReflect.Descriptor instead.
+func (*QueuesAckBatchResponse) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *QueuesAckBatchResponse) GetResults() []*QueueAckResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type QueueAckResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *BatchError            `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAckResult) Reset() {
+	*x = QueueAckResult{}
+	mi := &file_leasehold_v1_queues_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAckResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAckResult) ProtoMessage() {}
+
+func (x *QueueAckResult) ProtoReflect() protoreflect.Message {
+	mi := &file_leasehold_v1_queues_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAckResult.ProtoReflect.Descriptor instead.
+func (*QueueAckResult) Descriptor() ([]byte, []int) {
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *QueueAckResult) GetError() *BatchError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type QueuesNackRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Queue    string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -1636,14 +1874,17 @@ type QueuesNackRequest struct {
 	// Deliverable again no sooner than this: 0 to 15m.
 	Delay *durationpb.Duration `protobuf:"bytes,4,opt,name=delay,proto3" json:"delay,omitempty"`
 	// Why it failed, kept with the message: up to 1 KiB.
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// The consumer name the Receive gave (empty if it gave none), or the
+	// delivery's consumer as Receive answered it.
+	Consumer      string `protobuf:"bytes,6,opt,name=consumer,proto3" json:"consumer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueuesNackRequest) Reset() {
 	*x = QueuesNackRequest{}
-	mi := &file_leasehold_v1_queues_proto_msgTypes[24]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1896,7 @@ func (x *QueuesNackRequest) String() string {
 func (*QueuesNackRequest) ProtoMessage() {}
 
 func (x *QueuesNackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_queues_proto_msgTypes[24]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1909,7 @@ func (x *QueuesNackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesNackRequest.ProtoReflect.Descriptor instead.
 func (*QueuesNackRequest) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{24}
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *QueuesNackRequest) GetQueue() string {
@@ -1706,6 +1947,13 @@ func (x *QueuesNackRequest) GetError() string {
 	return ""
 }
 
+func (x *QueuesNackRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
 type QueuesNackResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1714,7 +1962,7 @@ type QueuesNackResponse struct {
 
 func (x *QueuesNackResponse) Reset() {
 	*x = QueuesNackResponse{}
-	mi := &file_leasehold_v1_queues_proto_msgTypes[25]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1974,7 @@ func (x *QueuesNackResponse) String() string {
 func (*QueuesNackResponse) ProtoMessage() {}
 
 func (x *QueuesNackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_queues_proto_msgTypes[25]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1987,7 @@ func (x *QueuesNackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesNackResponse.ProtoReflect.Descriptor instead.
 func (*QueuesNackResponse) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{25}
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{29}
 }
 
 type QueuesExtendRequest struct {
@@ -1750,14 +1998,17 @@ type QueuesExtendRequest struct {
 	// Invisible this much more from now: 1s to 12h.
 	Visibility *durationpb.Duration `protobuf:"bytes,4,opt,name=visibility,proto3" json:"visibility,omitempty"`
 	// What the consumer has done so far: up to 1 KiB.
-	Progress      string `protobuf:"bytes,5,opt,name=progress,proto3" json:"progress,omitempty"`
+	Progress string `protobuf:"bytes,5,opt,name=progress,proto3" json:"progress,omitempty"`
+	// The consumer name the Receive gave (empty if it gave none), or the
+	// delivery's consumer as Receive answered it.
+	Consumer      string `protobuf:"bytes,6,opt,name=consumer,proto3" json:"consumer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueuesExtendRequest) Reset() {
 	*x = QueuesExtendRequest{}
-	mi := &file_leasehold_v1_queues_proto_msgTypes[26]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +2020,7 @@ func (x *QueuesExtendRequest) String() string {
 func (*QueuesExtendRequest) ProtoMessage() {}
 
 func (x *QueuesExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_queues_proto_msgTypes[26]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +2033,7 @@ func (x *QueuesExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesExtendRequest.ProtoReflect.Descriptor instead.
 func (*QueuesExtendRequest) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{26}
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *QueuesExtendRequest) GetQueue() string {
@@ -1820,6 +2071,13 @@ func (x *QueuesExtendRequest) GetProgress() string {
 	return ""
 }
 
+func (x *QueuesExtendRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
 type QueuesExtendResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1828,7 +2086,7 @@ type QueuesExtendResponse struct {
 
 func (x *QueuesExtendResponse) Reset() {
 	*x = QueuesExtendResponse{}
-	mi := &file_leasehold_v1_queues_proto_msgTypes[27]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2098,7 @@ func (x *QueuesExtendResponse) String() string {
 func (*QueuesExtendResponse) ProtoMessage() {}
 
 func (x *QueuesExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_queues_proto_msgTypes[27]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2111,7 @@ func (x *QueuesExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesExtendResponse.ProtoReflect.Descriptor instead.
 func (*QueuesExtendResponse) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{27}
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{31}
 }
 
 type QueuesRedriveRequest struct {
@@ -1867,7 +2125,7 @@ type QueuesRedriveRequest struct {
 
 func (x *QueuesRedriveRequest) Reset() {
 	*x = QueuesRedriveRequest{}
-	mi := &file_leasehold_v1_queues_proto_msgTypes[28]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +2137,7 @@ func (x *QueuesRedriveRequest) String() string {
 func (*QueuesRedriveRequest) ProtoMessage() {}
 
 func (x *QueuesRedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_queues_proto_msgTypes[28]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +2150,7 @@ func (x *QueuesRedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesRedriveRequest.ProtoReflect.Descriptor instead.
 func (*QueuesRedriveRequest) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{28}
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *QueuesRedriveRequest) GetQueue() string {
@@ -1918,7 +2176,7 @@ type QueuesRedriveResponse struct {
 
 func (x *QueuesRedriveResponse) Reset() {
 	*x = QueuesRedriveResponse{}
-	mi := &file_leasehold_v1_queues_proto_msgTypes[29]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2188,7 @@ func (x *QueuesRedriveResponse) String() string {
 func (*QueuesRedriveResponse) ProtoMessage() {}
 
 func (x *QueuesRedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_queues_proto_msgTypes[29]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2201,7 @@ func (x *QueuesRedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesRedriveResponse.ProtoReflect.Descriptor instead.
 func (*QueuesRedriveResponse) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{29}
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *QueuesRedriveResponse) GetMoved() uint64 {
@@ -1964,7 +2222,7 @@ type QueuesDeadLettersRequest struct {
 
 func (x *QueuesDeadLettersRequest) Reset() {
 	*x = QueuesDeadLettersRequest{}
-	mi := &file_leasehold_v1_queues_proto_msgTypes[30]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2234,7 @@ func (x *QueuesDeadLettersRequest) String() string {
 func (*QueuesDeadLettersRequest) ProtoMessage() {}
 
 func (x *QueuesDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_queues_proto_msgTypes[30]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2247,7 @@ func (x *QueuesDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*QueuesDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{30}
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *QueuesDeadLettersRequest) GetQueue() string {
@@ -2015,7 +2273,7 @@ type QueuesDeadLettersResponse struct {
 
 func (x *QueuesDeadLettersResponse) Reset() {
 	*x = QueuesDeadLettersResponse{}
-	mi := &file_leasehold_v1_queues_proto_msgTypes[31]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2285,7 @@ func (x *QueuesDeadLettersResponse) String() string {
 func (*QueuesDeadLettersResponse) ProtoMessage() {}
 
 func (x *QueuesDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_leasehold_v1_queues_proto_msgTypes[31]
+	mi := &file_leasehold_v1_queues_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2298,7 @@ func (x *QueuesDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuesDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*QueuesDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{31}
+	return file_leasehold_v1_queues_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *QueuesDeadLettersResponse) GetDeadLetters() []*QueueDeadLetter {
@@ -2054,7 +2312,7 @@ var File_leasehold_v1_queues_proto protoreflect.FileDescriptor
 
 const file_leasehold_v1_queues_proto_rawDesc = "" +
 	"\n" +
-	"\x19leasehold/v1/queues.proto\x12\fleasehold.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x03\n" +
+	"\x19leasehold/v1/queues.proto\x12\fleasehold.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19leasehold/v1/leases.proto\"\x99\x03\n" +
 	"\rQueueSettings\x129\n" +
 	"\n" +
 	"visibility\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
@@ -2154,7 +2412,7 @@ const file_leasehold_v1_queues_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"U\n" +
 	"\x17QueuesSendBatchResponse\x12:\n" +
-	"\aresults\x18\x01 \x03(\v2 .leasehold.v1.QueuesSendResponseR\aresults\"\xc4\x01\n" +
+	"\aresults\x18\x01 \x03(\v2 .leasehold.v1.QueuesSendResponseR\aresults\"\xe3\x01\n" +
 	"\x14QueuesReceiveRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\rR\x03max\x129\n" +
@@ -2162,25 +2420,42 @@ const file_leasehold_v1_queues_proto_rawDesc = "" +
 	"visibility\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"visibility\x12-\n" +
 	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x1a\n" +
-	"\bconsumer\x18\x05 \x01(\tR\bconsumer\"T\n" +
+	"\bconsumer\x18\x05 \x01(\tR\bconsumer\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"T\n" +
 	"\x15QueuesReceiveResponse\x12;\n" +
 	"\n" +
 	"deliveries\x18\x01 \x03(\v2\x1b.leasehold.v1.QueueDeliveryR\n" +
-	"deliveries\"y\n" +
+	"deliveries\"\x95\x01\n" +
 	"\x10QueuesAckRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\x13\n" +
-	"\x11QueuesAckResponse\"\xa2\x01\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1a\n" +
+	"\bconsumer\x18\x05 \x01(\tR\bconsumer\"\x13\n" +
+	"\x11QueuesAckResponse\"[\n" +
+	"\bQueueAck\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"u\n" +
+	"\x15QueuesAckBatchRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12*\n" +
+	"\x04acks\x18\x02 \x03(\v2\x16.leasehold.v1.QueueAckR\x04acks\x12\x1a\n" +
+	"\bconsumer\x18\x03 \x01(\tR\bconsumer\"P\n" +
+	"\x16QueuesAckBatchResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.leasehold.v1.QueueAckResultR\aresults\"@\n" +
+	"\x0eQueueAckResult\x12.\n" +
+	"\x05error\x18\x01 \x01(\v2\x18.leasehold.v1.BatchErrorR\x05error\"\xbe\x01\n" +
 	"\x11QueuesNackRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12/\n" +
 	"\x05delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\x14\n" +
-	"\x12QueuesNackResponse\"\xb4\x01\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x14\n" +
+	"\x12QueuesNackResponse\"\xd0\x01\n" +
 	"\x13QueuesExtendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12\x14\n" +
@@ -2188,7 +2463,8 @@ const file_leasehold_v1_queues_proto_rawDesc = "" +
 	"\n" +
 	"visibility\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"visibility\x12\x1a\n" +
-	"\bprogress\x18\x05 \x01(\tR\bprogress\"\x16\n" +
+	"\bprogress\x18\x05 \x01(\tR\bprogress\x12\x1a\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x16\n" +
 	"\x14QueuesExtendResponse\">\n" +
 	"\x14QueuesRedriveRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
@@ -2203,7 +2479,7 @@ const file_leasehold_v1_queues_proto_rawDesc = "" +
 	"\x0eDeadLetterMode\x12 \n" +
 	"\x1cDEAD_LETTER_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DEAD_LETTER_MODE_SKIP\x10\x01\x12\x1a\n" +
-	"\x16DEAD_LETTER_MODE_BLOCK\x10\x022\x9c\b\n" +
+	"\x16DEAD_LETTER_MODE_BLOCK\x10\x022\xf3\b\n" +
 	"\x06Queues\x12O\n" +
 	"\x06Create\x12!.leasehold.v1.QueuesCreateRequest\x1a\".leasehold.v1.QueuesCreateResponse\x12I\n" +
 	"\x04List\x12\x1f.leasehold.v1.QueuesListRequest\x1a .leasehold.v1.QueuesListResponse\x12F\n" +
@@ -2213,7 +2489,8 @@ const file_leasehold_v1_queues_proto_rawDesc = "" +
 	"\x04Send\x12\x1f.leasehold.v1.QueuesSendRequest\x1a .leasehold.v1.QueuesSendResponse\x12X\n" +
 	"\tSendBatch\x12$.leasehold.v1.QueuesSendBatchRequest\x1a%.leasehold.v1.QueuesSendBatchResponse\x12R\n" +
 	"\aReceive\x12\".leasehold.v1.QueuesReceiveRequest\x1a#.leasehold.v1.QueuesReceiveResponse\x12F\n" +
-	"\x03Ack\x12\x1e.leasehold.v1.QueuesAckRequest\x1a\x1f.leasehold.v1.QueuesAckResponse\x12I\n" +
+	"\x03Ack\x12\x1e.leasehold.v1.QueuesAckRequest\x1a\x1f.leasehold.v1.QueuesAckResponse\x12U\n" +
+	"\bAckBatch\x12#.leasehold.v1.QueuesAckBatchRequest\x1a$.leasehold.v1.QueuesAckBatchResponse\x12I\n" +
 	"\x04Nack\x12\x1f.leasehold.v1.QueuesNackRequest\x1a .leasehold.v1.QueuesNackResponse\x12O\n" +
 	"\x06Extend\x12!.leasehold.v1.QueuesExtendRequest\x1a\".leasehold.v1.QueuesExtendResponse\x12R\n" +
 	"\aRedrive\x12\".leasehold.v1.QueuesRedriveRequest\x1a#.leasehold.v1.QueuesRedriveResponse\x12^\n" +
@@ -2232,7 +2509,7 @@ func file_leasehold_v1_queues_proto_rawDescGZIP() []byte {
 }
 
 var file_leasehold_v1_queues_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_leasehold_v1_queues_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_leasehold_v1_queues_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_leasehold_v1_queues_proto_goTypes = []any{
 	(DeadLetterMode)(0),               // 0: leasehold.v1.DeadLetterMode
 	(*QueueSettings)(nil),             // 1: leasehold.v1.QueueSettings
@@ -2259,77 +2536,87 @@ var file_leasehold_v1_queues_proto_goTypes = []any{
 	(*QueuesReceiveResponse)(nil),     // 22: leasehold.v1.QueuesReceiveResponse
 	(*QueuesAckRequest)(nil),          // 23: leasehold.v1.QueuesAckRequest
 	(*QueuesAckResponse)(nil),         // 24: leasehold.v1.QueuesAckResponse
-	(*QueuesNackRequest)(nil),         // 25: leasehold.v1.QueuesNackRequest
-	(*QueuesNackResponse)(nil),        // 26: leasehold.v1.QueuesNackResponse
-	(*QueuesExtendRequest)(nil),       // 27: leasehold.v1.QueuesExtendRequest
-	(*QueuesExtendResponse)(nil),      // 28: leasehold.v1.QueuesExtendResponse
-	(*QueuesRedriveRequest)(nil),      // 29: leasehold.v1.QueuesRedriveRequest
-	(*QueuesRedriveResponse)(nil),     // 30: leasehold.v1.QueuesRedriveResponse
-	(*QueuesDeadLettersRequest)(nil),  // 31: leasehold.v1.QueuesDeadLettersRequest
-	(*QueuesDeadLettersResponse)(nil), // 32: leasehold.v1.QueuesDeadLettersResponse
-	(*durationpb.Duration)(nil),       // 33: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),     // 34: google.protobuf.Timestamp
+	(*QueueAck)(nil),                  // 25: leasehold.v1.QueueAck
+	(*QueuesAckBatchRequest)(nil),     // 26: leasehold.v1.QueuesAckBatchRequest
+	(*QueuesAckBatchResponse)(nil),    // 27: leasehold.v1.QueuesAckBatchResponse
+	(*QueueAckResult)(nil),            // 28: leasehold.v1.QueueAckResult
+	(*QueuesNackRequest)(nil),         // 29: leasehold.v1.QueuesNackRequest
+	(*QueuesNackResponse)(nil),        // 30: leasehold.v1.QueuesNackResponse
+	(*QueuesExtendRequest)(nil),       // 31: leasehold.v1.QueuesExtendRequest
+	(*QueuesExtendResponse)(nil),      // 32: leasehold.v1.QueuesExtendResponse
+	(*QueuesRedriveRequest)(nil),      // 33: leasehold.v1.QueuesRedriveRequest
+	(*QueuesRedriveResponse)(nil),     // 34: leasehold.v1.QueuesRedriveResponse
+	(*QueuesDeadLettersRequest)(nil),  // 35: leasehold.v1.QueuesDeadLettersRequest
+	(*QueuesDeadLettersResponse)(nil), // 36: leasehold.v1.QueuesDeadLettersResponse
+	(*durationpb.Duration)(nil),       // 37: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 38: google.protobuf.Timestamp
+	(*BatchError)(nil),                // 39: leasehold.v1.BatchError
 }
 var file_leasehold_v1_queues_proto_depIdxs = []int32{
-	33, // 0: leasehold.v1.QueueSettings.visibility:type_name -> google.protobuf.Duration
-	33, // 1: leasehold.v1.QueueSettings.retention:type_name -> google.protobuf.Duration
-	33, // 2: leasehold.v1.QueueSettings.dedup_window:type_name -> google.protobuf.Duration
+	37, // 0: leasehold.v1.QueueSettings.visibility:type_name -> google.protobuf.Duration
+	37, // 1: leasehold.v1.QueueSettings.retention:type_name -> google.protobuf.Duration
+	37, // 2: leasehold.v1.QueueSettings.dedup_window:type_name -> google.protobuf.Duration
 	0,  // 3: leasehold.v1.QueueSettings.dead_letter:type_name -> leasehold.v1.DeadLetterMode
 	1,  // 4: leasehold.v1.QueueInfo.settings:type_name -> leasehold.v1.QueueSettings
-	34, // 5: leasehold.v1.QueueInfo.created_at:type_name -> google.protobuf.Timestamp
-	34, // 6: leasehold.v1.QueueInfo.oldest_at:type_name -> google.protobuf.Timestamp
-	33, // 7: leasehold.v1.QueueInfo.oldest_age:type_name -> google.protobuf.Duration
-	34, // 8: leasehold.v1.QueueDelivery.sent_at:type_name -> google.protobuf.Timestamp
-	33, // 9: leasehold.v1.QueueDelivery.visibility:type_name -> google.protobuf.Duration
-	34, // 10: leasehold.v1.QueueDeadLetter.sent_at:type_name -> google.protobuf.Timestamp
-	34, // 11: leasehold.v1.QueueDeadLetter.died_at:type_name -> google.protobuf.Timestamp
-	33, // 12: leasehold.v1.QueueRetryAfter.retry_after:type_name -> google.protobuf.Duration
+	38, // 5: leasehold.v1.QueueInfo.created_at:type_name -> google.protobuf.Timestamp
+	38, // 6: leasehold.v1.QueueInfo.oldest_at:type_name -> google.protobuf.Timestamp
+	37, // 7: leasehold.v1.QueueInfo.oldest_age:type_name -> google.protobuf.Duration
+	38, // 8: leasehold.v1.QueueDelivery.sent_at:type_name -> google.protobuf.Timestamp
+	37, // 9: leasehold.v1.QueueDelivery.visibility:type_name -> google.protobuf.Duration
+	38, // 10: leasehold.v1.QueueDeadLetter.sent_at:type_name -> google.protobuf.Timestamp
+	38, // 11: leasehold.v1.QueueDeadLetter.died_at:type_name -> google.protobuf.Timestamp
+	37, // 12: leasehold.v1.QueueRetryAfter.retry_after:type_name -> google.protobuf.Duration
 	1,  // 13: leasehold.v1.QueuesCreateRequest.settings:type_name -> leasehold.v1.QueueSettings
 	2,  // 14: leasehold.v1.QueuesCreateResponse.queue:type_name -> leasehold.v1.QueueInfo
 	2,  // 15: leasehold.v1.QueuesListResponse.queues:type_name -> leasehold.v1.QueueInfo
 	2,  // 16: leasehold.v1.QueuesGetResponse.queue:type_name -> leasehold.v1.QueueInfo
 	3,  // 17: leasehold.v1.QueuesGetResponse.in_flight:type_name -> leasehold.v1.QueueDelivery
-	33, // 18: leasehold.v1.QueueMessage.delay:type_name -> google.protobuf.Duration
-	33, // 19: leasehold.v1.QueuesSendRequest.delay:type_name -> google.protobuf.Duration
+	37, // 18: leasehold.v1.QueueMessage.delay:type_name -> google.protobuf.Duration
+	37, // 19: leasehold.v1.QueuesSendRequest.delay:type_name -> google.protobuf.Duration
 	16, // 20: leasehold.v1.QueuesSendBatchRequest.messages:type_name -> leasehold.v1.QueueMessage
 	18, // 21: leasehold.v1.QueuesSendBatchResponse.results:type_name -> leasehold.v1.QueuesSendResponse
-	33, // 22: leasehold.v1.QueuesReceiveRequest.visibility:type_name -> google.protobuf.Duration
-	33, // 23: leasehold.v1.QueuesReceiveRequest.wait:type_name -> google.protobuf.Duration
+	37, // 22: leasehold.v1.QueuesReceiveRequest.visibility:type_name -> google.protobuf.Duration
+	37, // 23: leasehold.v1.QueuesReceiveRequest.wait:type_name -> google.protobuf.Duration
 	3,  // 24: leasehold.v1.QueuesReceiveResponse.deliveries:type_name -> leasehold.v1.QueueDelivery
-	33, // 25: leasehold.v1.QueuesNackRequest.delay:type_name -> google.protobuf.Duration
-	33, // 26: leasehold.v1.QueuesExtendRequest.visibility:type_name -> google.protobuf.Duration
-	4,  // 27: leasehold.v1.QueuesDeadLettersResponse.dead_letters:type_name -> leasehold.v1.QueueDeadLetter
-	6,  // 28: leasehold.v1.Queues.Create:input_type -> leasehold.v1.QueuesCreateRequest
-	8,  // 29: leasehold.v1.Queues.List:input_type -> leasehold.v1.QueuesListRequest
-	10, // 30: leasehold.v1.Queues.Get:input_type -> leasehold.v1.QueuesGetRequest
-	12, // 31: leasehold.v1.Queues.Purge:input_type -> leasehold.v1.QueuesPurgeRequest
-	14, // 32: leasehold.v1.Queues.Delete:input_type -> leasehold.v1.QueuesDeleteRequest
-	17, // 33: leasehold.v1.Queues.Send:input_type -> leasehold.v1.QueuesSendRequest
-	19, // 34: leasehold.v1.Queues.SendBatch:input_type -> leasehold.v1.QueuesSendBatchRequest
-	21, // 35: leasehold.v1.Queues.Receive:input_type -> leasehold.v1.QueuesReceiveRequest
-	23, // 36: leasehold.v1.Queues.Ack:input_type -> leasehold.v1.QueuesAckRequest
-	25, // 37: leasehold.v1.Queues.Nack:input_type -> leasehold.v1.QueuesNackRequest
-	27, // 38: leasehold.v1.Queues.Extend:input_type -> leasehold.v1.QueuesExtendRequest
-	29, // 39: leasehold.v1.Queues.Redrive:input_type -> leasehold.v1.QueuesRedriveRequest
-	31, // 40: leasehold.v1.Queues.DeadLetters:input_type -> leasehold.v1.QueuesDeadLettersRequest
-	7,  // 41: leasehold.v1.Queues.Create:output_type -> leasehold.v1.QueuesCreateResponse
-	9,  // 42: leasehold.v1.Queues.List:output_type -> leasehold.v1.QueuesListResponse
-	11, // 43: leasehold.v1.Queues.Get:output_type -> leasehold.v1.QueuesGetResponse
-	13, // 44: leasehold.v1.Queues.Purge:output_type -> leasehold.v1.QueuesPurgeResponse
-	15, // 45: leasehold.v1.Queues.Delete:output_type -> leasehold.v1.QueuesDeleteResponse
-	18, // 46: leasehold.v1.Queues.Send:output_type -> leasehold.v1.QueuesSendResponse
-	20, // 47: leasehold.v1.Queues.SendBatch:output_type -> leasehold.v1.QueuesSendBatchResponse
-	22, // 48: leasehold.v1.Queues.Receive:output_type -> leasehold.v1.QueuesReceiveResponse
-	24, // 49: leasehold.v1.Queues.Ack:output_type -> leasehold.v1.QueuesAckResponse
-	26, // 50: leasehold.v1.Queues.Nack:output_type -> leasehold.v1.QueuesNackResponse
-	28, // 51: leasehold.v1.Queues.Extend:output_type -> leasehold.v1.QueuesExtendResponse
-	30, // 52: leasehold.v1.Queues.Redrive:output_type -> leasehold.v1.QueuesRedriveResponse
-	32, // 53: leasehold.v1.Queues.DeadLetters:output_type -> leasehold.v1.QueuesDeadLettersResponse
-	41, // [41:54] is the sub-list for method output_type
-	28, // [28:41] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	25, // 25: leasehold.v1.QueuesAckBatchRequest.acks:type_name -> leasehold.v1.QueueAck
+	28, // 26: leasehold.v1.QueuesAckBatchResponse.results:type_name -> leasehold.v1.QueueAckResult
+	39, // 27: leasehold.v1.QueueAckResult.error:type_name -> leasehold.v1.BatchError
+	37, // 28: leasehold.v1.QueuesNackRequest.delay:type_name -> google.protobuf.Duration
+	37, // 29: leasehold.v1.QueuesExtendRequest.visibility:type_name -> google.protobuf.Duration
+	4,  // 30: leasehold.v1.QueuesDeadLettersResponse.dead_letters:type_name -> leasehold.v1.QueueDeadLetter
+	6,  // 31: leasehold.v1.Queues.Create:input_type -> leasehold.v1.QueuesCreateRequest
+	8,  // 32: leasehold.v1.Queues.List:input_type -> leasehold.v1.QueuesListRequest
+	10, // 33: leasehold.v1.Queues.Get:input_type -> leasehold.v1.QueuesGetRequest
+	12, // 34: leasehold.v1.Queues.Purge:input_type -> leasehold.v1.QueuesPurgeRequest
+	14, // 35: leasehold.v1.Queues.Delete:input_type -> leasehold.v1.QueuesDeleteRequest
+	17, // 36: leasehold.v1.Queues.Send:input_type -> leasehold.v1.QueuesSendRequest
+	19, // 37: leasehold.v1.Queues.SendBatch:input_type -> leasehold.v1.QueuesSendBatchRequest
+	21, // 38: leasehold.v1.Queues.Receive:input_type -> leasehold.v1.QueuesReceiveRequest
+	23, // 39: leasehold.v1.Queues.Ack:input_type -> leasehold.v1.QueuesAckRequest
+	26, // 40: leasehold.v1.Queues.AckBatch:input_type -> leasehold.v1.QueuesAckBatchRequest
+	29, // 41: leasehold.v1.Queues.Nack:input_type -> leasehold.v1.QueuesNackRequest
+	31, // 42: leasehold.v1.Queues.Extend:input_type -> leasehold.v1.QueuesExtendRequest
+	33, // 43: leasehold.v1.Queues.Redrive:input_type -> leasehold.v1.QueuesRedriveRequest
+	35, // 44: leasehold.v1.Queues.DeadLetters:input_type -> leasehold.v1.QueuesDeadLettersRequest
+	7,  // 45: leasehold.v1.Queues.Create:output_type -> leasehold.v1.QueuesCreateResponse
+	9,  // 46: leasehold.v1.Queues.List:output_type -> leasehold.v1.QueuesListResponse
+	11, // 47: leasehold.v1.Queues.Get:output_type -> leasehold.v1.QueuesGetResponse
+	13, // 48: leasehold.v1.Queues.Purge:output_type -> leasehold.v1.QueuesPurgeResponse
+	15, // 49: leasehold.v1.Queues.Delete:output_type -> leasehold.v1.QueuesDeleteResponse
+	18, // 50: leasehold.v1.Queues.Send:output_type -> leasehold.v1.QueuesSendResponse
+	20, // 51: leasehold.v1.Queues.SendBatch:output_type -> leasehold.v1.QueuesSendBatchResponse
+	22, // 52: leasehold.v1.Queues.Receive:output_type -> leasehold.v1.QueuesReceiveResponse
+	24, // 53: leasehold.v1.Queues.Ack:output_type -> leasehold.v1.QueuesAckResponse
+	27, // 54: leasehold.v1.Queues.AckBatch:output_type -> leasehold.v1.QueuesAckBatchResponse
+	30, // 55: leasehold.v1.Queues.Nack:output_type -> leasehold.v1.QueuesNackResponse
+	32, // 56: leasehold.v1.Queues.Extend:output_type -> leasehold.v1.QueuesExtendResponse
+	34, // 57: leasehold.v1.Queues.Redrive:output_type -> leasehold.v1.QueuesRedriveResponse
+	36, // 58: leasehold.v1.Queues.DeadLetters:output_type -> leasehold.v1.QueuesDeadLettersResponse
+	45, // [45:59] is the sub-list for method output_type
+	31, // [31:45] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_leasehold_v1_queues_proto_init() }
@@ -2337,13 +2624,14 @@ func file_leasehold_v1_queues_proto_init() {
 	if File_leasehold_v1_queues_proto != nil {
 		return
 	}
+	file_leasehold_v1_leases_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_leasehold_v1_queues_proto_rawDesc), len(file_leasehold_v1_queues_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

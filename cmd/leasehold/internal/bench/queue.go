@@ -26,7 +26,8 @@ const benchQueue = "bench/queue"
 
 // queueWorkload: each worker runs a producer, which sends messages (Batch
 // at a time) of BodyBytes to random keys among Resources, and a consumer,
-// which receives up to Batch at a time and acks each. The producers keep
+// which receives up to Batch at a time and acks them in one AckBatch (a
+// lone delivery with Ack). The producers keep
 // at most one batch each unacknowledged (backlog), so the send-to-ack
 // latency is the pipeline's, not the time spent behind a backlog the
 // producers piled up (Little's law would make that any figure at all);
@@ -153,7 +154,6 @@ func (w *queueWorkload) produce(i int, st *stats) {
 func (w *queueWorkload) consume(i int, st *stats) {
 	r := w.r
 	c := w.consumers[i]
-	var mu sync.Mutex // guards st while the acks of one receive run at once
 	for !r.stopping() && r.opCtx.Err() == nil {
 		t0 := time.Now()
 		ds, err := c.Receive(r.opCtx, benchQueue, r.cfg.Batch, client.PollWait(time.Second),
@@ -170,31 +170,44 @@ func (w *queueWorkload) consume(i int, st *stats) {
 		if r.measuring() {
 			st.ops[opReceive].Record(t1.Sub(t0))
 		}
-		var wg sync.WaitGroup
-		for _, d := range ds {
-			wg.Go(func() {
-				actx, cancel := r.releaseCtx()
-				a0 := time.Now()
-				err := c.Ack(actx, d)
-				a1 := time.Now()
-				cancel()
-				if len(d.Body) < 16 || binary.LittleEndian.Uint64(d.Body[8:]) != w.run {
-					return // left by another run: not this run's figures
+		if len(ds) > 1 {
+			// The messages of one receive are done together: one AckBatch.
+			actx, cancel := r.releaseCtx()
+			a0 := time.Now()
+			errs, err := c.AckBatch(actx, ds)
+			a1 := time.Now()
+			cancel()
+			for i, d := range ds {
+				if err == nil {
+					err = errs[i]
 				}
-				w.pending.Add(-1)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					st.fail(r, err)
-					return
-				}
-				if r.complete() {
-					st.ops[opAck].Record(a1.Sub(a0))
-					sent := time.Unix(0, int64(binary.LittleEndian.Uint64(d.Body)))
-					st.ops[opE2E].Record(a1.Sub(sent))
-				}
-			})
+				w.acked(st, d, err, a1.Sub(a0), a1)
+			}
+			continue
 		}
-		wg.Wait()
+		actx, cancel := r.releaseCtx()
+		a0 := time.Now()
+		err = c.Ack(actx, ds[0])
+		a1 := time.Now()
+		cancel()
+		w.acked(st, ds[0], err, a1.Sub(a0), a1)
+	}
+}
+
+// acked records the ack of d, answered err after took, at a1.
+func (w *queueWorkload) acked(st *stats, d client.Delivery, err error, took time.Duration, a1 time.Time) {
+	r := w.r
+	if len(d.Body) < 16 || binary.LittleEndian.Uint64(d.Body[8:]) != w.run {
+		return // left by another run: not this run's figures
+	}
+	w.pending.Add(-1)
+	if err != nil {
+		st.fail(r, err)
+		return
+	}
+	if r.complete() {
+		st.ops[opAck].Record(took)
+		sent := time.Unix(0, int64(binary.LittleEndian.Uint64(d.Body)))
+		st.ops[opE2E].Record(a1.Sub(sent))
 	}
 }

@@ -51,6 +51,8 @@ const (
 	QueuesReceiveProcedure = "/leasehold.v1.Queues/Receive"
 	// QueuesAckProcedure is the fully-qualified name of the Queues's Ack RPC.
 	QueuesAckProcedure = "/leasehold.v1.Queues/Ack"
+	// QueuesAckBatchProcedure is the fully-qualified name of the Queues's AckBatch RPC.
+	QueuesAckBatchProcedure = "/leasehold.v1.Queues/AckBatch"
 	// QueuesNackProcedure is the fully-qualified name of the Queues's Nack RPC.
 	QueuesNackProcedure = "/leasehold.v1.Queues/Nack"
 	// QueuesExtendProcedure is the fully-qualified name of the Queues's Extend RPC.
@@ -88,8 +90,13 @@ type QueuesClient interface {
 	// its visibility. With a wait it long-polls: if nothing is ready it
 	// waits up to wait for a message, then answers (empty if none came).
 	Receive(context.Context, *connect.Request[v1.QueuesReceiveRequest]) (*connect.Response[v1.QueuesReceiveResponse], error)
-	// Ack removes a delivered message: only with its current token.
+	// Ack removes a delivered message: only with its current token, and
+	// only from the consumer it was delivered to (the same caller and
+	// consumer name; another is refused with PermissionDenied).
 	Ack(context.Context, *connect.Request[v1.QueuesAckRequest]) (*connect.Response[v1.QueuesAckResponse], error)
+	// AckBatch acks 1 to 100 deliveries of one queue in one commit, each
+	// answered on its own: one stale or refused ack fails only itself.
+	AckBatch(context.Context, *connect.Request[v1.QueuesAckBatchRequest]) (*connect.Response[v1.QueuesAckBatchResponse], error)
 	// Nack returns a delivered message to the head of its key, deliverable
 	// again after delay; its error note is kept (shown on a dead letter).
 	Nack(context.Context, *connect.Request[v1.QueuesNackRequest]) (*connect.Response[v1.QueuesNackResponse], error)
@@ -166,6 +173,12 @@ func NewQueuesClient(httpClient connect.HTTPClient, baseURL string, opts ...conn
 			connect.WithSchema(queuesMethods.ByName("Ack")),
 			connect.WithClientOptions(opts...),
 		),
+		ackBatch: connect.NewClient[v1.QueuesAckBatchRequest, v1.QueuesAckBatchResponse](
+			httpClient,
+			baseURL+QueuesAckBatchProcedure,
+			connect.WithSchema(queuesMethods.ByName("AckBatch")),
+			connect.WithClientOptions(opts...),
+		),
 		nack: connect.NewClient[v1.QueuesNackRequest, v1.QueuesNackResponse](
 			httpClient,
 			baseURL+QueuesNackProcedure,
@@ -204,6 +217,7 @@ type queuesClient struct {
 	sendBatch   *connect.Client[v1.QueuesSendBatchRequest, v1.QueuesSendBatchResponse]
 	receive     *connect.Client[v1.QueuesReceiveRequest, v1.QueuesReceiveResponse]
 	ack         *connect.Client[v1.QueuesAckRequest, v1.QueuesAckResponse]
+	ackBatch    *connect.Client[v1.QueuesAckBatchRequest, v1.QueuesAckBatchResponse]
 	nack        *connect.Client[v1.QueuesNackRequest, v1.QueuesNackResponse]
 	extend      *connect.Client[v1.QueuesExtendRequest, v1.QueuesExtendResponse]
 	redrive     *connect.Client[v1.QueuesRedriveRequest, v1.QueuesRedriveResponse]
@@ -255,6 +269,11 @@ func (c *queuesClient) Ack(ctx context.Context, req *connect.Request[v1.QueuesAc
 	return c.ack.CallUnary(ctx, req)
 }
 
+// AckBatch calls leasehold.v1.Queues.AckBatch.
+func (c *queuesClient) AckBatch(ctx context.Context, req *connect.Request[v1.QueuesAckBatchRequest]) (*connect.Response[v1.QueuesAckBatchResponse], error) {
+	return c.ackBatch.CallUnary(ctx, req)
+}
+
 // Nack calls leasehold.v1.Queues.Nack.
 func (c *queuesClient) Nack(ctx context.Context, req *connect.Request[v1.QueuesNackRequest]) (*connect.Response[v1.QueuesNackResponse], error) {
 	return c.nack.CallUnary(ctx, req)
@@ -302,8 +321,13 @@ type QueuesHandler interface {
 	// its visibility. With a wait it long-polls: if nothing is ready it
 	// waits up to wait for a message, then answers (empty if none came).
 	Receive(context.Context, *connect.Request[v1.QueuesReceiveRequest]) (*connect.Response[v1.QueuesReceiveResponse], error)
-	// Ack removes a delivered message: only with its current token.
+	// Ack removes a delivered message: only with its current token, and
+	// only from the consumer it was delivered to (the same caller and
+	// consumer name; another is refused with PermissionDenied).
 	Ack(context.Context, *connect.Request[v1.QueuesAckRequest]) (*connect.Response[v1.QueuesAckResponse], error)
+	// AckBatch acks 1 to 100 deliveries of one queue in one commit, each
+	// answered on its own: one stale or refused ack fails only itself.
+	AckBatch(context.Context, *connect.Request[v1.QueuesAckBatchRequest]) (*connect.Response[v1.QueuesAckBatchResponse], error)
 	// Nack returns a delivered message to the head of its key, deliverable
 	// again after delay; its error note is kept (shown on a dead letter).
 	Nack(context.Context, *connect.Request[v1.QueuesNackRequest]) (*connect.Response[v1.QueuesNackResponse], error)
@@ -376,6 +400,12 @@ func NewQueuesHandler(svc QueuesHandler, opts ...connect.HandlerOption) (string,
 		connect.WithSchema(queuesMethods.ByName("Ack")),
 		connect.WithHandlerOptions(opts...),
 	)
+	queuesAckBatchHandler := connect.NewUnaryHandler(
+		QueuesAckBatchProcedure,
+		svc.AckBatch,
+		connect.WithSchema(queuesMethods.ByName("AckBatch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	queuesNackHandler := connect.NewUnaryHandler(
 		QueuesNackProcedure,
 		svc.Nack,
@@ -420,6 +450,8 @@ func NewQueuesHandler(svc QueuesHandler, opts ...connect.HandlerOption) (string,
 			queuesReceiveHandler.ServeHTTP(w, r)
 		case QueuesAckProcedure:
 			queuesAckHandler.ServeHTTP(w, r)
+		case QueuesAckBatchProcedure:
+			queuesAckBatchHandler.ServeHTTP(w, r)
 		case QueuesNackProcedure:
 			queuesNackHandler.ServeHTTP(w, r)
 		case QueuesExtendProcedure:
@@ -471,6 +503,10 @@ func (UnimplementedQueuesHandler) Receive(context.Context, *connect.Request[v1.Q
 
 func (UnimplementedQueuesHandler) Ack(context.Context, *connect.Request[v1.QueuesAckRequest]) (*connect.Response[v1.QueuesAckResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.Queues.Ack is not implemented"))
+}
+
+func (UnimplementedQueuesHandler) AckBatch(context.Context, *connect.Request[v1.QueuesAckBatchRequest]) (*connect.Response[v1.QueuesAckBatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("leasehold.v1.Queues.AckBatch is not implemented"))
 }
 
 func (UnimplementedQueuesHandler) Nack(context.Context, *connect.Request[v1.QueuesNackRequest]) (*connect.Response[v1.QueuesNackResponse], error) {

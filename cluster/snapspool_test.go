@@ -1,0 +1,58 @@
+package cluster
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// spooled reads the encoding a machine snapshot holds.
+func spooled(t *testing.T, s raft.FSMSnapshot) []byte {
+	t.Helper()
+	f := s.(*spool).f
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A raft snapshot of many leases is not held in memory: taking one of
+// 20,000 leases allocates a small part of its size (the encoding went to
+// a temporary file), leaves no file behind, and persists the state.
+func TestSnapshotIsSpooledNotHeld(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, testConfig(t, dir))
+	defer n.Close()
+	holdLeases(t, n, 20_000)
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := n.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	metas, err := os.ReadDir(filepath.Join(dir, "snapshots"))
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("no snapshot persisted: %v", err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "snapshots", metas[len(metas)-1].Name(), "state.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a %d-byte snapshot took %d bytes of allocations", st.Size(), alloc)
+	if alloc > uint64(st.Size())/4 {
+		t.Fatalf("a %d-byte snapshot allocated %d bytes, want at most a quarter of its size", st.Size(), alloc)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".fsm-snapshot-*")); len(left) > 0 {
+		t.Fatalf("spool files left behind: %v", left)
+	}
+}
