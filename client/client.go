@@ -100,7 +100,7 @@ type Client struct {
 	givingBack    sync.WaitGroup      // giveBack goroutines
 	bg            context.Context     // canceled by Close: ends give-backs
 	stopGiveBacks context.CancelFunc
-	ownTransport  idleCloser      // made by New, nil if Config.HTTPClient was given
+	ownTransport  *http.Transport // made by New, nil if Config.HTTPClient was given
 	ownStream     *http.Transport // New's HTTP/2 transport for the session stream, or nil
 }
 
@@ -109,7 +109,7 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("client: at least one endpoint is required")
 	}
-	var own idleCloser
+	var own *http.Transport
 	if cfg.HTTPClient == nil {
 		own = defaultTransport(cfg)
 		cfg.HTTPClient = &http.Client{Transport: own}

@@ -83,25 +83,14 @@ func (c *Client) startGiveBack() bool {
 }
 
 // defaultTransport is the pooled transport New makes when Config.HTTPClient
-// is nil; Close closes its idle connections. Without TLS, unary calls take
-// the leaner unaryTransport.
-func defaultTransport(cfg Config) idleCloser {
-	t := &http.Transport{
+// is nil; Close closes its idle connections.
+func defaultTransport(cfg Config) *http.Transport {
+	return &http.Transport{
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 		TLSClientConfig:     cfg.TLS,
 		ForceAttemptHTTP2:   cfg.TLS != nil,
 	}
-	if cfg.TLS != nil {
-		return t
-	}
-	return newUnaryTransport(t)
-}
-
-// idleCloser is a transport whose kept connections Close closes.
-type idleCloser interface {
-	http.RoundTripper
-	CloseIdleConnections()
 }
 
 // streamTransport is the transport New makes for the session stream when
