@@ -16,12 +16,13 @@ import (
 	"github.com/leasehold/leasehold/internal/testutil"
 )
 
-// TestTraceStreams: each stream — a watch, an election's observation,
-// the client's session stream carrying its lease calls — is one client
+// TestTraceStreams: each stream — a watch, an election's observation, a
+// group member's assignments, the client's session stream carrying its
+// lease calls — is one client
 // span in the Go client and one server span on the node, in the same
 // trace, the server's the child of the client's (traceparent sent when
-// the stream opens); a stream's messages are events of its span. The
-// watch and the observation continue the caller's trace.
+// the stream opens); a stream's messages are events of its span. All but
+// the shared session stream continue the caller's trace.
 func TestTraceStreams(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -67,6 +68,25 @@ func TestTraceStreams(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no watch event")
 	}
+	if _, err := cl.CreateGroup(ctx, "trace-g", 1); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cl.Join(ctx, "trace-g", "m1", client.TTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, stopAssignments := context.WithCancel(ctx)
+	as := m.Assignments(actx)
+	select {
+	case <-as.Updates():
+	case <-ctx.Done():
+		t.Fatal("no assignment update")
+	}
+	stopAssignments()
+	as.Err()
+	if err := m.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
 	stopWatch()
 	stopObserve()
 	w.Err()
@@ -109,6 +129,7 @@ func TestTraceStreams(t *testing.T) {
 		}{
 			{"leasehold.v1.Watch/Watch", true},
 			{"leasehold.v1.Elections/Observe", true},
+			{"leasehold.v1.Groups/Assignments", true},
 			// Shared by the client's callers: a trace of its own.
 			{"leasehold.v1.Sessions/Session", false},
 		} {
