@@ -79,10 +79,13 @@ func TestStaleSnapshotInstallIsHarmless(t *testing.T) {
 	// follower's own, so it is taken, and the entries after it must stay.
 	meta, data = snapshotNow()
 	ghost := testutil.FreeAddr(t)
-	if err := c.Node(lead).Cluster.AddVoter("ghost", ghost); err != nil {
+	// Leadership may have moved on a loaded machine: change the
+	// configuration through whoever leads now.
+	now := c.WaitLeader(10 * time.Second)
+	if err := c.Node(now).Cluster.AddVoter("ghost", ghost); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Node(lead).Cluster.RemoveServer("ghost"); err != nil {
+	if err := c.Node(now).Cluster.RemoveServer("ghost"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitApplied(leaderIndex(t, c), 10*time.Second); err != nil {
