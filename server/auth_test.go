@@ -56,6 +56,7 @@ func tokenClient(t *testing.T, url, token string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() }) // ends its background work before goleak looks
 	return c
 }
 
@@ -154,6 +155,7 @@ func tlsClient(t *testing.T, url string, cfg *tls.Config) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() }) // ends its background work before goleak looks
 	return c
 }
 
