@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"github.com/leasehold/leasehold/fsm"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,6 +176,59 @@ func holdLeases(b testing.TB, n *Node, count int) {
 		}
 		if _, err := n.ProposeAll(b.Context(), cmds); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFsyncFloor: write 4 KiB and sync it, one writer, in the test's
+// temp dir (the same disk the nodes' logs use): the floor under every
+// commit, since each log entry is one such write. The file is grown by
+// each write ("append"), preallocated with fallocate as raft-wal makes its
+// segments ("fallocated": the space is reserved but unwritten, so each
+// write also changes the file's extent map), or written with zeros ahead
+// ("zeroed": only the data changes). Each is synced with fsync, as raft-wal
+// does, and with fdatasync.
+//
+//	go test -run XXX -bench FsyncFloor -benchtime 2s ./cluster
+func BenchmarkFsyncFloor(b *testing.B) {
+	const size = 64 << 20
+	for _, layout := range []string{"append", "fallocated", "zeroed"} {
+		for _, how := range []string{"fsync", "fdatasync"} {
+			b.Run(layout+"/"+how, func(b *testing.B) {
+				f, err := os.Create(filepath.Join(b.TempDir(), "floor"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				switch layout {
+				case "fallocated":
+					err = syscall.Fallocate(int(f.Fd()), 0, 0, size)
+				case "zeroed":
+					_, err = f.Write(make([]byte, size))
+				}
+				if err == nil {
+					err = f.Sync()
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				sync := f.Sync
+				if how == "fdatasync" {
+					sync = func() error { return syscall.Fdatasync(int(f.Fd())) }
+				}
+				buf := make([]byte, 4<<10)
+				var off int64
+				for b.Loop() {
+					if _, err := f.WriteAt(buf, off); err != nil {
+						b.Fatal(err)
+					}
+					if err := sync(); err != nil {
+						b.Fatal(err)
+					}
+					off = (off + int64(len(buf))) % size
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "syncs/s")
+			})
 		}
 	}
 }

@@ -107,8 +107,9 @@ func main() {
 						stopAll()
 						log.Fatalf("%s, %+v: %v", t, sc, err)
 					}
-					fmt.Fprintf(os.Stderr, "%-30s nodes=%d resources=%-4d workers=%-2d  %8.0f pairs/s  p50 %v  p99 %v  errors %d\n",
-						t, n, r, w, res.PairsPerS, res.AcquireP50.Round(10*time.Microsecond), res.AcquireP99.Round(10*time.Microsecond), res.Errors)
+					fmt.Fprintf(os.Stderr, "%-30s nodes=%d resources=%-4d workers=%-2d  %8.0f pairs/s  p50 %v  p99 %v  cpu/pair node %v client %v  errors %d\n",
+						t, n, r, w, res.PairsPerS, res.AcquireP50.Round(10*time.Microsecond), res.AcquireP99.Round(10*time.Microsecond),
+						res.NodeCPU.Round(time.Microsecond), res.ClientCPU.Round(time.Microsecond), res.Errors)
 					results = append(results, res)
 				}
 			}
@@ -126,6 +127,7 @@ func main() {
 func runTarget(t string, etcd, lh, base *servers, sc scenario, prefix string, warmup, measure time.Duration) (result, error) {
 	var lk locker
 	var err error
+	nodes := map[string]*servers{targetEtcd: etcd, targetOwn: lh, targetShared: lh, targetBaseOwn: base, targetBaseShared: base}[t]
 	switch t {
 	case targetEtcd:
 		lk, err = newEtcdLocker(etcd.endpoints, sc.Workers)
@@ -142,7 +144,7 @@ func runTarget(t string, etcd, lh, base *servers, sc scenario, prefix string, wa
 		return result{}, err
 	}
 	defer lk.close()
-	return round(lk, sc, t, prefix, warmup, measure), nil
+	return round(lk, nodes.cpu, sc, t, prefix, warmup, measure), nil
 }
 
 func ints(s string) []int {

@@ -46,6 +46,17 @@ func markdown(results []result, targets []string, warmup, measure time.Duration)
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString("\nCPU per pair in the measured window: the nodes' processes together + the client process (µs).\n\n")
+	b.WriteString("| nodes | resources | workers | " + strings.Join(targets, " | ") + " |\n")
+	b.WriteString("|---|---|---" + strings.Repeat("|---", len(targets)) + "|\n")
+	for _, sc := range order {
+		fmt.Fprintf(&b, "| %d | %d | %d |", sc.Nodes, sc.Resources, sc.Workers)
+		for _, t := range targets {
+			r := by[sc][t]
+			fmt.Fprintf(&b, " %d + %d |", r.NodeCPU.Microseconds(), r.ClientCPU.Microseconds())
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("\nOne resource: each acquire's wait against its FIFO bound (the workers ahead of it when it asked, holder included, × the round's mean hand-off).\n\n")
 	b.WriteString("| nodes | workers | target | ahead (mean) | hand-off mean / p50 / p99 / max | bound | wait p50 / p99 / max | p99 ÷ bound | waits over 2× their bound |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")

@@ -27,6 +27,10 @@ type result struct {
 	AcquireP50 time.Duration `json:"acquire_p50"`
 	AcquireP99 time.Duration `json:"acquire_p99"`
 	Errors     int           `json:"errors"`
+	// CPU per pair in the measured window: the nodes' processes together,
+	// and this process (the clients).
+	NodeCPU    time.Duration `json:"node_cpu_per_pair"`
+	ClientCPU  time.Duration `json:"client_cpu_per_pair"`
 	FirstError string        `json:"first_error,omitempty"`
 	// Contended (one resource, several workers): each acquire's wait
 	// against its FIFO bound, the workers ahead of it when it asked (the
@@ -61,7 +65,7 @@ type sample struct {
 // round runs workers that loop {lock a random resource, unlock} for
 // warmup+measure and reports what was done in the measured window: pairs
 // whose unlock ended in it, and acquires that ended in it.
-func round(lk locker, sc scenario, target, prefix string, warmup, measure time.Duration) result {
+func round(lk locker, nodeCPU func() time.Duration, sc scenario, target, prefix string, warmup, measure time.Duration) result {
 	names := make([]string, sc.Resources)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s/%d", prefix, i)
@@ -75,7 +79,15 @@ func round(lk locker, sc scenario, target, prefix string, warmup, measure time.D
 	var samples []sample
 	pairs, errs := 0, 0
 	var firstErr string
+	// The CPU both sides used in the measured window.
+	var nodeUsed, clientUsed time.Duration
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(time.Until(from))
+		n0, c0 := nodeCPU(), selfCPU()
+		time.Sleep(time.Until(to))
+		nodeUsed, clientUsed = nodeCPU()-n0, selfCPU()-c0
+	})
 	for w := range sc.Workers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 42))
@@ -121,6 +133,9 @@ func round(lk locker, sc scenario, target, prefix string, warmup, measure time.D
 	wg.Wait()
 	r := result{scenario: sc, Target: target, Pairs: pairs, PairsPerS: float64(pairs) / measure.Seconds(),
 		Errors: errs, FirstError: firstErr}
+	if pairs > 0 {
+		r.NodeCPU, r.ClientCPU = nodeUsed/time.Duration(pairs), clientUsed/time.Duration(pairs)
+	}
 	waits := make([]time.Duration, len(samples))
 	for i, s := range samples {
 		waits[i] = s.wait

@@ -34,6 +34,7 @@ type benchFlags struct {
 	out         *output
 	plot        string
 	cpuprofile  string
+	memprofile  string
 	trace       string
 	maxBatch    int
 	maxInflight int
@@ -96,11 +97,12 @@ Operations finishing during --warmup are not counted. The run ends after
 	fl.IntVar(&f.clientBatch, "client-max-batch", 0, "most calls a Go client sends in one batch request (0: client default; 1: no batching)")
 	fl.StringVar(&f.session, "session", "", "on: the Go clients send lease calls on a session stream; off: as unary batch requests (empty: client default)")
 	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (node included with --embedded)")
+	fl.StringVar(&f.memprofile, "memprofile", "", "write an allocation profile of the run (node included with --embedded)")
 	fl.StringVar(&f.trace, "trace", "", "write an execution trace of the run (go tool trace)")
 	fl.IntVar(&f.maxBatch, "embedded-max-batch", 0, "with --embedded: commands merged into one log entry (0: node default)")
 	fl.IntVar(&f.maxInflight, "embedded-max-inflight", 0, "with --embedded: log entries awaiting commit at once (0: node default)")
 	fl.BoolVar(&f.noGzip, "no-gzip", false, "with --embedded: clients do not offer gzip, so responses come uncompressed")
-	for _, h := range []string{"cpuprofile", "trace", "embedded-max-batch", "embedded-max-inflight", "no-gzip", "seed"} {
+	for _, h := range []string{"cpuprofile", "memprofile", "trace", "embedded-max-batch", "embedded-max-inflight", "no-gzip", "seed"} {
 		fl.MarkHidden(h)
 	}
 	return cmd
@@ -191,6 +193,11 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.memprofile != "" {
+		if err := writeAllocs(f.memprofile); err != nil {
+			return err
+		}
+	}
 	out := cmd.OutOrStdout()
 	if f.out.JSON() {
 		err = rep.WriteJSON(out)
@@ -210,4 +217,31 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		return exitError{code: 130}
 	}
 	return nil
+}
+
+// writeAllocs writes the allocations made since the process started (the
+// node's too with --embedded), for `go tool pprof -sample_index=alloc_space`.
+func writeAllocs(path string) error {
+	w, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(w, 0); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+// startCPUProfile profiles this process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	w, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(w); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); w.Close() }, nil
 }

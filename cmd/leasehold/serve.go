@@ -44,6 +44,7 @@ type serveFlags struct {
 	metricsAuth                              bool
 	otlpEndpoint                             string
 	limits                                   requestLimits
+	cpuprofile                               string
 	maxConnsSet                              bool // --max-conns was given
 }
 
@@ -115,6 +116,8 @@ func newServe(g *globals) *cobra.Command {
 		"size in MiB of one raft log segment file; each is preallocated in full, so the data dir needs this much free space to start and to go on")
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector URL "+
 		"(default: none, or OTEL_EXPORTER_OTLP_ENDPOINT if set)")
+	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the node until it stops")
+	fl.MarkHidden("cpuprofile")
 	fl.IntVar(&f.watchHistory, "watch-history", service.DefaultHubConfig().Events,
 		"change events this node keeps for watches to resume from (1000 to 10000000; about 100 bytes each, 160 for a KV or group event, plus keys and values, 64 MiB of those at most)")
 	fl.IntVar(&f.gcPercent, "gc-percent", gctarget.Percent,
@@ -144,6 +147,13 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	log, err := newLogger(f.logLevel, f.logFormat)
 	if err != nil {
 		return err
+	}
+	if f.cpuprofile != "" {
+		stop, err := startCPUProfile(f.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.NodeID = f.nodeID

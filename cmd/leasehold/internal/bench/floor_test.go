@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,11 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 )
 
 // The floors: what one request and one reply per operation cost on this
@@ -88,6 +94,46 @@ func BenchmarkFloorHTTP(b *testing.B) {
 	})
 }
 
+// emptyLeases answers Get with an empty message: nothing behind the
+// handler, so a call costs only HTTP and Connect.
+type emptyLeases struct {
+	leaseholdv1connect.UnimplementedLeasesHandler
+}
+
+func (emptyLeases) Get(context.Context, *connect.Request[pb.GetRequest]) (*connect.Response[pb.GetResponse], error) {
+	return connect.NewResponse(&pb.GetResponse{}), nil
+}
+
+// BenchmarkFloorConnect: a Connect call (binary protobuf over HTTP/1.1, as
+// the Go client calls a node) to a handler that does nothing. The "h2c"
+// cases speak HTTP/2 without TLS instead, as gRPC clients do.
+func BenchmarkFloorConnect(b *testing.B) {
+	for _, h2c := range []bool{false, true} {
+		b.Run(map[bool]string{false: "http1", true: "h2c"}[h2c], func(b *testing.B) {
+			var server, client http.Protocols
+			server.SetHTTP1(true)
+			server.SetUnencryptedHTTP2(true)
+			client.SetHTTP1(!h2c)
+			client.SetUnencryptedHTTP2(h2c)
+			mux := http.NewServeMux()
+			// As a node answers: small replies go uncompressed.
+			mux.Handle(leaseholdv1connect.NewLeasesHandler(emptyLeases{}, connect.WithCompressMinBytes(8<<10)))
+			srv := httptest.NewUnstartedServer(mux)
+			srv.Config.Protocols = &server
+			srv.Start()
+			defer srv.Close()
+			floorClients(b, func() (func() error, func()) {
+				tr := &http.Transport{MaxIdleConnsPerHost: 1, Protocols: &client}
+				c := leaseholdv1connect.NewLeasesClient(&http.Client{Transport: tr}, srv.URL)
+				return func() error {
+					_, err := c.Get(context.Background(), connect.NewRequest(&pb.GetRequest{Resource: "floor"}))
+					return err
+				}, tr.CloseIdleConnections
+			})
+		})
+	}
+}
+
 // floorClients runs 1, 16 and 64 clients, each made by dial (its own
 // connection), each sending one request at a time.
 func floorClients(b *testing.B, dial func() (roundTrip func() error, done func())) {
@@ -95,7 +141,7 @@ func floorClients(b *testing.B, dial func() (roundTrip func() error, done func()
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			procs := runtime.GOMAXPROCS(0)
 			b.SetParallelism((clients + procs - 1) / procs)
-			start := time.Now()
+			start, cpu := time.Now(), processCPU()
 			b.RunParallel(func(pb *testing.PB) {
 				roundTrip, done := dial()
 				defer done()
@@ -107,6 +153,8 @@ func floorClients(b *testing.B, dial func() (roundTrip func() error, done func()
 				}
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "round-trips/s")
+			// Both sides' CPU: client and server are in this process.
+			b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
 }
