@@ -125,13 +125,22 @@ func (c *Client) Leader(ctx context.Context, name string) (ElectionInfo, error) 
 	return electionInfo(resp.Election), nil
 }
 
-// Elections lists the elections with a leader or candidates whose name
-// starts with prefix, by name.
-func (c *Client) Elections(ctx context.Context, prefix string) ([]ElectionInfo, error) {
+// ElectionPage is one page of elections (ListElections).
+type ElectionPage struct {
+	Elections []ElectionInfo
+	// NextPageToken asks for the next page; empty on the last one.
+	NextPageToken string
+}
+
+// ListElections returns one page of the elections with a leader or
+// candidates whose name starts with prefix, by name: pageSize of them (0:
+// the server's default of 100; at most 1000), from pageToken ("" for the
+// first page). Elections reads every page.
+func (c *Client) ListElections(ctx context.Context, prefix string, pageSize int, pageToken string) (ElectionPage, error) {
 	resp, err := call(ctx, c, c.cfg.RequestTimeout, electionsOf, leaseholdv1connect.ElectionsClient.List,
-		&pb.ElectionsListRequest{Prefix: prefix})
+		&pb.ElectionsListRequest{Prefix: prefix, PageSize: int32(pageSize), PageToken: pageToken})
 	if err != nil {
-		return nil, err
+		return ElectionPage{}, err
 	}
-	return convertAll(resp.Elections, electionInfo), nil
+	return ElectionPage{Elections: convertAll(resp.Elections, electionInfo), NextPageToken: resp.NextPageToken}, nil
 }

@@ -27,6 +27,17 @@ func (c *Client) Leases(ctx context.Context, prefix string) iter.Seq2[LeaseInfo,
 	})
 }
 
+// Elections yields every election with a leader or candidates whose name
+// starts with prefix ("": all), by name, reading a page of up to 1000 at a
+// time as the loop goes; a failed read is yielded last, as in Leases.
+// ListElections reads one page.
+func (c *Client) Elections(ctx context.Context, prefix string) iter.Seq2[ElectionInfo, error] {
+	return pages(func(token string) ([]ElectionInfo, string, error) {
+		p, err := c.ListElections(ctx, prefix, leasehold.MaxListLimit, token)
+		return p.Elections, p.NextPageToken, err
+	})
+}
+
 // pages yields the items of the pages that fetch returns, from the first
 // (token "") until a page has no next token, yield stops, or fetch fails
 // (yielded last, with a zero item).

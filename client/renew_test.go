@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,26 +22,52 @@ func TestRenewalFollowsProgress(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	l := mustAcquire(t, c, []string{"renew/progress"}, client.TTL(ttl))
 
+	// The holder reports progress every 50ms from a goroutine of its own,
+	// so that the test's Gets, slow on a loaded machine, cannot stretch a
+	// gap past the progress timeout. It notes when it last reported.
+	var note atomic.Value
+	note.Store("step")
+	var lastProgress atomic.Int64 // unix nanoseconds, set before each report
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			lastProgress.Store(time.Now().UnixNano())
+			l.Progress(note.Load().(string))
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var stopOnce sync.Once
+	stopProgress := func() time.Time {
+		stopOnce.Do(func() { close(stop); <-stopped })
+		return time.Unix(0, lastProgress.Load())
+	}
+	t.Cleanup(func() { stopProgress() })
+
 	var lastCount uint64
 	samples := 0
 	start := time.Now()
-	for i := 0; time.Since(start) < 1500*time.Millisecond; i++ {
-		l.Progress("step")
+	for time.Since(start) < 1500*time.Millisecond {
+		time.Sleep(ttl) // one sample per TTL: about three renewals apart
 		if isDone(l) {
-			t.Fatalf("lease ended after %v although its holder reported progress every 50ms: %v", time.Since(start), l.Err())
+			t.Fatalf("lease ended after %v although its holder reported progress every 50ms (last %v ago): %v",
+				time.Since(start), time.Since(time.Unix(0, lastProgress.Load())), l.Err())
 		}
-		if i%6 == 5 { // every ~300ms, ask the server
-			h := holderOf(t, c, "renew/progress")
-			if h.ID != l.ID() || h.Token != l.Token() {
-				t.Fatalf("server holder %v, want lease %d token %d", h, l.ID(), l.Token())
-			}
-			if h.RenewCount <= lastCount {
-				t.Fatalf("renew_count %d did not grow past %d in ~300ms (TTL %v)", h.RenewCount, lastCount, ttl)
-			}
-			lastCount = h.RenewCount
-			samples++
+		h := holderOf(t, c, "renew/progress")
+		if h.ID != l.ID() || h.Token != l.Token() {
+			t.Fatalf("server holder %v, want lease %d token %d", h, l.ID(), l.Token())
 		}
-		time.Sleep(50 * time.Millisecond)
+		if h.RenewCount <= lastCount {
+			t.Fatalf("renew_count %d did not grow past %d in ~300ms (TTL %v)", h.RenewCount, lastCount, ttl)
+		}
+		lastCount = h.RenewCount
+		samples++
 	}
 	if samples < 3 {
 		t.Fatalf("only %d server samples in 1.5s", samples)
@@ -50,13 +78,13 @@ func TestRenewalFollowsProgress(t *testing.T) {
 	}
 
 	// The note reaches the server with a renewal.
-	l.Progress("rows 1-1000 written")
+	note.Store("rows 1-1000 written")
 	eventually(t, 2*time.Second, "the progress note shows on the server", func() bool {
 		return holderOf(t, c, "renew/progress").Progress == "rows 1-1000 written"
 	})
 
 	// The holder stops reporting progress: renewal stops and the lease ends.
-	stopped := time.Now()
+	last := stopProgress()
 	type result struct {
 		l   *client.Lease
 		err error
@@ -71,7 +99,7 @@ func TestRenewalFollowsProgress(t *testing.T) {
 	// Renewal may go on for up to the progress timeout plus one renewal
 	// interval, and the lease then lasts one more TTL.
 	endedAt := waitDone(t, l, 3*time.Second)
-	if d := endedAt.Sub(stopped); d < ttl {
+	if d := endedAt.Sub(last); d < ttl {
 		t.Fatalf("lease ended %v after the last progress, before the progress timeout (%v)", d, ttl)
 	}
 	if miss := missing(l.Err(), client.ErrLeaseLost, client.ErrNoProgress); miss != nil {
@@ -176,7 +204,10 @@ func TestDeadlineNeverLaterThanServer(t *testing.T) {
 	})
 
 	t.Run("background", func(t *testing.T) {
-		const ttl = 300 * time.Millisecond
+		// Renewed every third of the TTL: with 1s, a renewal may take
+		// 650ms on a loaded machine before the lease lapses under the
+		// checks, and three still happen within the second watched.
+		const ttl = time.Second
 		before := time.Now()
 		l := mustAcquire(t, c, []string{"deadline/auto"}, client.TTL(ttl), client.ProgressTimeout(0))
 		if d := l.Deadline(); d.After(before.Add(ttl)) {

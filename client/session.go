@@ -249,8 +249,8 @@ func (s *session) serve(i int) (answered bool, err error) {
 	}
 	sent := make(chan error, 1)
 	go func() { sent <- s.send(ctx, st, first) }()
-	var late atomic.Bool
-	go s.watch(ctx, func() { late.Store(true); cancel() })
+	var late, heard atomic.Bool
+	go s.watch(ctx, time.Now(), &heard, func() { late.Store(true); cancel() })
 	for {
 		msg, err := st.Receive()
 		if err != nil {
@@ -268,6 +268,7 @@ func (s *session) serve(i int) (answered bool, err error) {
 			}
 			return answered, err
 		}
+		heard.Store(true)
 		for _, r := range msg.GetResults() {
 			s.deliver(r)
 		}
@@ -346,8 +347,12 @@ func (s *session) send(ctx context.Context, st *connect.BidiStreamForClient[pb.S
 
 // watch ends the stream (cancel) when an op that does not wait has gone
 // unanswered for RequestTimeout, as a unary attempt's timeout would: a
-// stream can hang on a half-open connection.
-func (s *session) watch(ctx context.Context, cancel context.CancelFunc) {
+// stream can hang on a half-open connection. It also ends a stream that
+// answered nothing and, RequestTimeout after it opened, has no op left
+// (their callers left): over HTTP/1.1 a connection that broke before the
+// answer leaves the stream waiting for ever, since net/http waits for the
+// request body to end and only a cancel ends it.
+func (s *session) watch(ctx context.Context, opened time.Time, heard *atomic.Bool, cancel context.CancelFunc) {
 	limit := s.c.cfg.RequestTimeout
 	t := time.NewTicker(limit / 4)
 	defer t.Stop()
@@ -358,7 +363,7 @@ func (s *session) watch(ctx context.Context, cancel context.CancelFunc) {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		late := false
+		late := len(s.pending) == 0 && !heard.Load() && time.Since(opened) > limit
 		for _, sc := range s.pending {
 			if !sc.waits && !sc.sent.IsZero() && time.Since(sc.sent) > limit {
 				late = true

@@ -2,7 +2,11 @@ package client
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/attribute"
@@ -15,27 +19,108 @@ import (
 // tracerName names the client's spans' instrumentation scope.
 const tracerName = "github.com/leasehold/leasehold/client"
 
-// clientSpans starts a client span for every unary call attempt and sends
-// its context in the W3C traceparent header, so the node's spans (and the
-// leader's, when the node forwards) join the caller's trace.
-func clientSpans(tr trace.Tracer) connect.UnaryInterceptorFunc {
-	prop := propagation.TraceContext{}
-	return func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			service, method, _ := strings.Cut(strings.TrimPrefix(req.Spec().Procedure, "/"), "/")
-			ctx, span := tr.Start(ctx, service+"/"+method, trace.WithSpanKind(trace.SpanKindClient),
-				trace.WithAttributes(attribute.String("rpc.system", "connect_rpc"),
-					attribute.String("rpc.service", service), attribute.String("rpc.method", method)))
-			defer span.End()
-			prop.Inject(ctx, propagation.HeaderCarrier(req.Header()))
-			res, err := next(ctx, req)
-			if err != nil {
-				code := connect.CodeOf(err).String()
-				span.SetAttributes(attribute.String("rpc.connect_rpc.error_code", code))
-				span.SetStatus(codes.Error, code)
-			}
-			return res, err
+// clientSpans starts a client span for every call attempt, unary or
+// stream, and sends its context in the W3C traceparent header, so the
+// node's spans (and the leader's, when the node forwards) join the
+// caller's trace. A stream is one span, from its opening until its
+// response is closed or ends, with an event per message.
+func clientSpans(tr trace.Tracer) connect.Interceptor { return spans{tr} }
+
+type spans struct{ tr trace.Tracer }
+
+func (s spans) start(ctx context.Context, procedure string) (context.Context, trace.Span) {
+	service, method, _ := strings.Cut(strings.TrimPrefix(procedure, "/"), "/")
+	return s.tr.Start(ctx, service+"/"+method, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("rpc.system", "connect_rpc"),
+			attribute.String("rpc.service", service), attribute.String("rpc.method", method)))
+}
+
+// inject sends ctx's span in the W3C traceparent header.
+func inject(ctx context.Context, h http.Header) {
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+func (s spans) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		ctx, span := s.start(ctx, req.Spec().Procedure)
+		defer span.End()
+		inject(ctx, req.Header())
+		res, err := next(ctx, req)
+		spanError(span, err)
+		return res, err
+	}
+}
+
+func (s spans) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		ctx, span := s.start(ctx, spec.Procedure)
+		conn := next(ctx, spec)
+		inject(ctx, conn.RequestHeader()) // sent with the first message
+		return &tracedClientConn{StreamingClientConn: conn, span: span}
+	}
+}
+
+func (spans) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// tracedClientConn adds an event to its stream's span for each message,
+// and ends the span when the stream ends: its response closed, or a
+// Receive failed (io.EOF included).
+type tracedClientConn struct {
+	connect.StreamingClientConn
+	span           trace.Span
+	received, sent int64
+	end            sync.Once
+}
+
+func (c *tracedClientConn) Send(m any) error {
+	err := c.StreamingClientConn.Send(m)
+	if err == nil {
+		c.sent++
+		messageEvent(c.span, "SENT", c.sent)
+	}
+	return err
+}
+
+func (c *tracedClientConn) Receive(m any) error {
+	err := c.StreamingClientConn.Receive(m)
+	if err != nil {
+		c.finish(err)
+		return err
+	}
+	c.received++
+	messageEvent(c.span, "RECEIVED", c.received)
+	return nil
+}
+
+func (c *tracedClientConn) CloseResponse() error {
+	err := c.StreamingClientConn.CloseResponse()
+	c.finish(nil)
+	return err
+}
+
+func (c *tracedClientConn) finish(err error) {
+	c.end.Do(func() {
+		if !errors.Is(err, io.EOF) {
+			spanError(c.span, err)
 		}
+		c.span.End()
+	})
+}
+
+// messageEvent records a stream's message as OpenTelemetry's RPC
+// conventions name it: "message", with its direction and number.
+func messageEvent(span trace.Span, typ string, id int64) {
+	span.AddEvent("message", trace.WithAttributes(attribute.String("message.type", typ), attribute.Int64("message.id", id)))
+}
+
+// spanError marks a span failed with the call's Connect code.
+func spanError(span trace.Span, err error) {
+	if err != nil {
+		code := connect.CodeOf(err).String()
+		span.SetAttributes(attribute.String("rpc.connect_rpc.error_code", code))
+		span.SetStatus(codes.Error, code)
 	}
 }
 

@@ -211,15 +211,11 @@ func (n *Node) start() error {
 		return fmt.Errorf("cluster: read existing state: %w", err)
 	}
 	logs := &faultStopLog{LogStore: &tailSafeLog{WAL: w, snaps: snaps}, fault: n.fault}
-	r, err := raft.NewRaft(rc, n.m, logs, &faultStopStable{StableStore: w, fault: n.fault}, snaps, n.trans)
-	if err != nil {
-		return fmt.Errorf("cluster: start raft: %w", err)
-	}
-	n.raft = r
-	n.stopRaft = sync.OnceValue(r.Shutdown)
-	stop := func() { n.stopRaft() } // returns at once; Close waits for it
-	n.fault.stop.Store(&stop)
+	stable := &faultStopStable{StableStore: w, fault: n.fault}
 	if !existing && !cfg.Join {
+		// Bootstrap before raft runs: a peer that started first may already
+		// be asking for votes, and a running raft that heard a newer term
+		// refuses a live bootstrap ("bootstrap only works on new clusters").
 		var servers []raft.Server
 		for _, p := range cfg.Peers {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
@@ -227,11 +223,19 @@ func (n *Node) start() error {
 		if len(servers) == 0 {
 			servers = []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr()}}
 		}
-		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, stable, snaps, n.trans, raft.Configuration{Servers: servers}); err != nil {
 			return fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 		n.log.Info("bootstrapped a new cluster", "voters", len(servers))
 	}
+	r, err := raft.NewRaft(rc, n.m, logs, stable, snaps, n.trans)
+	if err != nil {
+		return fmt.Errorf("cluster: start raft: %w", err)
+	}
+	n.raft = r
+	n.stopRaft = sync.OnceValue(r.Shutdown)
+	stop := func() { n.stopRaft() } // returns at once; Close waits for it
+	n.fault.stop.Store(&stop)
 	return nil
 }
 

@@ -212,22 +212,36 @@ func (s *State) Leader(name string) (Election, bool) {
 // Elections lists every election with a leader or candidates whose name
 // starts with prefix, by name.
 func (s *State) Elections(prefix string) []Election {
+	out, _ := s.ElectionsPage(prefix, "", -1)
+	return out
+}
+
+// ElectionsPage lists, by name, up to limit (-1: all) elections with a
+// leader or candidates whose name starts with prefix and sorts after
+// after, and says whether more follow. Only the page's leaders are read.
+func (s *State) ElectionsPage(prefix, after string, limit int) (out []Election, more bool) {
 	names := map[string]bool{}
 	for r, id := range s.holders {
-		if s.leases[id].election() && hasPrefix([]string{r}, prefix) {
+		if r > after && s.leases[id].election() && hasPrefix([]string{r}, prefix) {
 			names[r] = true
 		}
 	}
 	for r, q := range s.queues {
-		if q[0].Election && hasPrefix([]string{r}, prefix) {
+		if r > after && q[0].Election && hasPrefix([]string{r}, prefix) {
 			names[r] = true
 		}
 	}
-	out := make([]Election, 0, len(names))
+	sorted := make([]string, 0, len(names))
 	for r := range names {
-		e, _ := s.Leader(r)
-		out = append(out, e)
+		sorted = append(sorted, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	sort.Strings(sorted)
+	if limit >= 0 && len(sorted) > limit {
+		sorted, more = sorted[:limit], true
+	}
+	out = make([]Election, len(sorted))
+	for i, r := range sorted {
+		out[i], _ = s.Leader(r)
+	}
+	return out, more
 }

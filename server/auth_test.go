@@ -56,7 +56,7 @@ func tokenClient(t *testing.T, url, token string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() }) // its session stream's goroutines end with it
+	t.Cleanup(func() { c.Close() }) // ends its background work before goleak looks
 	return c
 }
 
@@ -155,7 +155,7 @@ func tlsClient(t *testing.T, url string, cfg *tls.Config) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() }) // its session stream's goroutines end with it
+	t.Cleanup(func() { c.Close() }) // ends its background work before goleak looks
 	return c
 }
 

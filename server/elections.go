@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -124,16 +125,29 @@ func (h elections) Leader(ctx context.Context, req *connect.Request[pb.LeaderReq
 }
 
 func (h elections) List(ctx context.Context, req *connect.Request[pb.ElectionsListRequest]) (*connect.Response[pb.ElectionsListResponse], error) {
-	if err := leasehold.ValidateName("prefix", req.Msg.Prefix, leasehold.MaxResourceLen, false); err != nil {
+	m := req.Msg
+	if err := leasehold.ValidateName("prefix", m.Prefix, leasehold.MaxResourceLen, false); err != nil {
 		return nil, err
 	}
-	es, err := h.s.svc.Elections(ctx, req.Msg.Prefix)
+	limit, err := pageSize(m.PageSize)
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.ElectionsListResponse{}
-	for _, e := range es {
-		out.Elections = append(out.Elections, electionPB(e, -1))
+	// The token is the last name of the previous page: a name under prefix.
+	if m.PageToken != "" && (!strings.HasPrefix(m.PageToken, m.Prefix) ||
+		leasehold.ValidateName("page_token", m.PageToken, leasehold.MaxResourceLen, true) != nil) {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "page_token is not one this server issued for prefix %q", m.Prefix)
+	}
+	es, more, err := h.s.svc.Elections(ctx, m.Prefix, m.PageToken, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.ElectionsListResponse{Elections: make([]*pb.Election, len(es))}
+	for i, e := range es {
+		out.Elections[i] = electionPB(e, -1)
+	}
+	if more && len(es) > 0 {
+		out.NextPageToken = es[len(es)-1].Name
 	}
 	return connect.NewResponse(out), nil
 }

@@ -49,7 +49,7 @@ type Service interface {
 	Proclaim(ctx context.Context, cmd *service.Proclaim) (service.Result, error)
 	Resign(ctx context.Context, cmd *service.Release) (service.Result, error)
 	Leader(ctx context.Context, name string) (service.Election, time.Duration, bool, error)
-	Elections(ctx context.Context, prefix string) ([]service.Election, error)
+	Elections(ctx context.Context, prefix, after string, limit int) ([]service.Election, bool, error)
 	Observe(ctx context.Context, name string, from uint64, resume bool) (service.Observation, error)
 	Watch(ctx context.Context, req service.WatchRequest) (*service.Watcher, error)
 }

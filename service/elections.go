@@ -52,11 +52,12 @@ func (s *Service) Leader(ctx context.Context, name string) (e Election, expiresI
 	return e, expiresIn, found, err
 }
 
-// Elections reads every election with a leader or candidates whose name
-// starts with prefix, by name.
-func (s *Service) Elections(ctx context.Context, prefix string) (es []Election, err error) {
-	err = s.node.Read(ctx, func(st *fsm.State) { es = st.Elections(prefix) })
-	return es, err
+// Elections reads a page of up to limit elections with a leader or
+// candidates whose name starts with prefix and sorts after after, by name,
+// and whether more follow.
+func (s *Service) Elections(ctx context.Context, prefix, after string, limit int) (es []Election, more bool, err error) {
+	err = s.node.Read(ctx, func(st *fsm.State) { es, more = st.ElectionsPage(prefix, after, limit) })
+	return es, more, err
 }
 
 // Observation is an election as this node has applied it up to Index,

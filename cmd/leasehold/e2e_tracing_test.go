@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,11 +16,16 @@ import (
 )
 
 // otlpCollector receives OTLP/HTTP trace exports on loopback and keeps
-// the names of the spans of the service "leasehold".
+// the spans' names ("service: name") and, by name, their trace ids.
 type otlpCollector struct {
-	mu    sync.Mutex
-	spans map[string]bool
-	err   error
+	mu     sync.Mutex
+	spans  map[string]bool
+	traces map[string]map[string]bool // "service: name" -> trace ids (hex)
+	err    error
+}
+
+func newCollector() *otlpCollector {
+	return &otlpCollector{spans: map[string]bool{}, traces: map[string]map[string]bool{}}
 }
 
 func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -47,7 +53,12 @@ func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
-				c.spans[service+": "+s.Name] = true
+				k := service + ": " + s.Name
+				c.spans[k] = true
+				if c.traces[k] == nil {
+					c.traces[k] = map[string]bool{}
+				}
+				c.traces[k][hex.EncodeToString(s.TraceId)] = true
 			}
 		}
 	}
@@ -57,19 +68,35 @@ func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // TestServeExportsTracesOverOTLP: with --otlp-endpoint, a node sends the
 // spans of an acquire (its API call and its raft commit) to the collector
-// over OTLP/HTTP; a malformed endpoint is a usage error.
+// over OTLP/HTTP; a malformed endpoint is a usage error. A client command
+// given --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT) sends its own
+// spans before it exits — the command's and its calls' — and its
+// traceparent: the node's span of its call is in the command's trace.
 func TestServeExportsTracesOverOTLP(t *testing.T) {
 	t.Parallel()
-	col := &otlpCollector{spans: map[string]bool{}}
+	col := newCollector()
 	srv := httptest.NewServer(col)
 	t.Cleanup(srv.Close)
 
 	n := newNode(t)
 	n.args = []string{"--otlp-endpoint", srv.URL}
 	n.start()
-	if r := lhEnv(t, childEnv(), "--endpoints", n.url, "acquire", "otlp/x", "--ttl", "30s"); r.code != 0 {
+	if r := lhEnv(t, childEnv(), "--endpoints", n.url, "--otlp-endpoint", srv.URL, "acquire", "otlp/x", "--ttl", "30s"); r.code != 0 {
 		t.Fatalf("acquire: %s", r)
 	}
+	if r := lhEnv(t, append(childEnv(), "OTEL_EXPORTER_OTLP_ENDPOINT="+srv.URL), "--endpoints", n.url, "elections"); r.code != 0 {
+		t.Fatalf("elections: %s", r)
+	}
+	// Flushed before the commands exited: no waiting.
+	col.mu.Lock()
+	for _, w := range []string{"leasehold-cli: leasehold acquire", "leasehold-cli: leasehold.v1.Leases/Batch",
+		"leasehold-cli: leasehold elections", "leasehold-cli: leasehold.v1.Elections/List"} {
+		if !col.spans[w] {
+			t.Errorf("the CLI did not send span %q before exiting; got %v", w, col.spans)
+		}
+	}
+	cliTraces := col.traces["leasehold-cli: leasehold acquire"]
+	col.mu.Unlock()
 	// The CLI sends its acquire as a batch of one (the client coalesces).
 	want := []string{"leasehold: leasehold.v1.Leases/Batch", "leasehold: raft commit"}
 	checkFor(t, 20*time.Second, func() error { // the batcher sends every 5s by default
@@ -83,7 +110,13 @@ func TestServeExportsTracesOverOTLP(t *testing.T) {
 				return fmt.Errorf("no span %q among %v", w, col.spans)
 			}
 		}
-		return nil
+		for id := range cliTraces {
+			if col.traces["leasehold: leasehold.v1.Leases/Batch"][id] {
+				return nil
+			}
+		}
+		return fmt.Errorf("the node's Leases/Batch spans (traces %v) are not in the CLI's acquire trace %v",
+			col.traces["leasehold: leasehold.v1.Leases/Batch"], cliTraces)
 	})
 
 	r := lhEnv(t, childEnv(), "serve", "--otlp-endpoint", "collector:4318", "--data-dir", t.TempDir())

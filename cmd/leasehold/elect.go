@@ -145,9 +145,12 @@ func newElections(g *globals) *cobra.Command {
 				return err
 			}
 			defer cancel()
-			es, err := c.Elections(ctx, prefix)
-			if err != nil {
-				return err
+			var es []client.ElectionInfo
+			for e, err := range c.Elections(ctx, prefix) {
+				if err != nil {
+					return err
+				}
+				es = append(es, e)
 			}
 			w := cmd.OutOrStdout()
 			if out.JSON() {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/client"
 )
@@ -23,8 +25,10 @@ const defaultEndpoint = "http://127.0.0.1:7420"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot().ExecuteContext(ctx)
+	g := &globals{}
+	err := newRootOf(g).ExecuteContext(ctx)
 	stop()
+	g.flushTraces()
 	var ee exitError
 	if err != nil && (!errors.As(err, &ee) || ee.err != nil) {
 		fmt.Fprintln(os.Stderr, "leasehold:", err)
@@ -40,6 +44,12 @@ type globals struct {
 	timeout                   time.Duration
 	tokenFile                 string
 	caFile, certFile, keyFile string
+	otlpEndpoint              string
+
+	// A client command's tracing (clitracing.go): nil without an endpoint.
+	tracingDone bool
+	tp          *sdktrace.TracerProvider
+	span        trace.Span
 }
 
 // ctx bounds a command's calls to the cluster: they give up after
@@ -52,8 +62,9 @@ func (g *globals) ctx(parent context.Context, wait time.Duration) (context.Conte
 	return context.WithTimeout(parent, wait+g.timeout)
 }
 
-func newRoot() *cobra.Command {
-	g := &globals{}
+func newRoot() *cobra.Command { return newRootOf(&globals{}) }
+
+func newRootOf(g *globals) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "leasehold",
 		Short:         "Fenced leases and coordination primitives",
@@ -73,6 +84,8 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.caFile, "ca-file", "", "CA certificate (PEM) to trust for https endpoints")
 	root.PersistentFlags().StringVar(&g.certFile, "cert-file", "", "client certificate (PEM) for mTLS")
 	root.PersistentFlags().StringVar(&g.keyFile, "key-file", "", "client certificate's key (PEM)")
+	root.PersistentFlags().StringVar(&g.otlpEndpoint, "otlp-endpoint", "",
+		"send the command's OpenTelemetry traces to this OTLP/HTTP collector URL (default: none, or OTEL_EXPORTER_OTLP_ENDPOINT if set)")
 	root.AddCommand(
 		newAuth(),
 		newServe(g),
@@ -111,7 +124,7 @@ func (g *globals) session(cmd *cobra.Command, wait time.Duration) (*client.Clien
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, cancel := g.ctx(cmd.Context(), wait)
+	ctx, cancel := g.ctx(g.commandSpan(cmd.Context(), cmd), wait)
 	return c, ctx, cancel, nil
 }
 
@@ -140,7 +153,14 @@ func (g *globals) clientConfig() (client.Config, error) {
 	if err != nil {
 		return client.Config{}, err
 	}
+	if err := g.clientTracing(); err != nil {
+		return client.Config{}, err
+	}
 	// A command makes a call or a few: unary calls, without opening a
 	// session stream for them (bench sets its own).
-	return client.Config{Endpoints: eps, Logger: log, Token: token, TLS: tlsCfg, Session: client.SessionOff}, nil
+	cfg := client.Config{Endpoints: eps, Logger: log, Token: token, TLS: tlsCfg, Session: client.SessionOff}
+	if g.tp != nil {
+		cfg.TracerProvider = g.tp
+	}
+	return cfg, nil
 }

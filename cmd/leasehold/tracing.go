@@ -19,6 +19,12 @@ import (
 // or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, with their headers, timeout and
 // TLS variables), and the SDK's (OTEL_TRACES_SAMPLER, OTEL_BSP_*).
 func tracerProvider(ctx context.Context, endpoint, nodeID string) (*sdktrace.TracerProvider, error) {
+	return tracerProviderOf(ctx, endpoint, "leasehold", nodeID)
+}
+
+// tracerProviderOf is tracerProvider for the service named service (the
+// node, or the CLI as a client).
+func tracerProviderOf(ctx context.Context, endpoint, service, instance string) (*sdktrace.TracerProvider, error) {
 	var opts []otlptracehttp.Option
 	switch {
 	case endpoint != "":
@@ -38,8 +44,8 @@ func tracerProvider(ctx context.Context, endpoint, nodeID string) (*sdktrace.Tra
 		return nil, err
 	}
 	res := resource.NewSchemaless(
-		attribute.String("service.name", "leasehold"),
-		attribute.String("service.instance.id", nodeID),
+		attribute.String("service.name", service),
+		attribute.String("service.instance.id", instance),
 		attribute.String("service.version", buildVersion().Version),
 	)
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil

@@ -605,7 +605,11 @@ func (x *ObserveResponse) GetIndex() uint64 {
 type ElectionsListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only elections whose name starts with prefix.
-	Prefix        string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// 1 to 1000; default 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous ElectionsListResponse.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -647,9 +651,25 @@ func (x *ElectionsListRequest) GetPrefix() string {
 	return ""
 }
 
+func (x *ElectionsListRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ElectionsListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ElectionsListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Elections     []*Election            `protobuf:"bytes,1,rep,name=elections,proto3" json:"elections,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Elections []*Election            `protobuf:"bytes,1,rep,name=elections,proto3" json:"elections,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -689,6 +709,13 @@ func (x *ElectionsListResponse) GetElections() []*Election {
 		return x.Elections
 	}
 	return nil
+}
+
+func (x *ElectionsListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type Election struct {
@@ -841,11 +868,15 @@ const file_leasehold_v1_elections_proto_rawDesc = "" +
 	"\v_from_index\"[\n" +
 	"\x0fObserveResponse\x122\n" +
 	"\belection\x18\x01 \x01(\v2\x16.leasehold.v1.ElectionR\belection\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\".\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"j\n" +
 	"\x14ElectionsListRequest\x12\x16\n" +
-	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"M\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"u\n" +
 	"\x15ElectionsListResponse\x124\n" +
-	"\telections\x18\x01 \x03(\v2\x16.leasehold.v1.ElectionR\telections\"\x87\x02\n" +
+	"\telections\x18\x01 \x03(\v2\x16.leasehold.v1.ElectionR\telections\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x87\x02\n" +
 	"\bElection\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\x04R\aleaseId\x12\x14\n" +

@@ -66,7 +66,7 @@ type ElectionsClient interface {
 	// value, no leader), each with its log index. Any node serves it from
 	// its own watch history; a stream cut off resumes with from_index.
 	Observe(context.Context, *connect.Request[v1.ObserveRequest]) (*connect.ServerStreamForClient[v1.ObserveResponse], error)
-	// List shows every election with a leader or candidates, by name.
+	// List pages through the elections with a leader or candidates, by name.
 	List(context.Context, *connect.Request[v1.ElectionsListRequest]) (*connect.Response[v1.ElectionsListResponse], error)
 }
 
@@ -179,7 +179,7 @@ type ElectionsHandler interface {
 	// value, no leader), each with its log index. Any node serves it from
 	// its own watch history; a stream cut off resumes with from_index.
 	Observe(context.Context, *connect.Request[v1.ObserveRequest], *connect.ServerStream[v1.ObserveResponse]) error
-	// List shows every election with a leader or candidates, by name.
+	// List pages through the elections with a leader or candidates, by name.
 	List(context.Context, *connect.Request[v1.ElectionsListRequest]) (*connect.Response[v1.ElectionsListResponse], error)
 }
 
