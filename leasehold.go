@@ -27,7 +27,8 @@ const (
 	DefaultTTL       = 15 * time.Second
 	DefaultListLimit = 100
 	MaxListLimit     = 1000
-	MaxBatchOps      = 256 // operations in one Leases.Batch request
+	MaxBatchOps      = 256  // operations in one Leases.Batch request
+	MaxSessionOps    = 1024 // unanswered operations on one session stream
 )
 
 // Lease is what anyone may see about a lease: never its secret.

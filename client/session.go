@@ -55,9 +55,6 @@ const (
 	// sessionFallback is how long a client sends unary calls after a
 	// stream could not be opened.
 	sessionFallback = time.Minute
-	// sessionMaxOps is the server's limit of unanswered ops per stream;
-	// ops beyond it go as unary calls.
-	sessionMaxOps = 1024
 	// sessionMaxMessage is the most ops sent in one message.
 	sessionMaxMessage = leasehold.MaxBatchOps
 )
@@ -107,7 +104,9 @@ func newSession(c *Client, hc *http.Client, opts []connect.ClientOption) *sessio
 // unary caller that went away), and nothing is sent again for it.
 func (s *session) do(ctx context.Context, op *pb.BatchOp) (*pb.BatchResult, error) {
 	s.mu.Lock()
-	if s.c.closed.Load() || len(s.pending) >= sessionMaxOps || time.Now().Before(s.offUntil) {
+	// Past the node's limit of unanswered ops, or while streams fail, the
+	// op goes as a unary call.
+	if s.c.closed.Load() || len(s.pending) >= leasehold.MaxSessionOps || time.Now().Before(s.offUntil) {
 		s.mu.Unlock()
 		return nil, errNoSession
 	}

@@ -47,6 +47,18 @@ type Principal struct {
 	Prefixes []string // for workers: the resources and keys they may touch
 }
 
+// mayTouch refuses, naming the first, any of names outside a worker's
+// prefixes.
+func (p Principal) mayTouch(names []string) error {
+	for _, n := range names {
+		if !p.allows(n) {
+			return leasehold.Errorf(leasehold.CodePermission,
+				"token %q may not touch %q: it is outside the token's prefixes %q", p.Name, n, p.Prefixes)
+		}
+	}
+	return nil
+}
+
 // allows reports whether p may touch a resource or key named s.
 func (p Principal) allows(s string) bool {
 	if p.Role >= RoleOperator {
@@ -362,11 +374,8 @@ func (g *guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				"token %q has role %s; %s needs %s", p.Name, p.Role, proc, need)
 		}
 		if p.Role == RoleWorker {
-			for _, n := range names(req.Any()) {
-				if !p.allows(n) {
-					return nil, leasehold.Errorf(leasehold.CodePermission,
-						"token %q may not touch %q: it is outside the token's prefixes %q", p.Name, n, p.Prefixes)
-				}
+			if err := p.mayTouch(names(req.Any())); err != nil {
+				return nil, err
 			}
 		}
 		ctx = context.WithValue(ctx, principalKey{}, p)

@@ -18,10 +18,6 @@ import (
 	"github.com/leasehold/leasehold/cluster"
 )
 
-// MaxSessionOps is the most ops a session stream may have unanswered;
-// more are refused with resource_exhausted, each answered on its own.
-const MaxSessionOps = 1024
-
 // DefaultSessionIdle ends a session stream that has nothing unanswered
 // and has sent nothing for this long (Config.SessionIdle).
 const DefaultSessionIdle = 5 * time.Minute
@@ -196,10 +192,10 @@ func (ss *session) admit(op *pb.SessionOp) (sessionOp, error) {
 	case ss.ops[id] != nil:
 		return sessionOp{}, leasehold.Errorf(leasehold.CodeInvalid,
 			"op id %d is already used by an unanswered op of this stream: give each op its own id", id)
-	case len(ss.ops) >= MaxSessionOps:
+	case len(ss.ops) >= leasehold.MaxSessionOps:
 		return sessionOp{}, leasehold.Errorf(leasehold.CodeLimit,
 			"this stream already has %d unanswered ops (limit %d per session); wait for answers before sending more",
-			len(ss.ops), MaxSessionOps)
+			len(ss.ops), leasehold.MaxSessionOps)
 	}
 	ctx, cancel := context.WithCancel(ss.ctx)
 	ss.ops[id] = cancel
@@ -212,13 +208,7 @@ func (ss *session) allowed(op *pb.BatchOp) error {
 	if !ok || p.Role != RoleWorker {
 		return nil
 	}
-	for _, n := range op.GetAcquire().GetResources() {
-		if !p.allows(n) {
-			return leasehold.Errorf(leasehold.CodePermission,
-				"token %q may not touch %q: it is outside the token's prefixes %q", p.Name, n, p.Prefixes)
-		}
-	}
-	return nil
+	return p.mayTouch(op.GetAcquire().GetResources())
 }
 
 // commit runs ops as one Batch, and waits for those that queued.
@@ -350,11 +340,11 @@ func (ss *session) refuse(id uint64, res *pb.BatchResult) {
 	ss.out = append(ss.out, &pb.SessionResult{Id: id, Result: res})
 	unsent := len(ss.out)
 	ss.mu.Unlock()
-	if unsent > 2*MaxSessionOps {
+	if unsent > 2*leasehold.MaxSessionOps {
 		// The client sends ops but does not read their answers.
 		select {
 		case ss.failed <- leasehold.Errorf(leasehold.CodeLimit,
-			"%d answers wait for this stream's client to read them (limit %d); read the answers", unsent, 2*MaxSessionOps):
+			"%d answers wait for this stream's client to read them (limit %d); read the answers", unsent, 2*leasehold.MaxSessionOps):
 		default:
 		}
 	}

@@ -137,9 +137,9 @@ func TestSessionLimits(t *testing.T) {
 		mustAcquire(t, c, &pb.AcquireRequest{Resources: []string{r}, Ttl: dur(time.Minute)})
 	}
 	id := uint64(100)
-	for sent := 0; sent < server.MaxSessionOps; {
+	for sent := 0; sent < leasehold.MaxSessionOps; {
 		var ops []*pb.SessionOp
-		for k := 0; k < leasehold.MaxBatchOps && sent < server.MaxSessionOps; k++ {
+		for k := 0; k < leasehold.MaxBatchOps && sent < leasehold.MaxSessionOps; k++ {
 			id++
 			r := "full/a"
 			if sent%2 == 1 {
@@ -152,7 +152,7 @@ func TestSessionLimits(t *testing.T) {
 		s.send(ops)
 	}
 	eventually(t, 20*time.Second, "every waiter in line", func() bool {
-		return len(get(t, c, "full/a").GetWaiters())+len(get(t, c, "full/b").GetWaiters()) == server.MaxSessionOps
+		return len(get(t, c, "full/a").GetWaiters())+len(get(t, c, "full/b").GetWaiters()) == leasehold.MaxSessionOps
 	})
 	s.send([]*pb.SessionOp{sop(1, opRenew(&pb.RenewRequest{LeaseId: 1, Secret: newSecret(t)}))})
 	_, got = s.next(1)
