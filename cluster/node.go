@@ -509,6 +509,9 @@ func (n *Node) Stats() Stats {
 	n.m.read(func(st *fsm.State) {
 		s.LastToken = st.LastToken()
 		s.Counts = st.Counts()
+		// raft counts an entry applied only after the state machine
+		// returns; counts that already show an entry come with its index.
+		s.AppliedIndex = max(s.AppliedIndex, st.LastIndex())
 	})
 	return s
 }
