@@ -136,6 +136,10 @@ type Server struct {
 	// sessions counts open session streams; sessionIdle ends idle ones.
 	sessions    sessionCount
 	sessionIdle time.Duration
+	// The handlers whose calls a session stream also carries.
+	queues queuesAPI
+	idem   idemAPI
+	groups groupsAPI
 }
 
 // New builds a server. It registers node gauges and Go runtime metrics on
@@ -209,9 +213,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Hub != nil {
 		registerWatchMetrics(cfg.Registry, cfg.Hub)
 	}
-	mount(leaseholdv1connect.NewIdempotencyHandler(newIdemAPI(s, cfg.Registry), guard, large, codec))
-	mount(leaseholdv1connect.NewQueuesHandler(newQueuesAPI(s, cfg.MaxQueueBodyBytes), guard, large, codec))
-	mount(leaseholdv1connect.NewGroupsHandler(newGroupsAPI(s, cfg.Registry), guard, small, codec))
+	s.idem, s.queues, s.groups = newIdemAPI(s, cfg.Registry), newQueuesAPI(s, cfg.MaxQueueBodyBytes), newGroupsAPI(s, cfg.Registry)
+	mount(leaseholdv1connect.NewIdempotencyHandler(s.idem, guard, large, codec))
+	mount(leaseholdv1connect.NewQueuesHandler(s.queues, guard, large, codec))
+	mount(leaseholdv1connect.NewGroupsHandler(s.groups, guard, small, codec))
 	// Not through bodies: a session's body is a stream that lasts as long
 	// as the client, bounded per message, by ops unanswered and by idle time.
 	mux.Handle(leaseholdv1connect.NewSessionsHandler(sessionsAPI{s}, guard, large, codec))

@@ -159,6 +159,10 @@ func (ss *session) handle(m *pb.SessionRequest) {
 	}
 	var admitted []sessionOp
 	for _, op := range ops {
+		if c := op.GetCall(); c != nil {
+			ss.startCall(op, c)
+			continue
+		}
 		if err := ss.allowed(op.GetOp()); err != nil {
 			ss.refuse(op.GetId(), batchError(err))
 			continue
@@ -324,20 +328,30 @@ func (ss *session) lost(err error) bool {
 // answer queues an admitted op's result for the sender and forgets the
 // op.
 func (ss *session) answer(id uint64, res *pb.BatchResult) {
+	ss.answerCall(&pb.SessionResult{Id: id, Result: res})
+}
+
+// answerCall is answer for an op's whole SessionResult.
+func (ss *session) answerCall(r *pb.SessionResult) {
 	ss.mu.Lock()
-	if stop := ss.ops[id]; stop != nil {
+	if stop := ss.ops[r.Id]; stop != nil {
 		stop()
-		delete(ss.ops, id)
+		delete(ss.ops, r.Id)
 	}
 	ss.mu.Unlock()
-	ss.refuse(id, res)
+	ss.queueOut(r)
 }
 
 // refuse queues the answer to an op that was never admitted (its id may
 // be another op's, which stays unanswered).
 func (ss *session) refuse(id uint64, res *pb.BatchResult) {
+	ss.queueOut(&pb.SessionResult{Id: id, Result: res})
+}
+
+// queueOut queues an answer for the sender.
+func (ss *session) queueOut(r *pb.SessionResult) {
 	ss.mu.Lock()
-	ss.out = append(ss.out, &pb.SessionResult{Id: id, Result: res})
+	ss.out = append(ss.out, r)
 	unsent := len(ss.out)
 	ss.mu.Unlock()
 	if unsent > 2*leasehold.MaxSessionOps {

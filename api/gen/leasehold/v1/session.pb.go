@@ -80,8 +80,25 @@ type SessionOp struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Chosen by the caller, unique among its unanswered ops on this stream.
 	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	// The op, as in a Batch (an acquire may carry a wait).
-	Op            *BatchOp `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	// The op, as in a Batch (an acquire may carry a wait). An op sets this
+	// or one `call`, not both.
+	Op *BatchOp `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	// A unary call, sent on the stream: checked, authorized, committed and
+	// answered exactly as that call (request ids and secrets included), and
+	// answered by the same-named field of SessionResult. A Begin with a wait
+	// waits as a waiting acquire does (a cancel withdraws it).
+	//
+	// Types that are valid to be assigned to Call:
+	//
+	//	*SessionOp_QueueSend
+	//	*SessionOp_QueueSendBatch
+	//	*SessionOp_QueueAck
+	//	*SessionOp_QueueAckBatch
+	//	*SessionOp_IdemBegin
+	//	*SessionOp_IdemComplete
+	//	*SessionOp_IdemAbandon
+	//	*SessionOp_GroupAckRevocation
+	Call          isSessionOp_Call `protobuf_oneof:"call"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -129,6 +146,137 @@ func (x *SessionOp) GetOp() *BatchOp {
 	}
 	return nil
 }
+
+func (x *SessionOp) GetCall() isSessionOp_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *SessionOp) GetQueueSend() *QueuesSendRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionOp_QueueSend); ok {
+			return x.QueueSend
+		}
+	}
+	return nil
+}
+
+func (x *SessionOp) GetQueueSendBatch() *QueuesSendBatchRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionOp_QueueSendBatch); ok {
+			return x.QueueSendBatch
+		}
+	}
+	return nil
+}
+
+func (x *SessionOp) GetQueueAck() *QueuesAckRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionOp_QueueAck); ok {
+			return x.QueueAck
+		}
+	}
+	return nil
+}
+
+func (x *SessionOp) GetQueueAckBatch() *QueuesAckBatchRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionOp_QueueAckBatch); ok {
+			return x.QueueAckBatch
+		}
+	}
+	return nil
+}
+
+func (x *SessionOp) GetIdemBegin() *IdempotencyBeginRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionOp_IdemBegin); ok {
+			return x.IdemBegin
+		}
+	}
+	return nil
+}
+
+func (x *SessionOp) GetIdemComplete() *IdempotencyCompleteRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionOp_IdemComplete); ok {
+			return x.IdemComplete
+		}
+	}
+	return nil
+}
+
+func (x *SessionOp) GetIdemAbandon() *IdempotencyAbandonRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionOp_IdemAbandon); ok {
+			return x.IdemAbandon
+		}
+	}
+	return nil
+}
+
+func (x *SessionOp) GetGroupAckRevocation() *GroupsAckRevocationRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionOp_GroupAckRevocation); ok {
+			return x.GroupAckRevocation
+		}
+	}
+	return nil
+}
+
+type isSessionOp_Call interface {
+	isSessionOp_Call()
+}
+
+type SessionOp_QueueSend struct {
+	QueueSend *QueuesSendRequest `protobuf:"bytes,3,opt,name=queue_send,json=queueSend,proto3,oneof"`
+}
+
+type SessionOp_QueueSendBatch struct {
+	QueueSendBatch *QueuesSendBatchRequest `protobuf:"bytes,4,opt,name=queue_send_batch,json=queueSendBatch,proto3,oneof"`
+}
+
+type SessionOp_QueueAck struct {
+	QueueAck *QueuesAckRequest `protobuf:"bytes,5,opt,name=queue_ack,json=queueAck,proto3,oneof"`
+}
+
+type SessionOp_QueueAckBatch struct {
+	QueueAckBatch *QueuesAckBatchRequest `protobuf:"bytes,6,opt,name=queue_ack_batch,json=queueAckBatch,proto3,oneof"`
+}
+
+type SessionOp_IdemBegin struct {
+	IdemBegin *IdempotencyBeginRequest `protobuf:"bytes,7,opt,name=idem_begin,json=idemBegin,proto3,oneof"`
+}
+
+type SessionOp_IdemComplete struct {
+	IdemComplete *IdempotencyCompleteRequest `protobuf:"bytes,8,opt,name=idem_complete,json=idemComplete,proto3,oneof"`
+}
+
+type SessionOp_IdemAbandon struct {
+	IdemAbandon *IdempotencyAbandonRequest `protobuf:"bytes,9,opt,name=idem_abandon,json=idemAbandon,proto3,oneof"`
+}
+
+type SessionOp_GroupAckRevocation struct {
+	GroupAckRevocation *GroupsAckRevocationRequest `protobuf:"bytes,10,opt,name=group_ack_revocation,json=groupAckRevocation,proto3,oneof"`
+}
+
+func (*SessionOp_QueueSend) isSessionOp_Call() {}
+
+func (*SessionOp_QueueSendBatch) isSessionOp_Call() {}
+
+func (*SessionOp_QueueAck) isSessionOp_Call() {}
+
+func (*SessionOp_QueueAckBatch) isSessionOp_Call() {}
+
+func (*SessionOp_IdemBegin) isSessionOp_Call() {}
+
+func (*SessionOp_IdemComplete) isSessionOp_Call() {}
+
+func (*SessionOp_IdemAbandon) isSessionOp_Call() {}
+
+func (*SessionOp_GroupAckRevocation) isSessionOp_Call() {}
 
 type SessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -178,8 +326,25 @@ func (x *SessionResponse) GetResults() []*SessionResult {
 type SessionResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	// The op's answer, as a Batch would give it; never `queued`.
-	Result        *BatchResult `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// The op's answer, as a Batch would give it; never `queued`. For a
+	// `call`, set only with its error.
+	Result *BatchResult `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// A call's answer, as its unary call gives it.
+	//
+	// Types that are valid to be assigned to Call:
+	//
+	//	*SessionResult_QueueSend
+	//	*SessionResult_QueueSendBatch
+	//	*SessionResult_QueueAck
+	//	*SessionResult_QueueAckBatch
+	//	*SessionResult_IdemBegin
+	//	*SessionResult_IdemComplete
+	//	*SessionResult_IdemAbandon
+	//	*SessionResult_GroupAckRevocation
+	Call isSessionResult_Call `protobuf_oneof:"call"`
+	// A send refused because its queue is full: when to try again (the
+	// detail of the unary call's error).
+	RetryAfter    *QueueRetryAfter `protobuf:"bytes,11,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -228,22 +393,186 @@ func (x *SessionResult) GetResult() *BatchResult {
 	return nil
 }
 
+func (x *SessionResult) GetCall() isSessionResult_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *SessionResult) GetQueueSend() *QueuesSendResponse {
+	if x != nil {
+		if x, ok := x.Call.(*SessionResult_QueueSend); ok {
+			return x.QueueSend
+		}
+	}
+	return nil
+}
+
+func (x *SessionResult) GetQueueSendBatch() *QueuesSendBatchResponse {
+	if x != nil {
+		if x, ok := x.Call.(*SessionResult_QueueSendBatch); ok {
+			return x.QueueSendBatch
+		}
+	}
+	return nil
+}
+
+func (x *SessionResult) GetQueueAck() *QueuesAckResponse {
+	if x != nil {
+		if x, ok := x.Call.(*SessionResult_QueueAck); ok {
+			return x.QueueAck
+		}
+	}
+	return nil
+}
+
+func (x *SessionResult) GetQueueAckBatch() *QueuesAckBatchResponse {
+	if x != nil {
+		if x, ok := x.Call.(*SessionResult_QueueAckBatch); ok {
+			return x.QueueAckBatch
+		}
+	}
+	return nil
+}
+
+func (x *SessionResult) GetIdemBegin() *IdempotencyBeginResponse {
+	if x != nil {
+		if x, ok := x.Call.(*SessionResult_IdemBegin); ok {
+			return x.IdemBegin
+		}
+	}
+	return nil
+}
+
+func (x *SessionResult) GetIdemComplete() *IdempotencyCompleteResponse {
+	if x != nil {
+		if x, ok := x.Call.(*SessionResult_IdemComplete); ok {
+			return x.IdemComplete
+		}
+	}
+	return nil
+}
+
+func (x *SessionResult) GetIdemAbandon() *IdempotencyAbandonResponse {
+	if x != nil {
+		if x, ok := x.Call.(*SessionResult_IdemAbandon); ok {
+			return x.IdemAbandon
+		}
+	}
+	return nil
+}
+
+func (x *SessionResult) GetGroupAckRevocation() *GroupsAckRevocationResponse {
+	if x != nil {
+		if x, ok := x.Call.(*SessionResult_GroupAckRevocation); ok {
+			return x.GroupAckRevocation
+		}
+	}
+	return nil
+}
+
+func (x *SessionResult) GetRetryAfter() *QueueRetryAfter {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+type isSessionResult_Call interface {
+	isSessionResult_Call()
+}
+
+type SessionResult_QueueSend struct {
+	QueueSend *QueuesSendResponse `protobuf:"bytes,3,opt,name=queue_send,json=queueSend,proto3,oneof"`
+}
+
+type SessionResult_QueueSendBatch struct {
+	QueueSendBatch *QueuesSendBatchResponse `protobuf:"bytes,4,opt,name=queue_send_batch,json=queueSendBatch,proto3,oneof"`
+}
+
+type SessionResult_QueueAck struct {
+	QueueAck *QueuesAckResponse `protobuf:"bytes,5,opt,name=queue_ack,json=queueAck,proto3,oneof"`
+}
+
+type SessionResult_QueueAckBatch struct {
+	QueueAckBatch *QueuesAckBatchResponse `protobuf:"bytes,6,opt,name=queue_ack_batch,json=queueAckBatch,proto3,oneof"`
+}
+
+type SessionResult_IdemBegin struct {
+	IdemBegin *IdempotencyBeginResponse `protobuf:"bytes,7,opt,name=idem_begin,json=idemBegin,proto3,oneof"`
+}
+
+type SessionResult_IdemComplete struct {
+	IdemComplete *IdempotencyCompleteResponse `protobuf:"bytes,8,opt,name=idem_complete,json=idemComplete,proto3,oneof"`
+}
+
+type SessionResult_IdemAbandon struct {
+	IdemAbandon *IdempotencyAbandonResponse `protobuf:"bytes,9,opt,name=idem_abandon,json=idemAbandon,proto3,oneof"`
+}
+
+type SessionResult_GroupAckRevocation struct {
+	GroupAckRevocation *GroupsAckRevocationResponse `protobuf:"bytes,10,opt,name=group_ack_revocation,json=groupAckRevocation,proto3,oneof"`
+}
+
+func (*SessionResult_QueueSend) isSessionResult_Call() {}
+
+func (*SessionResult_QueueSendBatch) isSessionResult_Call() {}
+
+func (*SessionResult_QueueAck) isSessionResult_Call() {}
+
+func (*SessionResult_QueueAckBatch) isSessionResult_Call() {}
+
+func (*SessionResult_IdemBegin) isSessionResult_Call() {}
+
+func (*SessionResult_IdemComplete) isSessionResult_Call() {}
+
+func (*SessionResult_IdemAbandon) isSessionResult_Call() {}
+
+func (*SessionResult_GroupAckRevocation) isSessionResult_Call() {}
+
 var File_leasehold_v1_session_proto protoreflect.FileDescriptor
 
 const file_leasehold_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x1aleasehold/v1/session.proto\x12\fleasehold.v1\x1a\x19leasehold/v1/leases.proto\"S\n" +
+	"\x1aleasehold/v1/session.proto\x12\fleasehold.v1\x1a\x19leasehold/v1/groups.proto\x1a\x1eleasehold/v1/idempotency.proto\x1a\x19leasehold/v1/leases.proto\x1a\x19leasehold/v1/queues.proto\"S\n" +
 	"\x0eSessionRequest\x12)\n" +
 	"\x03ops\x18\x01 \x03(\v2\x17.leasehold.v1.SessionOpR\x03ops\x12\x16\n" +
-	"\x06cancel\x18\x02 \x03(\x04R\x06cancel\"B\n" +
+	"\x06cancel\x18\x02 \x03(\x04R\x06cancel\"\xb1\x05\n" +
 	"\tSessionOp\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
-	"\x02op\x18\x02 \x01(\v2\x15.leasehold.v1.BatchOpR\x02op\"H\n" +
+	"\x02op\x18\x02 \x01(\v2\x15.leasehold.v1.BatchOpR\x02op\x12@\n" +
+	"\n" +
+	"queue_send\x18\x03 \x01(\v2\x1f.leasehold.v1.QueuesSendRequestH\x00R\tqueueSend\x12P\n" +
+	"\x10queue_send_batch\x18\x04 \x01(\v2$.leasehold.v1.QueuesSendBatchRequestH\x00R\x0equeueSendBatch\x12=\n" +
+	"\tqueue_ack\x18\x05 \x01(\v2\x1e.leasehold.v1.QueuesAckRequestH\x00R\bqueueAck\x12M\n" +
+	"\x0fqueue_ack_batch\x18\x06 \x01(\v2#.leasehold.v1.QueuesAckBatchRequestH\x00R\rqueueAckBatch\x12F\n" +
+	"\n" +
+	"idem_begin\x18\a \x01(\v2%.leasehold.v1.IdempotencyBeginRequestH\x00R\tidemBegin\x12O\n" +
+	"\ridem_complete\x18\b \x01(\v2(.leasehold.v1.IdempotencyCompleteRequestH\x00R\fidemComplete\x12L\n" +
+	"\fidem_abandon\x18\t \x01(\v2'.leasehold.v1.IdempotencyAbandonRequestH\x00R\videmAbandon\x12\\\n" +
+	"\x14group_ack_revocation\x18\n" +
+	" \x01(\v2(.leasehold.v1.GroupsAckRevocationRequestH\x00R\x12groupAckRevocationB\x06\n" +
+	"\x04call\"H\n" +
 	"\x0fSessionResponse\x125\n" +
-	"\aresults\x18\x01 \x03(\v2\x1b.leasehold.v1.SessionResultR\aresults\"R\n" +
+	"\aresults\x18\x01 \x03(\v2\x1b.leasehold.v1.SessionResultR\aresults\"\x89\x06\n" +
 	"\rSessionResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x121\n" +
-	"\x06result\x18\x02 \x01(\v2\x19.leasehold.v1.BatchResultR\x06result2V\n" +
+	"\x06result\x18\x02 \x01(\v2\x19.leasehold.v1.BatchResultR\x06result\x12A\n" +
+	"\n" +
+	"queue_send\x18\x03 \x01(\v2 .leasehold.v1.QueuesSendResponseH\x00R\tqueueSend\x12Q\n" +
+	"\x10queue_send_batch\x18\x04 \x01(\v2%.leasehold.v1.QueuesSendBatchResponseH\x00R\x0equeueSendBatch\x12>\n" +
+	"\tqueue_ack\x18\x05 \x01(\v2\x1f.leasehold.v1.QueuesAckResponseH\x00R\bqueueAck\x12N\n" +
+	"\x0fqueue_ack_batch\x18\x06 \x01(\v2$.leasehold.v1.QueuesAckBatchResponseH\x00R\rqueueAckBatch\x12G\n" +
+	"\n" +
+	"idem_begin\x18\a \x01(\v2&.leasehold.v1.IdempotencyBeginResponseH\x00R\tidemBegin\x12P\n" +
+	"\ridem_complete\x18\b \x01(\v2).leasehold.v1.IdempotencyCompleteResponseH\x00R\fidemComplete\x12M\n" +
+	"\fidem_abandon\x18\t \x01(\v2(.leasehold.v1.IdempotencyAbandonResponseH\x00R\videmAbandon\x12]\n" +
+	"\x14group_ack_revocation\x18\n" +
+	" \x01(\v2).leasehold.v1.GroupsAckRevocationResponseH\x00R\x12groupAckRevocation\x12>\n" +
+	"\vretry_after\x18\v \x01(\v2\x1d.leasehold.v1.QueueRetryAfterR\n" +
+	"retryAfterB\x06\n" +
+	"\x04call2V\n" +
 	"\bSessions\x12J\n" +
 	"\aSession\x12\x1c.leasehold.v1.SessionRequest\x1a\x1d.leasehold.v1.SessionResponse(\x010\x01BAZ?github.com/leasehold/leasehold/api/gen/leasehold/v1;leaseholdv1b\x06proto3"
 
@@ -261,25 +590,59 @@ func file_leasehold_v1_session_proto_rawDescGZIP() []byte {
 
 var file_leasehold_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_leasehold_v1_session_proto_goTypes = []any{
-	(*SessionRequest)(nil),  // 0: leasehold.v1.SessionRequest
-	(*SessionOp)(nil),       // 1: leasehold.v1.SessionOp
-	(*SessionResponse)(nil), // 2: leasehold.v1.SessionResponse
-	(*SessionResult)(nil),   // 3: leasehold.v1.SessionResult
-	(*BatchOp)(nil),         // 4: leasehold.v1.BatchOp
-	(*BatchResult)(nil),     // 5: leasehold.v1.BatchResult
+	(*SessionRequest)(nil),              // 0: leasehold.v1.SessionRequest
+	(*SessionOp)(nil),                   // 1: leasehold.v1.SessionOp
+	(*SessionResponse)(nil),             // 2: leasehold.v1.SessionResponse
+	(*SessionResult)(nil),               // 3: leasehold.v1.SessionResult
+	(*BatchOp)(nil),                     // 4: leasehold.v1.BatchOp
+	(*QueuesSendRequest)(nil),           // 5: leasehold.v1.QueuesSendRequest
+	(*QueuesSendBatchRequest)(nil),      // 6: leasehold.v1.QueuesSendBatchRequest
+	(*QueuesAckRequest)(nil),            // 7: leasehold.v1.QueuesAckRequest
+	(*QueuesAckBatchRequest)(nil),       // 8: leasehold.v1.QueuesAckBatchRequest
+	(*IdempotencyBeginRequest)(nil),     // 9: leasehold.v1.IdempotencyBeginRequest
+	(*IdempotencyCompleteRequest)(nil),  // 10: leasehold.v1.IdempotencyCompleteRequest
+	(*IdempotencyAbandonRequest)(nil),   // 11: leasehold.v1.IdempotencyAbandonRequest
+	(*GroupsAckRevocationRequest)(nil),  // 12: leasehold.v1.GroupsAckRevocationRequest
+	(*BatchResult)(nil),                 // 13: leasehold.v1.BatchResult
+	(*QueuesSendResponse)(nil),          // 14: leasehold.v1.QueuesSendResponse
+	(*QueuesSendBatchResponse)(nil),     // 15: leasehold.v1.QueuesSendBatchResponse
+	(*QueuesAckResponse)(nil),           // 16: leasehold.v1.QueuesAckResponse
+	(*QueuesAckBatchResponse)(nil),      // 17: leasehold.v1.QueuesAckBatchResponse
+	(*IdempotencyBeginResponse)(nil),    // 18: leasehold.v1.IdempotencyBeginResponse
+	(*IdempotencyCompleteResponse)(nil), // 19: leasehold.v1.IdempotencyCompleteResponse
+	(*IdempotencyAbandonResponse)(nil),  // 20: leasehold.v1.IdempotencyAbandonResponse
+	(*GroupsAckRevocationResponse)(nil), // 21: leasehold.v1.GroupsAckRevocationResponse
+	(*QueueRetryAfter)(nil),             // 22: leasehold.v1.QueueRetryAfter
 }
 var file_leasehold_v1_session_proto_depIdxs = []int32{
-	1, // 0: leasehold.v1.SessionRequest.ops:type_name -> leasehold.v1.SessionOp
-	4, // 1: leasehold.v1.SessionOp.op:type_name -> leasehold.v1.BatchOp
-	3, // 2: leasehold.v1.SessionResponse.results:type_name -> leasehold.v1.SessionResult
-	5, // 3: leasehold.v1.SessionResult.result:type_name -> leasehold.v1.BatchResult
-	0, // 4: leasehold.v1.Sessions.Session:input_type -> leasehold.v1.SessionRequest
-	2, // 5: leasehold.v1.Sessions.Session:output_type -> leasehold.v1.SessionResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1,  // 0: leasehold.v1.SessionRequest.ops:type_name -> leasehold.v1.SessionOp
+	4,  // 1: leasehold.v1.SessionOp.op:type_name -> leasehold.v1.BatchOp
+	5,  // 2: leasehold.v1.SessionOp.queue_send:type_name -> leasehold.v1.QueuesSendRequest
+	6,  // 3: leasehold.v1.SessionOp.queue_send_batch:type_name -> leasehold.v1.QueuesSendBatchRequest
+	7,  // 4: leasehold.v1.SessionOp.queue_ack:type_name -> leasehold.v1.QueuesAckRequest
+	8,  // 5: leasehold.v1.SessionOp.queue_ack_batch:type_name -> leasehold.v1.QueuesAckBatchRequest
+	9,  // 6: leasehold.v1.SessionOp.idem_begin:type_name -> leasehold.v1.IdempotencyBeginRequest
+	10, // 7: leasehold.v1.SessionOp.idem_complete:type_name -> leasehold.v1.IdempotencyCompleteRequest
+	11, // 8: leasehold.v1.SessionOp.idem_abandon:type_name -> leasehold.v1.IdempotencyAbandonRequest
+	12, // 9: leasehold.v1.SessionOp.group_ack_revocation:type_name -> leasehold.v1.GroupsAckRevocationRequest
+	3,  // 10: leasehold.v1.SessionResponse.results:type_name -> leasehold.v1.SessionResult
+	13, // 11: leasehold.v1.SessionResult.result:type_name -> leasehold.v1.BatchResult
+	14, // 12: leasehold.v1.SessionResult.queue_send:type_name -> leasehold.v1.QueuesSendResponse
+	15, // 13: leasehold.v1.SessionResult.queue_send_batch:type_name -> leasehold.v1.QueuesSendBatchResponse
+	16, // 14: leasehold.v1.SessionResult.queue_ack:type_name -> leasehold.v1.QueuesAckResponse
+	17, // 15: leasehold.v1.SessionResult.queue_ack_batch:type_name -> leasehold.v1.QueuesAckBatchResponse
+	18, // 16: leasehold.v1.SessionResult.idem_begin:type_name -> leasehold.v1.IdempotencyBeginResponse
+	19, // 17: leasehold.v1.SessionResult.idem_complete:type_name -> leasehold.v1.IdempotencyCompleteResponse
+	20, // 18: leasehold.v1.SessionResult.idem_abandon:type_name -> leasehold.v1.IdempotencyAbandonResponse
+	21, // 19: leasehold.v1.SessionResult.group_ack_revocation:type_name -> leasehold.v1.GroupsAckRevocationResponse
+	22, // 20: leasehold.v1.SessionResult.retry_after:type_name -> leasehold.v1.QueueRetryAfter
+	0,  // 21: leasehold.v1.Sessions.Session:input_type -> leasehold.v1.SessionRequest
+	2,  // 22: leasehold.v1.Sessions.Session:output_type -> leasehold.v1.SessionResponse
+	22, // [22:23] is the sub-list for method output_type
+	21, // [21:22] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_leasehold_v1_session_proto_init() }
@@ -287,7 +650,30 @@ func file_leasehold_v1_session_proto_init() {
 	if File_leasehold_v1_session_proto != nil {
 		return
 	}
+	file_leasehold_v1_groups_proto_init()
+	file_leasehold_v1_idempotency_proto_init()
 	file_leasehold_v1_leases_proto_init()
+	file_leasehold_v1_queues_proto_init()
+	file_leasehold_v1_session_proto_msgTypes[1].OneofWrappers = []any{
+		(*SessionOp_QueueSend)(nil),
+		(*SessionOp_QueueSendBatch)(nil),
+		(*SessionOp_QueueAck)(nil),
+		(*SessionOp_QueueAckBatch)(nil),
+		(*SessionOp_IdemBegin)(nil),
+		(*SessionOp_IdemComplete)(nil),
+		(*SessionOp_IdemAbandon)(nil),
+		(*SessionOp_GroupAckRevocation)(nil),
+	}
+	file_leasehold_v1_session_proto_msgTypes[3].OneofWrappers = []any{
+		(*SessionResult_QueueSend)(nil),
+		(*SessionResult_QueueSendBatch)(nil),
+		(*SessionResult_QueueAck)(nil),
+		(*SessionResult_QueueAckBatch)(nil),
+		(*SessionResult_IdemBegin)(nil),
+		(*SessionResult_IdemComplete)(nil),
+		(*SessionResult_IdemAbandon)(nil),
+		(*SessionResult_GroupAckRevocation)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

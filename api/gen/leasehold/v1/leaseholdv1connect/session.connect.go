@@ -40,7 +40,8 @@ const (
 // SessionsClient is a client for the leasehold.v1.Sessions service.
 type SessionsClient interface {
 	// Session is a bidirectional stream of acquires, renewals and releases,
-	// each tagged with an op id the caller chooses. Every op means what its
+	// and of the calls a SessionOp's `call` names, each tagged with an op id
+	// the caller chooses. Every op means what its
 	// unary call means (same validation, roles, rate limits and request-id
 	// retries) and is answered when it completes, out of order: a waiting
 	// acquire is answered on the stream when it is granted or its wait ends,
@@ -87,7 +88,8 @@ func (c *sessionsClient) Session(ctx context.Context) *connect.BidiStreamForClie
 // SessionsHandler is an implementation of the leasehold.v1.Sessions service.
 type SessionsHandler interface {
 	// Session is a bidirectional stream of acquires, renewals and releases,
-	// each tagged with an op id the caller chooses. Every op means what its
+	// and of the calls a SessionOp's `call` names, each tagged with an op id
+	// the caller chooses. Every op means what its
 	// unary call means (same validation, roles, rate limits and request-id
 	// retries) and is answered when it completes, out of order: a waiting
 	// acquire is answered on the stream when it is granted or its wait ends,
