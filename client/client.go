@@ -229,6 +229,9 @@ func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	if res, ok, err := onSession[Res](ctx, c, msg); ok {
+		return res, err
+	}
 	backoff := 20 * time.Millisecond
 	var last error // the last transport failure, kept for the error when ctx ends
 	for attempt := 0; ; attempt++ {

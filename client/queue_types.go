@@ -140,8 +140,9 @@ const minRetryAfter = 100 * time.Millisecond
 // backpressure wraps a resource_exhausted error in a RetryAfterError,
 // with the server's hint (or minRetryAfter); other errors pass through.
 func backpressure(err error, hint time.Duration) error {
-	if err == nil || !errors.Is(err, leasehold.ErrLimit) {
-		return err
+	var ra *RetryAfterError
+	if err == nil || !errors.Is(err, leasehold.ErrLimit) || errors.As(err, &ra) {
+		return err // a session stream's refusal comes with its hint
 	}
 	return &RetryAfterError{RetryAfter: max(hint, minRetryAfter), Err: err}
 }

@@ -84,7 +84,7 @@ type sessionCall struct {
 	op    *pb.SessionOp
 	waits bool      // an acquire with a wait: answered when its wait ends
 	sent  time.Time // when it went out on the current stream
-	res   *pb.BatchResult
+	res   *pb.SessionResult
 	err   error
 	done  chan struct{}
 }
@@ -103,6 +103,17 @@ func newSession(c *Client, hc *http.Client, opts []connect.ClientOption) *sessio
 // is canceled on the server (which withdraws its place in line, as for a
 // unary caller that went away), and nothing is sent again for it.
 func (s *session) do(ctx context.Context, op *pb.BatchOp) (*pb.BatchResult, error) {
+	r, err := s.doOp(ctx, &pb.SessionOp{Op: op}, op.GetAcquire().GetWait().AsDuration() > 0)
+	if err != nil {
+		return nil, err
+	}
+	return r.GetResult(), nil
+}
+
+// doOp is do for any op (a lease op or a call); waits says it may wait
+// for its answer longer than RequestTimeout (its caller cancels it on the
+// server when it leaves). It sets op.Id.
+func (s *session) doOp(ctx context.Context, op *pb.SessionOp, waits bool) (*pb.SessionResult, error) {
 	s.mu.Lock()
 	// Past the node's limit of unanswered ops, or while streams fail, the
 	// op goes as a unary call.
@@ -111,8 +122,8 @@ func (s *session) do(ctx context.Context, op *pb.BatchOp) (*pb.BatchResult, erro
 		return nil, errNoSession
 	}
 	s.nextID++
-	sc := &sessionCall{op: &pb.SessionOp{Id: s.nextID, Op: op}, done: make(chan struct{}),
-		waits: op.GetAcquire().GetWait().AsDuration() > 0}
+	op.Id = s.nextID
+	sc := &sessionCall{op: op, done: make(chan struct{}), waits: waits}
 	s.pending[sc.op.Id] = sc
 	s.queue = append(s.queue, sc)
 	if !s.running {
@@ -386,9 +397,9 @@ func (s *session) deliver(r *pb.SessionResult) {
 	if sc == nil {
 		return // its caller left
 	}
-	sc.res = r.GetResult()
-	if e := sc.res.GetError(); e != nil {
-		sc.res, sc.err = nil, api.FromBatchError(e)
+	sc.res = r
+	if e := r.GetResult().GetError(); e != nil {
+		sc.err = api.FromBatchError(e)
 	}
 	close(sc.done)
 }
