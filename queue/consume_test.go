@@ -29,10 +29,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func setup(t *testing.T, s client.QueueSettings) *client.Client {
 	t.Helper()
 	n := testcluster.StartNode(t, "")
-	tr := &http.Transport{}
+	tr, session := &http.Transport{}, client.SessionDefault
+	if testcluster.SessionsOn() {
+		// Sends and acks on a session stream, over h2c.
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols, session = &p, client.SessionOn
+	}
 	t.Cleanup(tr.CloseIdleConnections)
 	c, err := client.New(client.Config{Endpoints: []string{n.URL}, HTTPClient: &http.Client{Transport: tr},
-		Logger: testcluster.Logger()})
+		Logger: testcluster.Logger(), Session: session})
 	if err != nil {
 		t.Fatal(err)
 	}
