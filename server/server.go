@@ -201,7 +201,7 @@ func New(cfg Config) (*Server, error) {
 		Help: "Bytes of request bodies held by requests in flight (limit max_inflight_body_bytes)."},
 		func() float64 { return float64(bodies.held.Load()) }))
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_sessions",
-		Help: "Session streams this node serves (Go clients' lease calls)."},
+		Help: "Session streams this node serves (Go clients' lease, queue and idempotency calls)."},
 		func() float64 { return float64(s.sessions.count()) }))
 	mount := func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(h)) }
 	mount(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))

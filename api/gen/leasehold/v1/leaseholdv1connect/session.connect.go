@@ -41,12 +41,11 @@ const (
 type SessionsClient interface {
 	// Session is a bidirectional stream of acquires, renewals and releases,
 	// and of the calls a SessionOp's `call` names, each tagged with an op id
-	// the caller chooses. Every op means what its
-	// unary call means (same validation, roles, rate limits and request-id
-	// retries) and is answered when it completes, out of order: a waiting
-	// acquire is answered on the stream when it is granted or its wait ends,
-	// without blocking the ops behind it. The node commits the ops of all
-	// its streams together. At most 1,024 ops may be unanswered at once
+	// the caller chooses. Every op means what its unary call means (same
+	// validation, roles, rate limits and request-id retries) and is answered
+	// when it completes, out of order: a waiting acquire is answered on the
+	// stream when it is granted or its wait ends, without blocking the ops
+	// behind it. The node commits the ops of all its streams together. At most 1,024 ops may be unanswered at once
 	// (more are refused with resource_exhausted); a stream with nothing
 	// unanswered that sends nothing for 5 minutes is ended. A cancel, or
 	// the stream ending, withdraws a waiting acquire as a unary caller going
@@ -89,12 +88,11 @@ func (c *sessionsClient) Session(ctx context.Context) *connect.BidiStreamForClie
 type SessionsHandler interface {
 	// Session is a bidirectional stream of acquires, renewals and releases,
 	// and of the calls a SessionOp's `call` names, each tagged with an op id
-	// the caller chooses. Every op means what its
-	// unary call means (same validation, roles, rate limits and request-id
-	// retries) and is answered when it completes, out of order: a waiting
-	// acquire is answered on the stream when it is granted or its wait ends,
-	// without blocking the ops behind it. The node commits the ops of all
-	// its streams together. At most 1,024 ops may be unanswered at once
+	// the caller chooses. Every op means what its unary call means (same
+	// validation, roles, rate limits and request-id retries) and is answered
+	// when it completes, out of order: a waiting acquire is answered on the
+	// stream when it is granted or its wait ends, without blocking the ops
+	// behind it. The node commits the ops of all its streams together. At most 1,024 ops may be unanswered at once
 	// (more are refused with resource_exhausted); a stream with nothing
 	// unanswered that sends nothing for 5 minutes is ended. A cancel, or
 	// the stream ending, withdraws a waiting acquire as a unary caller going
