@@ -2,9 +2,11 @@ package client_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -202,5 +204,84 @@ func TestSessionBeginWaitsOnTheStream(t *testing.T) {
 	}
 	if pc.count("Begin") != 0 || pc.count("Session") != 1 {
 		t.Fatalf("want the begins on one stream; got %v", pc.hits)
+	}
+}
+
+// A member's AckRevocation goes on the stream, and hands the partition
+// over as its unary call does.
+func TestSessionCarriesAckRevocation(t *testing.T) {
+	n := startNode(t)
+	pc := h2cCounter(t)
+	c := sessionClient(t, pc, client.Config{}, n.URL)
+	ctx := ctxFor(t, 30*time.Second)
+	if _, err := c.CreateGroup(ctx, "s/g", 2); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Join(ctx, "s/g", "a", client.TTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Leave(ctxFor(t, 5*time.Second))
+	s := a.Assignments(ctx)
+	for added := false; !added; {
+		for _, ch := range nextUpdate(t, s, 10*time.Second).Changes {
+			added = added || ch.State == client.Added
+		}
+	}
+	b, err := c.Join(ctx, "s/g", "b", client.TTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Leave(ctxFor(t, 5*time.Second))
+	var revoked *client.Assignment
+	for revoked == nil {
+		for _, ch := range nextUpdate(t, s, 10*time.Second).Changes {
+			if ch.State == client.Revoking {
+				revoked = &ch
+			}
+		}
+	}
+	if err := a.AckRevocation(ctx, revoked.Partition, revoked.Epoch+1000); !errors.Is(err, leasehold.ErrStaleToken) {
+		t.Fatalf("ack with a wrong epoch: %v, want ErrStaleToken", err)
+	}
+	if err := a.AckRevocation(ctx, revoked.Partition, revoked.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the partition handed over", func() bool {
+		g, err := c.Group(ctx, "s/g")
+		return err == nil && g.PendingRevocations == 0 && g.PartitionList[revoked.Partition].Epoch > revoked.Epoch
+	})
+	if pc.count("AckRevocation") != 0 || pc.count("Session") != 1 {
+		t.Fatalf("want the acks on the one stream; got %v", pc.hits)
+	}
+}
+
+// A Complete whose answer was lost with its stream is sent again on a new
+// stream and answered as the first was: the key keeps the first result.
+func TestSessionIdemCompleteRetryOverReopenedStream(t *testing.T) {
+	n := startNode(t)
+	p := newDeafProxy(t, n.URL)
+	pc := h2cCounter(t)
+	c := sessionClient(t, pc, client.Config{RequestTimeout: 2 * time.Second}, p.URL())
+	direct := nodeClient(t, n)
+	ctx := ctxFor(t, callTimeout)
+	a, _, err := c.Begin(ctx, "s/pay", []byte("f")) // the stream answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.setDeaf(true)
+	done := make(chan error, 1)
+	go func() { done <- a.Complete(ctxFor(t, 20*time.Second), []byte("paid")) }()
+	eventually(t, 10*time.Second, "the complete committed", func() bool {
+		r, err := direct.IdemGet(ctxFor(t, callTimeout), "s/pay")
+		return err == nil && string(r.Result) == "paid"
+	})
+	p.setDeaf(false)
+	p.cut()
+	if err := <-done; err != nil {
+		t.Fatalf("complete sent again: %v (want its first answer)", err)
+	}
+	if pc.count("Session") < 2 || pc.count("Complete") != 0 {
+		t.Fatalf("want the complete sent again on a second stream, got %v", pc.hits)
 	}
 }
