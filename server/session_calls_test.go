@@ -78,3 +78,25 @@ func TestSessionCallWithOpIsRefused(t *testing.T) {
 		Call: &pb.SessionOp_IdemAbandon{IdemAbandon: &pb.IdempotencyAbandonRequest{Key: "k", Attempt: 1, Secret: newSecret(t)}}}})
 	wantOpError(t, s.nextResults(1)[1].GetResult(), leasehold.CodeInvalid, "sets both op and call")
 }
+
+// A Begin that waits for another attempt waits on the stream without
+// holding up the ops behind it, and a cancel by its op id withdraws it.
+func TestSessionWaitingBeginIsCanceledByID(t *testing.T) {
+	n := startNode(t)
+	s := openSession(t, n, "")
+	begin := func(id uint64, wait time.Duration) *pb.SessionOp {
+		return &pb.SessionOp{Id: id, Call: &pb.SessionOp_IdemBegin{IdemBegin: &pb.IdempotencyBeginRequest{
+			Key: "k", Fingerprint: []byte("f"), AttemptTtl: dur(time.Minute), Wait: dur(wait), Secret: newSecret(t)}}}
+	}
+	s.send([]*pb.SessionOp{begin(1, 0)})
+	if got := s.nextResults(1); got[1].GetIdemBegin().GetState() != pb.IdemState_IDEM_STATE_STARTED {
+		t.Fatalf("first begin: %v", got[1])
+	}
+	s.send([]*pb.SessionOp{begin(2, 30*time.Second)})
+	s.send([]*pb.SessionOp{{Id: 3, Call: &pb.SessionOp_QueueAck{QueueAck: &pb.QueuesAckRequest{Queue: "none", Sequence: 1, Token: 1}}}})
+	if got := s.nextResults(1); got[3] == nil {
+		t.Fatalf("the op behind the waiting begin was not answered first: %v", got)
+	}
+	s.send(nil, 2)
+	wantOpError(t, s.nextResults(1)[2].GetResult(), leasehold.CodeCanceled)
+}
