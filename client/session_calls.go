@@ -42,15 +42,17 @@ func onSession[Res any](ctx context.Context, c *Client, msg any) (res *Res, ok b
 }
 
 // sessionCallOf is the session op that carries a unary request, or nil for
-// one the stream does not carry (Receive long-polls; Nack and Extend have
-// no request ID to make a retry act once). waits says it may wait past
-// RequestTimeout: a Begin with a wait.
+// one the stream does not carry (Nack and Extend have no request ID to
+// make a retry act once). waits says it may wait past RequestTimeout: a
+// Begin or a Receive with a wait.
 func sessionCallOf(msg any) (op *pb.SessionOp, waits bool) {
 	switch m := msg.(type) {
 	case *pb.QueuesSendRequest:
 		return &pb.SessionOp{Call: &pb.SessionOp_QueueSend{QueueSend: m}}, false
 	case *pb.QueuesSendBatchRequest:
 		return &pb.SessionOp{Call: &pb.SessionOp_QueueSendBatch{QueueSendBatch: m}}, false
+	case *pb.QueuesReceiveRequest:
+		return &pb.SessionOp{Call: &pb.SessionOp_QueueReceive{QueueReceive: m}}, m.GetWait().AsDuration() > 0
 	case *pb.QueuesAckRequest:
 		return &pb.SessionOp{Call: &pb.SessionOp_QueueAck{QueueAck: m}}, false
 	case *pb.QueuesAckBatchRequest:
@@ -74,6 +76,8 @@ func sessionAnswerOf(r *pb.SessionResult) any {
 		return a.QueueSend
 	case *pb.SessionResult_QueueSendBatch:
 		return a.QueueSendBatch
+	case *pb.SessionResult_QueueReceive:
+		return a.QueueReceive
 	case *pb.SessionResult_QueueAck:
 		return a.QueueAck
 	case *pb.SessionResult_QueueAckBatch:

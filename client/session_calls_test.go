@@ -10,9 +10,9 @@ import (
 	"github.com/leasehold/leasehold/client"
 )
 
-// A producer's and consumer's frequent calls (Send, SendBatch, Ack,
-// AckBatch) and idempotency's Begin, Complete and Abandon go on the
-// session stream: no unary call of theirs is made. Receive stays unary.
+// A producer's and consumer's frequent calls (Send, SendBatch, Receive,
+// Ack, AckBatch) and idempotency's Begin, Complete and Abandon go on the
+// session stream: no unary call of theirs is made.
 func TestSessionCarriesQueueAndIdempotencyCalls(t *testing.T) {
 	n := startNode(t)
 	pc := h2cCounter(t)
@@ -58,13 +58,13 @@ func TestSessionCarriesQueueAndIdempotencyCalls(t *testing.T) {
 	if err := b.Abandon(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []string{"Send", "SendBatch", "Ack", "AckBatch", "Begin", "Complete", "Abandon"} {
+	for _, m := range []string{"Send", "SendBatch", "Receive", "Ack", "AckBatch", "Begin", "Complete", "Abandon"} {
 		if pc.count(m) != 0 {
 			t.Errorf("%d unary %s calls; want them on the stream (%v)", pc.count(m), m, pc.hits)
 		}
 	}
-	if pc.count("Session") != 1 || pc.count("Receive") != 1 {
-		t.Fatalf("want one Session stream and the one Receive unary; got %v", pc.hits)
+	if pc.count("Session") != 1 {
+		t.Fatalf("want one Session stream; got %v", pc.hits)
 	}
 }
 
@@ -283,5 +283,53 @@ func TestSessionIdemCompleteRetryOverReopenedStream(t *testing.T) {
 	}
 	if pc.count("Session") < 2 || pc.count("Complete") != 0 {
 		t.Fatalf("want the complete sent again on a second stream, got %v", pc.hits)
+	}
+}
+
+// A Receive whose answer was lost with its stream is sent again, with the
+// same request ID, on a new stream: it answers the delivery the first
+// handed out (the same token, which acks), instead of leaving it in
+// flight to nobody. A waiting Receive waits on the stream.
+func TestSessionReceiveRetryOverReopenedStream(t *testing.T) {
+	n := startNode(t)
+	p := newDeafProxy(t, n.URL)
+	pc := h2cCounter(t)
+	c := sessionClient(t, pc, client.Config{RequestTimeout: 2 * time.Second}, p.URL())
+	direct := nodeClient(t, n)
+	ctx := ctxFor(t, callTimeout)
+	if _, err := direct.CreateQueue(ctx, "s/q", client.QueueSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, "s/q", client.Message{Key: "a", Body: []byte("1")}); err != nil { // the stream answers
+		t.Fatal(err)
+	}
+	p.setDeaf(true)
+	type received struct {
+		ds  []client.Delivery
+		err error
+	}
+	got := make(chan received, 1)
+	go func() {
+		ds, err := c.Receive(ctxFor(t, 20*time.Second), "s/q", 1, client.PollWait(5*time.Second))
+		got <- received{ds, err}
+	}()
+	eventually(t, 10*time.Second, "the delivery handed out", func() bool {
+		q, err := direct.Queue(ctxFor(t, callTimeout), "s/q", 0)
+		return err == nil && q.InFlight == 1
+	})
+	p.setDeaf(false)
+	p.cut()
+	r := <-got
+	if r.err != nil || len(r.ds) != 1 {
+		t.Fatalf("receive sent again: %v, %v; want the delivery the first handed out", r.ds, r.err)
+	}
+	if err := c.Ack(ctx, r.ds[0]); err != nil {
+		t.Fatalf("ack of the retried receive's delivery: %v (want its token to be the one in flight)", err)
+	}
+	if q, err := direct.Queue(ctx, "s/q", 0); err != nil || q.Depth != 0 {
+		t.Fatalf("queue after the ack: depth %d, %v; want 0", q.Depth, err)
+	}
+	if pc.count("Session") < 2 || pc.count("Receive") != 0 {
+		t.Fatalf("want the receive sent again on a second stream, got %v", pc.hits)
 	}
 }

@@ -31,6 +31,10 @@ func (ss *session) call(o sessionOp, c any) {
 		var res *pb.QueuesSendBatchResponse
 		res, err = runCall(ss, o.ctx, leaseholdv1connect.QueuesSendBatchProcedure, c.QueueSendBatch, s.queues.SendBatch)
 		r.Call = &pb.SessionResult_QueueSendBatch{QueueSendBatch: res}
+	case *pb.SessionOp_QueueReceive:
+		var res *pb.QueuesReceiveResponse
+		res, err = runCall(ss, o.ctx, leaseholdv1connect.QueuesReceiveProcedure, c.QueueReceive, s.queues.Receive)
+		r.Call = &pb.SessionResult_QueueReceive{QueueReceive: res}
 	case *pb.SessionOp_QueueAck:
 		var res *pb.QueuesAckResponse
 		res, err = runCall(ss, o.ctx, leaseholdv1connect.QueuesAckProcedure, c.QueueAck, s.queues.Ack)
@@ -131,7 +135,7 @@ func retryAfter(err error) *pb.QueueRetryAfter {
 }
 
 // startCall admits an op that carries a call and runs it on a goroutine
-// of its own (a Begin may wait), or refuses it.
+// of its own (a Begin or a Receive may wait), or refuses it.
 func (ss *session) startCall(op *pb.SessionOp, c any) {
 	if op.GetOp() != nil {
 		ss.refuse(op.GetId(), batchError(leasehold.Errorf(leasehold.CodeInvalid,

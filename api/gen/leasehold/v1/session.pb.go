@@ -85,8 +85,9 @@ type SessionOp struct {
 	Op *BatchOp `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
 	// A unary call, sent on the stream: checked, authorized, committed and
 	// answered exactly as that call (request ids and secrets included), and
-	// answered by the same-named field of SessionResult. A Begin with a wait
-	// waits as a waiting acquire does (a cancel withdraws it).
+	// answered by the same-named field of SessionResult. A Begin or a
+	// Receive with a wait waits as a waiting acquire does, without holding
+	// up other ops (a cancel withdraws it).
 	//
 	// Types that are valid to be assigned to Call:
 	//
@@ -98,6 +99,7 @@ type SessionOp struct {
 	//	*SessionOp_IdemComplete
 	//	*SessionOp_IdemAbandon
 	//	*SessionOp_GroupAckRevocation
+	//	*SessionOp_QueueReceive
 	Call          isSessionOp_Call `protobuf_oneof:"call"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -226,6 +228,15 @@ func (x *SessionOp) GetGroupAckRevocation() *GroupsAckRevocationRequest {
 	return nil
 }
 
+func (x *SessionOp) GetQueueReceive() *QueuesReceiveRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionOp_QueueReceive); ok {
+			return x.QueueReceive
+		}
+	}
+	return nil
+}
+
 type isSessionOp_Call interface {
 	isSessionOp_Call()
 }
@@ -262,6 +273,10 @@ type SessionOp_GroupAckRevocation struct {
 	GroupAckRevocation *GroupsAckRevocationRequest `protobuf:"bytes,10,opt,name=group_ack_revocation,json=groupAckRevocation,proto3,oneof"`
 }
 
+type SessionOp_QueueReceive struct {
+	QueueReceive *QueuesReceiveRequest `protobuf:"bytes,11,opt,name=queue_receive,json=queueReceive,proto3,oneof"`
+}
+
 func (*SessionOp_QueueSend) isSessionOp_Call() {}
 
 func (*SessionOp_QueueSendBatch) isSessionOp_Call() {}
@@ -277,6 +292,8 @@ func (*SessionOp_IdemComplete) isSessionOp_Call() {}
 func (*SessionOp_IdemAbandon) isSessionOp_Call() {}
 
 func (*SessionOp_GroupAckRevocation) isSessionOp_Call() {}
+
+func (*SessionOp_QueueReceive) isSessionOp_Call() {}
 
 type SessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -341,6 +358,7 @@ type SessionResult struct {
 	//	*SessionResult_IdemComplete
 	//	*SessionResult_IdemAbandon
 	//	*SessionResult_GroupAckRevocation
+	//	*SessionResult_QueueReceive
 	Call isSessionResult_Call `protobuf_oneof:"call"`
 	// A send refused because its queue is full: when to try again (the
 	// detail of the unary call's error).
@@ -472,6 +490,15 @@ func (x *SessionResult) GetGroupAckRevocation() *GroupsAckRevocationResponse {
 	return nil
 }
 
+func (x *SessionResult) GetQueueReceive() *QueuesReceiveResponse {
+	if x != nil {
+		if x, ok := x.Call.(*SessionResult_QueueReceive); ok {
+			return x.QueueReceive
+		}
+	}
+	return nil
+}
+
 func (x *SessionResult) GetRetryAfter() *QueueRetryAfter {
 	if x != nil {
 		return x.RetryAfter
@@ -515,6 +542,10 @@ type SessionResult_GroupAckRevocation struct {
 	GroupAckRevocation *GroupsAckRevocationResponse `protobuf:"bytes,10,opt,name=group_ack_revocation,json=groupAckRevocation,proto3,oneof"`
 }
 
+type SessionResult_QueueReceive struct {
+	QueueReceive *QueuesReceiveResponse `protobuf:"bytes,12,opt,name=queue_receive,json=queueReceive,proto3,oneof"`
+}
+
 func (*SessionResult_QueueSend) isSessionResult_Call() {}
 
 func (*SessionResult_QueueSendBatch) isSessionResult_Call() {}
@@ -531,6 +562,8 @@ func (*SessionResult_IdemAbandon) isSessionResult_Call() {}
 
 func (*SessionResult_GroupAckRevocation) isSessionResult_Call() {}
 
+func (*SessionResult_QueueReceive) isSessionResult_Call() {}
+
 var File_leasehold_v1_session_proto protoreflect.FileDescriptor
 
 const file_leasehold_v1_session_proto_rawDesc = "" +
@@ -538,7 +571,7 @@ const file_leasehold_v1_session_proto_rawDesc = "" +
 	"\x1aleasehold/v1/session.proto\x12\fleasehold.v1\x1a\x19leasehold/v1/groups.proto\x1a\x1eleasehold/v1/idempotency.proto\x1a\x19leasehold/v1/leases.proto\x1a\x19leasehold/v1/queues.proto\"S\n" +
 	"\x0eSessionRequest\x12)\n" +
 	"\x03ops\x18\x01 \x03(\v2\x17.leasehold.v1.SessionOpR\x03ops\x12\x16\n" +
-	"\x06cancel\x18\x02 \x03(\x04R\x06cancel\"\xb1\x05\n" +
+	"\x06cancel\x18\x02 \x03(\x04R\x06cancel\"\xfc\x05\n" +
 	"\tSessionOp\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x02op\x18\x02 \x01(\v2\x15.leasehold.v1.BatchOpR\x02op\x12@\n" +
@@ -552,10 +585,11 @@ const file_leasehold_v1_session_proto_rawDesc = "" +
 	"\ridem_complete\x18\b \x01(\v2(.leasehold.v1.IdempotencyCompleteRequestH\x00R\fidemComplete\x12L\n" +
 	"\fidem_abandon\x18\t \x01(\v2'.leasehold.v1.IdempotencyAbandonRequestH\x00R\videmAbandon\x12\\\n" +
 	"\x14group_ack_revocation\x18\n" +
-	" \x01(\v2(.leasehold.v1.GroupsAckRevocationRequestH\x00R\x12groupAckRevocationB\x06\n" +
+	" \x01(\v2(.leasehold.v1.GroupsAckRevocationRequestH\x00R\x12groupAckRevocation\x12I\n" +
+	"\rqueue_receive\x18\v \x01(\v2\".leasehold.v1.QueuesReceiveRequestH\x00R\fqueueReceiveB\x06\n" +
 	"\x04call\"H\n" +
 	"\x0fSessionResponse\x125\n" +
-	"\aresults\x18\x01 \x03(\v2\x1b.leasehold.v1.SessionResultR\aresults\"\x89\x06\n" +
+	"\aresults\x18\x01 \x03(\v2\x1b.leasehold.v1.SessionResultR\aresults\"\xd5\x06\n" +
 	"\rSessionResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x121\n" +
 	"\x06result\x18\x02 \x01(\v2\x19.leasehold.v1.BatchResultR\x06result\x12A\n" +
@@ -569,7 +603,8 @@ const file_leasehold_v1_session_proto_rawDesc = "" +
 	"\ridem_complete\x18\b \x01(\v2).leasehold.v1.IdempotencyCompleteResponseH\x00R\fidemComplete\x12M\n" +
 	"\fidem_abandon\x18\t \x01(\v2(.leasehold.v1.IdempotencyAbandonResponseH\x00R\videmAbandon\x12]\n" +
 	"\x14group_ack_revocation\x18\n" +
-	" \x01(\v2).leasehold.v1.GroupsAckRevocationResponseH\x00R\x12groupAckRevocation\x12>\n" +
+	" \x01(\v2).leasehold.v1.GroupsAckRevocationResponseH\x00R\x12groupAckRevocation\x12J\n" +
+	"\rqueue_receive\x18\f \x01(\v2#.leasehold.v1.QueuesReceiveResponseH\x00R\fqueueReceive\x12>\n" +
 	"\vretry_after\x18\v \x01(\v2\x1d.leasehold.v1.QueueRetryAfterR\n" +
 	"retryAfterB\x06\n" +
 	"\x04call2V\n" +
@@ -603,16 +638,18 @@ var file_leasehold_v1_session_proto_goTypes = []any{
 	(*IdempotencyCompleteRequest)(nil),  // 10: leasehold.v1.IdempotencyCompleteRequest
 	(*IdempotencyAbandonRequest)(nil),   // 11: leasehold.v1.IdempotencyAbandonRequest
 	(*GroupsAckRevocationRequest)(nil),  // 12: leasehold.v1.GroupsAckRevocationRequest
-	(*BatchResult)(nil),                 // 13: leasehold.v1.BatchResult
-	(*QueuesSendResponse)(nil),          // 14: leasehold.v1.QueuesSendResponse
-	(*QueuesSendBatchResponse)(nil),     // 15: leasehold.v1.QueuesSendBatchResponse
-	(*QueuesAckResponse)(nil),           // 16: leasehold.v1.QueuesAckResponse
-	(*QueuesAckBatchResponse)(nil),      // 17: leasehold.v1.QueuesAckBatchResponse
-	(*IdempotencyBeginResponse)(nil),    // 18: leasehold.v1.IdempotencyBeginResponse
-	(*IdempotencyCompleteResponse)(nil), // 19: leasehold.v1.IdempotencyCompleteResponse
-	(*IdempotencyAbandonResponse)(nil),  // 20: leasehold.v1.IdempotencyAbandonResponse
-	(*GroupsAckRevocationResponse)(nil), // 21: leasehold.v1.GroupsAckRevocationResponse
-	(*QueueRetryAfter)(nil),             // 22: leasehold.v1.QueueRetryAfter
+	(*QueuesReceiveRequest)(nil),        // 13: leasehold.v1.QueuesReceiveRequest
+	(*BatchResult)(nil),                 // 14: leasehold.v1.BatchResult
+	(*QueuesSendResponse)(nil),          // 15: leasehold.v1.QueuesSendResponse
+	(*QueuesSendBatchResponse)(nil),     // 16: leasehold.v1.QueuesSendBatchResponse
+	(*QueuesAckResponse)(nil),           // 17: leasehold.v1.QueuesAckResponse
+	(*QueuesAckBatchResponse)(nil),      // 18: leasehold.v1.QueuesAckBatchResponse
+	(*IdempotencyBeginResponse)(nil),    // 19: leasehold.v1.IdempotencyBeginResponse
+	(*IdempotencyCompleteResponse)(nil), // 20: leasehold.v1.IdempotencyCompleteResponse
+	(*IdempotencyAbandonResponse)(nil),  // 21: leasehold.v1.IdempotencyAbandonResponse
+	(*GroupsAckRevocationResponse)(nil), // 22: leasehold.v1.GroupsAckRevocationResponse
+	(*QueuesReceiveResponse)(nil),       // 23: leasehold.v1.QueuesReceiveResponse
+	(*QueueRetryAfter)(nil),             // 24: leasehold.v1.QueueRetryAfter
 }
 var file_leasehold_v1_session_proto_depIdxs = []int32{
 	1,  // 0: leasehold.v1.SessionRequest.ops:type_name -> leasehold.v1.SessionOp
@@ -625,24 +662,26 @@ var file_leasehold_v1_session_proto_depIdxs = []int32{
 	10, // 7: leasehold.v1.SessionOp.idem_complete:type_name -> leasehold.v1.IdempotencyCompleteRequest
 	11, // 8: leasehold.v1.SessionOp.idem_abandon:type_name -> leasehold.v1.IdempotencyAbandonRequest
 	12, // 9: leasehold.v1.SessionOp.group_ack_revocation:type_name -> leasehold.v1.GroupsAckRevocationRequest
-	3,  // 10: leasehold.v1.SessionResponse.results:type_name -> leasehold.v1.SessionResult
-	13, // 11: leasehold.v1.SessionResult.result:type_name -> leasehold.v1.BatchResult
-	14, // 12: leasehold.v1.SessionResult.queue_send:type_name -> leasehold.v1.QueuesSendResponse
-	15, // 13: leasehold.v1.SessionResult.queue_send_batch:type_name -> leasehold.v1.QueuesSendBatchResponse
-	16, // 14: leasehold.v1.SessionResult.queue_ack:type_name -> leasehold.v1.QueuesAckResponse
-	17, // 15: leasehold.v1.SessionResult.queue_ack_batch:type_name -> leasehold.v1.QueuesAckBatchResponse
-	18, // 16: leasehold.v1.SessionResult.idem_begin:type_name -> leasehold.v1.IdempotencyBeginResponse
-	19, // 17: leasehold.v1.SessionResult.idem_complete:type_name -> leasehold.v1.IdempotencyCompleteResponse
-	20, // 18: leasehold.v1.SessionResult.idem_abandon:type_name -> leasehold.v1.IdempotencyAbandonResponse
-	21, // 19: leasehold.v1.SessionResult.group_ack_revocation:type_name -> leasehold.v1.GroupsAckRevocationResponse
-	22, // 20: leasehold.v1.SessionResult.retry_after:type_name -> leasehold.v1.QueueRetryAfter
-	0,  // 21: leasehold.v1.Sessions.Session:input_type -> leasehold.v1.SessionRequest
-	2,  // 22: leasehold.v1.Sessions.Session:output_type -> leasehold.v1.SessionResponse
-	22, // [22:23] is the sub-list for method output_type
-	21, // [21:22] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	13, // 10: leasehold.v1.SessionOp.queue_receive:type_name -> leasehold.v1.QueuesReceiveRequest
+	3,  // 11: leasehold.v1.SessionResponse.results:type_name -> leasehold.v1.SessionResult
+	14, // 12: leasehold.v1.SessionResult.result:type_name -> leasehold.v1.BatchResult
+	15, // 13: leasehold.v1.SessionResult.queue_send:type_name -> leasehold.v1.QueuesSendResponse
+	16, // 14: leasehold.v1.SessionResult.queue_send_batch:type_name -> leasehold.v1.QueuesSendBatchResponse
+	17, // 15: leasehold.v1.SessionResult.queue_ack:type_name -> leasehold.v1.QueuesAckResponse
+	18, // 16: leasehold.v1.SessionResult.queue_ack_batch:type_name -> leasehold.v1.QueuesAckBatchResponse
+	19, // 17: leasehold.v1.SessionResult.idem_begin:type_name -> leasehold.v1.IdempotencyBeginResponse
+	20, // 18: leasehold.v1.SessionResult.idem_complete:type_name -> leasehold.v1.IdempotencyCompleteResponse
+	21, // 19: leasehold.v1.SessionResult.idem_abandon:type_name -> leasehold.v1.IdempotencyAbandonResponse
+	22, // 20: leasehold.v1.SessionResult.group_ack_revocation:type_name -> leasehold.v1.GroupsAckRevocationResponse
+	23, // 21: leasehold.v1.SessionResult.queue_receive:type_name -> leasehold.v1.QueuesReceiveResponse
+	24, // 22: leasehold.v1.SessionResult.retry_after:type_name -> leasehold.v1.QueueRetryAfter
+	0,  // 23: leasehold.v1.Sessions.Session:input_type -> leasehold.v1.SessionRequest
+	2,  // 24: leasehold.v1.Sessions.Session:output_type -> leasehold.v1.SessionResponse
+	24, // [24:25] is the sub-list for method output_type
+	23, // [23:24] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_leasehold_v1_session_proto_init() }
@@ -663,6 +702,7 @@ func file_leasehold_v1_session_proto_init() {
 		(*SessionOp_IdemComplete)(nil),
 		(*SessionOp_IdemAbandon)(nil),
 		(*SessionOp_GroupAckRevocation)(nil),
+		(*SessionOp_QueueReceive)(nil),
 	}
 	file_leasehold_v1_session_proto_msgTypes[3].OneofWrappers = []any{
 		(*SessionResult_QueueSend)(nil),
@@ -673,6 +713,7 @@ func file_leasehold_v1_session_proto_init() {
 		(*SessionResult_IdemComplete)(nil),
 		(*SessionResult_IdemAbandon)(nil),
 		(*SessionResult_GroupAckRevocation)(nil),
+		(*SessionResult_QueueReceive)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
