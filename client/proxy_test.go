@@ -25,6 +25,9 @@ type resetProxy struct {
 	dropRequest atomic.Bool
 	dropReply   atomic.Bool
 	resets      atomic.Int32
+	// whileLost, if set, runs as a reply is dropped, before the reset:
+	// what it does happens between the node's answer and the retry.
+	whileLost atomic.Pointer[func()]
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -100,6 +103,9 @@ func (p *resetProxy) pipe(src, dst net.Conn, drop *atomic.Bool, client net.Conn)
 		n, err := src.Read(buf)
 		if n > 0 {
 			if drop.CompareAndSwap(true, false) {
+				if f := p.whileLost.Load(); f != nil && drop == &p.dropReply {
+					(*f)()
+				}
 				p.resets.Add(1)
 				if tc, ok := client.(*net.TCPConn); ok {
 					tc.SetLinger(0) // close with RST
