@@ -1,0 +1,64 @@
+package client_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/testcluster"
+)
+
+// A TransferLeader to a named node and a RemoveServer whose replies are
+// lost after the leader acted are retried and answer success: the retried
+// transfer lands on the node that now leads (raft refuses a transfer to
+// itself, an error the client would retry until its context ends), and
+// the retried removal finds the node gone. A node that was never a member
+// is still refused as not found.
+func TestClusterCallsRetriedAfterALostReplyAnswerAsTheFirst(t *testing.T) {
+	t.Parallel()
+	tc := testcluster.Start(t, 3)
+	old := tc.WaitLeader(10 * time.Second)
+	p := startResetProxy(t, tc.URL(old))
+	c := newClient(t, client.Config{}, p.URL())
+	ctx := ctxFor(t, 30*time.Second)
+	if _, err := c.Members(ctx); err != nil { // a pooled connection to reset
+		t.Fatal(err)
+	}
+	lose := func(what string, call func() error) {
+		t.Helper()
+		p.resets.Store(0)
+		path := "/leasehold.v1.Cluster/" + what // the call's own reply, not that of a read before it
+		p.dropReplyTo.Store(&path)
+		start := time.Now()
+		if err := call(); err != nil {
+			t.Fatalf("%s whose reply was lost: %v after %v; want the retry answered as the first attempt", what, err, time.Since(start))
+		}
+		if p.resets.Load() == 0 {
+			t.Fatalf("%s: the proxy reset nothing; the test proves nothing", what)
+		}
+	}
+
+	to := (old + 1) % 3
+	lose("TransferLeader", func() error { return c.TransferLeader(ctx, tc.ID(to)) })
+	if now := tc.WaitNewLeader(old, 10*time.Second); now != to {
+		t.Fatalf("node %d leads after the transfer to node %d", now, to)
+	}
+
+	gone := (old + 2) % 3
+	lose("RemoveServer", func() error { return c.RemoveServer(ctx, tc.ID(gone)) })
+	tc.MarkRemoved(gone)
+	ms, err := c.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.ID == tc.ID(gone) {
+			t.Fatalf("node %s is still a member: %+v", m.ID, ms)
+		}
+	}
+	if err := c.RemoveServer(ctx, "never-a-member"); !errors.Is(err, leasehold.ErrNotFound) {
+		t.Fatalf("removing a node that was never a member: %v, want not found", err)
+	}
+}
