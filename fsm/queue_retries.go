@@ -53,8 +53,14 @@ func (c *QueueCreate) apply(s *State, _ uint64, now int64) Result {
 	return s.once(c, c.Caller, c.RequestID, now, func() Result { return s.queueCreate(now, c) })
 }
 
+// An unbound Nack's encoding has no room for an ID: none is used, so a
+// node applies such a command alike before and after its log round trip.
 func (c *QueueNack) apply(s *State, _ uint64, now int64) Result {
-	return s.once(c, c.Consumer, c.RequestID, now, func() Result { return s.queueNack(now, c) })
+	id := c.RequestID
+	if !c.Bound {
+		id = ""
+	}
+	return s.once(c, c.Consumer, id, now, func() Result { return s.queueNack(now, c) })
 }
 
 func (c *QueueRedrive) apply(s *State, _ uint64, now int64) Result {

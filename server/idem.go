@@ -200,7 +200,9 @@ func (h idemAPI) Abandon(ctx context.Context, req *connect.Request[pb.Idempotenc
 	if err != nil {
 		return nil, err
 	}
-	h.m.abandoned.Inc()
+	if !res.Dup { // a retry answered from the dedup window abandoned nothing more
+		h.m.abandoned.Inc()
+	}
 	return connect.NewResponse(&pb.IdempotencyAbandonResponse{}), nil
 }
 
