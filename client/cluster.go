@@ -51,8 +51,23 @@ func (c *Client) RemoveServer(ctx context.Context, id string) error {
 }
 
 // TransferLeader hands leadership to id (or any up-to-date follower if "").
+// Without an id it names the leader it moves away from (read first), so a
+// retry after a lost reply, or a call after an election moved leadership
+// already, finds another node leading and does not move it again.
 func (c *Client) TransferLeader(ctx context.Context, id string) error {
-	_, err := call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.TransferLeader, &pb.TransferLeaderRequest{Id: id})
+	req := &pb.TransferLeaderRequest{Id: id}
+	if id == "" {
+		ms, err := c.Members(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if m.Leader {
+				req.From = m.ID
+			}
+		}
+	}
+	_, err := call(ctx, c, 0, clusterOf, leaseholdv1connect.ClusterClient.TransferLeader, req)
 	return err
 }
 

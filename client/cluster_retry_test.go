@@ -10,11 +10,12 @@ import (
 	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
-// A TransferLeader to a named node and a RemoveServer whose replies are
-// lost after the leader acted are retried and answer success: the retried
-// transfer lands on the node that now leads (raft refuses a transfer to
-// itself, an error the client would retry until its context ends), and
-// the retried removal finds the node gone. A node that was never a member
+// A TransferLeader (to a named node, or to none) and a RemoveServer whose
+// replies are lost after the leader acted are retried and answer success:
+// the retried transfer lands on the node that now leads (raft refuses a
+// transfer to itself, an error the client would retry until its context
+// ends; a transfer without a target would move the leadership on again),
+// and the retried removal finds the node gone. A node that was never a member
 // is still refused as not found.
 func TestClusterCallsRetriedAfterALostReplyAnswerAsTheFirst(t *testing.T) {
 	t.Parallel()
@@ -46,7 +47,25 @@ func TestClusterCallsRetriedAfterALostReplyAnswerAsTheFirst(t *testing.T) {
 		t.Fatalf("node %d leads after the transfer to node %d", now, to)
 	}
 
-	gone := (old + 2) % 3
+	// Without a target: the leadership moves once, to whichever node the
+	// first attempt chose (seen as the reply is lost), not on again.
+	first := -1
+	between := func() { // on the proxy's goroutine: no t.Fatal here
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if i := tc.Leader(); i >= 0 && i != to {
+				first = i
+				return
+			}
+		}
+	}
+	p.whileLost.Store(&between)
+	lose("TransferLeader", func() error { return c.TransferLeader(ctx, "") })
+	p.whileLost.Store(nil)
+	if now := tc.WaitLeader(10 * time.Second); first < 0 || now != first {
+		t.Fatalf("node %d leads after a transfer without a target whose first attempt moved it to node %d", now, first)
+	}
+
+	gone := (first + 1) % 3
 	lose("RemoveServer", func() error { return c.RemoveServer(ctx, tc.ID(gone)) })
 	tc.MarkRemoved(gone)
 	ms, err := c.Members(ctx)
