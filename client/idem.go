@@ -114,7 +114,7 @@ func (a *Attempt) Complete(ctx context.Context, result []byte) error {
 // Abandon frees the key for a retry at once.
 func (a *Attempt) Abandon(ctx context.Context) error {
 	_, err := call(ctx, a.c, a.c.cfg.RequestTimeout, idemOf, leaseholdv1connect.IdempotencyClient.Abandon,
-		&pb.IdempotencyAbandonRequest{Key: a.key, Attempt: a.id, Secret: a.secret})
+		&pb.IdempotencyAbandonRequest{Key: a.key, Attempt: a.id, Secret: a.secret, RequestId: randomHex(16)})
 	return err
 }
 

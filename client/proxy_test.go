@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -25,6 +26,13 @@ type resetProxy struct {
 	dropRequest atomic.Bool
 	dropReply   atomic.Bool
 	resets      atomic.Int32
+	// whileLost, if set, runs as a reply is dropped, before the reset:
+	// what it does happens between the node's answer and the retry.
+	whileLost atomic.Pointer[func()]
+	// dropReplyTo, if set, arms dropReply when a request holding it (a
+	// procedure's path) passes, once: to lose one call's reply when the
+	// client makes others first.
+	dropReplyTo atomic.Pointer[string]
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -99,7 +107,14 @@ func (p *resetProxy) pipe(src, dst net.Conn, drop *atomic.Bool, client net.Conn)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if to := p.dropReplyTo.Load(); to != nil && drop == &p.dropRequest && bytes.Contains(buf[:n], []byte(*to)) &&
+				p.dropReplyTo.CompareAndSwap(to, nil) {
+				p.dropReply.Store(true)
+			}
 			if drop.CompareAndSwap(true, false) {
+				if f := p.whileLost.Load(); f != nil && drop == &p.dropReply {
+					(*f)()
+				}
 				p.resets.Add(1)
 				if tc, ok := client.(*net.TCPConn); ok {
 					tc.SetLinger(0) // close with RST

@@ -45,10 +45,11 @@ func ConsumerName(name string) ReceiveOption { return func(o *receiveOptions) { 
 
 // CreateQueue makes a queue with settings (zero fields: the defaults). A
 // queue that exists with the same settings is answered as it is; with
-// other settings the error matches leasehold.ErrHeld.
+// other settings the error matches leasehold.ErrHeld. A retry after a lost
+// reply carries the same request ID, so it is answered as the first was.
 func (c *Client) CreateQueue(ctx context.Context, name string, s QueueSettings) (QueueInfo, error) {
 	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Create,
-		&pb.QueuesCreateRequest{Queue: name, Settings: queueSettingsWire(s)})
+		&pb.QueuesCreateRequest{Queue: name, Settings: queueSettingsWire(s), RequestId: randomHex(16)})
 	if err != nil {
 		return QueueInfo{}, err
 	}
@@ -93,10 +94,11 @@ func (c *Client) Queues(ctx context.Context, prefix string) ([]QueueInfo, error)
 
 // PurgeQueue drops every message of the queue that is not in flight, and
 // its dead letters, and returns how many (admin; reason goes to the audit
-// log).
+// log). A retry after a lost reply carries the same request ID, so it
+// drops nothing sent since the first attempt and answers its count.
 func (c *Client) PurgeQueue(ctx context.Context, name, reason string) (int, error) {
 	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Purge,
-		&pb.QueuesPurgeRequest{Queue: name, Reason: reason})
+		&pb.QueuesPurgeRequest{Queue: name, Reason: reason, RequestId: randomHex(16)})
 	if err != nil {
 		return 0, err
 	}
@@ -104,10 +106,11 @@ func (c *Client) PurgeQueue(ctx context.Context, name, reason string) (int, erro
 }
 
 // DeleteQueue drops the queue and everything in it (admin; reason goes to
-// the audit log).
+// the audit log). A retry after a lost reply is answered as the first was,
+// not as not found.
 func (c *Client) DeleteQueue(ctx context.Context, name, reason string) error {
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Delete,
-		&pb.QueuesDeleteRequest{Queue: name, Reason: reason})
+		&pb.QueuesDeleteRequest{Queue: name, Reason: reason, RequestId: randomHex(16)})
 	return err
 }
 
@@ -260,11 +263,12 @@ func (c *Client) AckBatch(ctx context.Context, ds []Delivery) (errs []error, err
 
 // Nack returns a delivered message to the head of its key, deliverable
 // again after delay (0 to 15m), keeping note (up to 1 KiB) as its last
-// error. A stale delivery, or another consumer's, is refused as for Ack.
+// error. A stale delivery, or another consumer's, is refused as for Ack;
+// a retry after a lost reply is answered as the first was.
 func (c *Client) Nack(ctx context.Context, d Delivery, delay time.Duration, note string) error {
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Nack,
 		&pb.QueuesNackRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, Delay: durationpb.New(delay), Error: note,
-			Consumer: d.Consumer})
+			Consumer: d.Consumer, RequestId: randomHex(16)})
 	return err
 }
 
@@ -283,10 +287,11 @@ func (c *Client) Extend(ctx context.Context, d Delivery, visibility time.Duratio
 }
 
 // Redrive moves up to max (0: all) dead letters back to their keys,
-// oldest first, and returns how many moved (admin).
+// oldest first, and returns how many moved (admin). A retry after a lost
+// reply moves nothing more and answers the first's count.
 func (c *Client) Redrive(ctx context.Context, queue string, max int) (int, error) {
 	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Redrive,
-		&pb.QueuesRedriveRequest{Queue: queue, Max: uint32(max)})
+		&pb.QueuesRedriveRequest{Queue: queue, Max: uint32(max), RequestId: randomHex(16)})
 	if err != nil {
 		return 0, err
 	}

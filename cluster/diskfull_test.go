@@ -215,3 +215,65 @@ func TestDiskFullEveryProposerReturns(t *testing.T) {
 		t.Fatal("Close did not return after the fault")
 	}
 }
+
+// TestDiskFullForTheTokenFloorStopsNode: when the disk fills while the WAL
+// segment in use still has room (raft-wal preallocates it), the first write
+// to fail is the token floor's. The node stops as on a failed log write,
+// so a leader cannot keep leading while it refuses every token answer.
+func TestDiskFullForTheTokenFloorStopsNode(t *testing.T) {
+	dir := smalldisk.Mount(t, 16<<20)
+	cfg := testConfig(t, dir)
+	cfg.WALSegmentSize = 8 << 20 // appends after the fill go into this segment
+	n := openNode(t, cfg)
+	t.Cleanup(func() { n.Close() })
+	ctx := context.Background()
+	seq := 0
+	acquire := func() error {
+		cmds := make([]fsm.Command, 64)
+		for i := range cmds {
+			seq++
+			cmds[i] = acquireCmd(fmt.Sprint("f", seq), time.Hour, 0, fmt.Sprint("f", seq))
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		res, err := n.ProposeAll(cctx, cmds)
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+		}
+		return nil
+	}
+	if err := acquire(); err != nil {
+		t.Fatal(err)
+	}
+	smalldisk.Fill(t, dir, 0)
+	var werr error
+	for deadline := time.Now().Add(60 * time.Second); werr == nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tokens granted on a full disk, past any token floor step", seq)
+		}
+		werr = acquire()
+	}
+	t.Logf("the first refusal after %d acquires: %v", seq, werr)
+	if leasehold.CodeOf(werr) != leasehold.CodeUnavailable {
+		t.Errorf("refused acquire: code %v, want unavailable: %v", leasehold.CodeOf(werr), werr)
+	}
+	checkFor(t, 10*time.Second, func() error {
+		if err := n.Fault(); !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "token floor") {
+			return fmt.Errorf("Fault() = %v, want ErrDiskFull naming the token floor", err)
+		}
+		return nil
+	})
+	select {
+	case <-n.Failed():
+	default:
+		t.Fatal("Failed() is not closed")
+	}
+	if n.IsLeader() {
+		t.Fatal("the node still leads after its token floor could not be saved")
+	}
+}

@@ -32,6 +32,9 @@ type machine struct {
 	// for waiting requests are held in pending until it is.
 	floor   *tokenFloor
 	pending []delivery
+	// fault stops the node when the floor cannot be saved for a full
+	// disk, as a failed log write does (nil in tests of the machine alone).
+	fault *storeFault
 	// broken is set when a committed entry cannot be read. The state stops
 	// there: applying later entries, or snapshotting, would let this
 	// replica diverge. Every later Apply fails with it, until a snapshot
@@ -88,6 +91,12 @@ func (m *machine) Apply(l *raft.Log) any {
 		m.history.Applied(l.Index)
 	}
 	err = m.floor.cover(m.state.LastToken())
+	if err != nil && isDiskFull(err) && m.fault != nil {
+		// The WAL segment in use may still have room (it is
+		// preallocated), so no log write fails: stop as if one had, or a
+		// leader would go on leading and refuse every answer.
+		err = m.fault.record("save the token floor", err)
+	}
 	if err != nil {
 		m.log.Error("cannot save the token floor: answers that carry tokens fail until it can be saved", "err", err)
 		err = leasehold.Errorf(leasehold.CodeUnavailable, "the node could not save its token floor: %v", err)

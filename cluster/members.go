@@ -101,8 +101,13 @@ func (n *Node) RemoveServer(id string) error {
 }
 
 // TransferLeadership hands leadership to id, or to the most up-to-date
-// follower if id is empty.
+// follower if id is empty. A leader named id answers that it is done:
+// a retry whose first attempt moved the leadership there lands on it (raft
+// would refuse a transfer to itself, an error the client retries).
 func (n *Node) TransferLeadership(id string) error {
+	if id == n.cfg.NodeID && n.IsLeader() {
+		return nil
+	}
 	var f raft.Future
 	if id == "" {
 		f = n.raft.LeadershipTransfer()

@@ -181,7 +181,8 @@ func (d *dedup) each(f func(*dedupRec)) {
 
 // The snapshot section of the dedup window, in arrival order. Version 5
 // added each record's fingerprint; older records match any retry.
-// Version 6 added a transaction's answer after its result.
+// Version 6 added a transaction's answer after its result; version 13 a
+// queue command's count and existed flag (queue_retries.go).
 func writeDedup(s *State, e *encoder) {
 	e.uvarint(uint64(s.dedup.len()))
 	var lease leasehold.Lease
@@ -194,6 +195,9 @@ func writeDedup(s *State, e *encoder) {
 		encodeResult(e, r)
 		if rec.kind == KindTxn {
 			encodeTxnResult(e, r.Txn)
+		}
+		if answersQueue(rec.kind) {
+			encodeQueueAnswer(e, r.Queue)
 		}
 		e.spill()
 	})
@@ -211,6 +215,9 @@ func readDedup(s *State, d *decoder, v byte) error {
 		r := decodeResult(d)
 		if v >= 6 && k == KindTxn {
 			r.Txn = decodeTxnResult(d)
+		}
+		if v >= queueAnswersVersion && answersQueue(k) {
+			r.Queue = decodeQueueAnswer(d)
 		}
 		if d.err != nil {
 			return nil

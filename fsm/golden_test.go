@@ -13,10 +13,11 @@ import (
 )
 
 // fsm/testdata/current-* pin the bytes of the current formats: log entries
-// of batch version 2 and a snapshot of version 10 (the log's first five
+// of batch version 2 and a snapshot of version 13 (the log's first five
 // entries were written by the code of commit 8e70a2d, the sixth, a Txn, by
 // the commit that added it; testdata/legacy-v5.snapshot.hex is the
-// snapshot of those first five, legacy-v10 of the first ten).
+// snapshot of those first five, legacy-v10 of the first ten, legacy-v12
+// of the first eleven).
 // They must not change while those versions stand: an old node reads what
 // a new one writes. LEASEHOLD_WRITE_GOLDEN=1 rewrites them, only when a
 // version is raised on purpose.
@@ -126,11 +127,25 @@ func goldenEntries() []*Batch {
 			&QueueReceive{Queue: "mail", Max: 2, Caller: "svc/w1", RequestID: "rcv-1"}, // x1, y1 (z1 stays): a receipt in the snapshot
 			&QueueReceive{Queue: "mail", Max: 2, Caller: "svc/w1", RequestID: "rcv-1"}, // the retry: the same two
 		}},
+		{Time: at(12), Cmds: []Command{ // batch 12 is newer than the v12 snapshot fixture: the ID kinds
+			&QueueCreate{Queue: "tmp", Settings: QueueSettings{MaxReceives: 1}, Caller: "svc", RequestID: "qc1"},
+			&QueueCreate{Queue: "tmp", Settings: QueueSettings{MaxReceives: 1}, Caller: "svc", RequestID: "qc1"}, // the retry
+			&QueueSend{Queue: "tmp", Caller: "svc", Messages: []QueueMessage{{Key: "k1", Body: []byte("t1")}, {Key: "k2", Body: []byte("t2")}}},
+			&QueueReceive{Queue: "tmp", Max: 2, Caller: "svc/w2"},                                                            // tokens 73, 74
+			&QueueNack{Queue: "tmp", Seq: 1, Token: 73, Settler: Settler{Consumer: "svc/w2", Bound: true}, RequestID: "nk1"}, // dead
+			&QueueNack{Queue: "tmp", Seq: 2, Token: 74, Settler: Settler{Consumer: "svc/w2", Bound: true}, RequestID: "nk2"}, // dead
+			&QueueRedrive{Queue: "tmp", Max: 1, Actor: "admin", RequestID: "rd1"},                                            // moves t1
+			&QueuePurge{Queue: "tmp", Actor: "admin", Reason: "cleanup", RequestID: "pg1"},                                   // drops t1 and t2
+			&QueueDelete{Queue: "tmp", Actor: "admin", Reason: "retired", RequestID: "dl1"},
+			&IdemBegin{Key: "pay/3", Fingerprint: secret("body3"), Owner: "api", TTL: 10 * time.Second,
+				SecretHash: secret("i3"), Caller: "svc"}, // attempt 75
+			&IdemAbandon{Key: "pay/3", Release: Release{RequestID: "ab1", LeaseID: 75, SecretHash: secret("i3"), Caller: "svc"}},
+		}},
 	}
 }
 
 func goldenPaths() (log, snap string) {
-	return "testdata/current-v2.log.hex", "testdata/current-v12.snapshot.hex"
+	return "testdata/current-v2.log.hex", "testdata/current-v13.snapshot.hex"
 }
 
 // The log entries and the snapshot the current code writes for the golden
@@ -187,6 +202,21 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 		restored.LastToken() < 50 {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
 			c, len(restored.audit), len(restored.kv), restored.LastToken())
+	}
+}
+
+// A node of this version reads the version-12 snapshot of the first
+// eleven golden entries: it writes the same bytes again, as version 13 (a
+// dedup record of the ID kinds, absent there, is what version 13 changed).
+func TestReadsSnapshotVersion12(t *testing.T) {
+	v12 := legacySnapshotBytes(t, "legacy-v12.snapshot.hex")
+	old, err := Restore(v12, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(snapMagic+string(rune(snapVersion))), v12[len(snapMagic)+1:]...)
+	if got := old.Snapshot(); !bytes.Equal(got, want) {
+		t.Fatalf("a restored version-12 snapshot writes\n%x\nwant\n%x", got, want)
 	}
 }
 

@@ -240,6 +240,7 @@ type QueueResult struct {
 	Deliveries []Delivery // Receive
 	Moved      int        // Redrive, Purge: messages moved or dropped
 	SentAt     time.Time  // Ack: when the acked message was sent (zero for a retried Ack)
+	Existed    bool       // Create: the queue was there already, with these settings
 }
 
 func (s *State) queueOf(name string) (*queue, error) {
@@ -268,10 +269,10 @@ func (s *State) queueCreate(now int64, c *QueueCreate) Result {
 		if q.QueueSettings != set {
 			return Result{Err: leasehold.Errorf(leasehold.CodeHeld, "queue %q already exists with other settings", c.Queue)}
 		}
-		return Result{Dup: true}
+		return Result{Dup: true, Queue: &QueueResult{Existed: true}}
 	}
 	s.queuesByName[c.Queue] = newQueue(set, now)
-	return Result{}
+	return Result{Queue: &QueueResult{}}
 }
 
 func newQueue(set QueueSettings, now int64) *queue {

@@ -33,14 +33,22 @@ const (
 	// A Receive with a request ID (queue_receipts.go): the old kind's
 	// encoding followed by the ID.
 	KindQueueReceiveID Kind = 73
+	// A Create, bound Nack, Redrive, Purge or Delete with a request ID
+	// (queue_retries.go): the old kind's encoding followed by the ID.
+	KindQueueCreateID  Kind = 74
+	KindQueueNackID    Kind = 75
+	KindQueueRedriveID Kind = 76
+	KindQueuePurgeID   Kind = 77
+	KindQueueDeleteID  Kind = 78
 )
 
 // QueueCreate makes a queue, or is answered with the queue as it is if
 // one of that name exists with the same settings.
 type QueueCreate struct {
-	Queue    string
-	Settings QueueSettings
-	Caller   string
+	Queue     string
+	Settings  QueueSettings
+	Caller    string
+	RequestID string // see queue_retries.go
 }
 
 // QueueMessage is one message of a Send.
@@ -131,6 +139,7 @@ type QueueNack struct {
 	Delay time.Duration
 	Note  string
 	Settler
+	RequestID string // see queue_retries.go; only on a bound Nack
 }
 
 // QueueExtend gives a delivery Visibility more from now on the leader.
@@ -154,24 +163,27 @@ type QueueExpire struct {
 
 // QueueRedrive moves up to Max dead letters (0: all) back to their keys.
 type QueueRedrive struct {
-	Queue string
-	Max   int
-	Actor string
+	Queue     string
+	Max       int
+	Actor     string
+	RequestID string // see queue_retries.go
 }
 
 // QueuePurge drops every message of a queue that is not in flight, and
 // its dead letters; the settings stay.
 type QueuePurge struct {
-	Queue  string
-	Actor  string
-	Reason string
+	Queue     string
+	Actor     string
+	Reason    string
+	RequestID string // see queue_retries.go
 }
 
 // QueueDelete drops a queue and everything in it.
 type QueueDelete struct {
-	Queue  string
-	Actor  string
-	Reason string
+	Queue     string
+	Actor     string
+	Reason    string
+	RequestID string // see queue_retries.go
 }
 
 // QueueRetire drops the messages of a queue, queued or dead, sent before
@@ -185,7 +197,6 @@ type QueueRetire struct {
 	Before int64
 }
 
-func (*QueueCreate) Kind() Kind { return KindQueueCreate }
 func (*QueueRetire) Kind() Kind { return KindQueueRetire }
 func (*QueueSend) Kind() Kind   { return KindQueueSend }
 
@@ -199,26 +210,17 @@ func (c *QueueReceive) Kind() Kind {
 }
 
 func (c *QueueAck) Kind() Kind    { return c.kind(KindQueueAck, KindQueueAckBy) }
-func (c *QueueNack) Kind() Kind   { return c.kind(KindQueueNack, KindQueueNackBy) }
 func (c *QueueExtend) Kind() Kind { return c.kind(KindQueueExtend, KindQueueExtendBy) }
 func (*QueueExpire) Kind() Kind   { return KindQueueExpire }
-func (*QueueRedrive) Kind() Kind  { return KindQueueRedrive }
-func (*QueuePurge) Kind() Kind    { return KindQueuePurge }
-func (*QueueDelete) Kind() Kind   { return KindQueueDelete }
 
 func (c *QueueRetire) apply(s *State, _ uint64, now int64) Result { return s.queueRetire(now, c) }
-func (c *QueueCreate) apply(s *State, _ uint64, now int64) Result { return s.queueCreate(now, c) }
 func (c *QueueSend) apply(s *State, _ uint64, now int64) Result   { return s.queueSend(now, c) }
 func (c *QueueReceive) apply(s *State, ix uint64, now int64) Result {
 	return s.queueReceive(ix, now, c)
 }
-func (c *QueueAck) apply(s *State, _ uint64, now int64) Result     { return s.queueAck(now, c) }
-func (c *QueueNack) apply(s *State, _ uint64, now int64) Result    { return s.queueNack(now, c) }
-func (c *QueueExtend) apply(s *State, _ uint64, _ int64) Result    { return s.queueExtend(c) }
-func (c *QueueExpire) apply(s *State, _ uint64, now int64) Result  { return s.queueExpire(now, c) }
-func (c *QueueRedrive) apply(s *State, _ uint64, now int64) Result { return s.queueRedrive(now, c) }
-func (c *QueuePurge) apply(s *State, ix uint64, now int64) Result  { return s.queuePurge(ix, now, c) }
-func (c *QueueDelete) apply(s *State, ix uint64, now int64) Result { return s.queueDelete(ix, now, c) }
+func (c *QueueAck) apply(s *State, _ uint64, now int64) Result    { return s.queueAck(now, c) }
+func (c *QueueExtend) apply(s *State, _ uint64, _ int64) Result   { return s.queueExtend(c) }
+func (c *QueueExpire) apply(s *State, _ uint64, now int64) Result { return s.queueExpire(now, c) }
 
 func encodeQueueSettings(e *encoder, q *QueueSettings) {
 	e.varint(int64(q.Visibility))
@@ -246,6 +248,7 @@ func (c *QueueCreate) encode(e *encoder) {
 	e.str(c.Queue)
 	encodeQueueSettings(e, &c.Settings)
 	e.str(c.Caller)
+	idTail(e, c.RequestID)
 }
 
 func (c *QueueCreate) decode(d *decoder) {
@@ -324,6 +327,9 @@ func (c *QueueNack) encode(e *encoder) {
 	e.varint(int64(c.Delay))
 	e.str(c.Note)
 	c.Settler.encode(e)
+	if c.Bound {
+		idTail(e, c.RequestID)
+	}
 }
 
 func (c *QueueNack) decode(d *decoder) {
@@ -360,17 +366,32 @@ func (c *QueueExpire) decode(d *decoder) {
 	c.Token = d.uvarint()
 }
 
-func (c *QueueRedrive) encode(e *encoder) { e.str(c.Queue); e.varint(int64(c.Max)); e.str(c.Actor) }
+func (c *QueueRedrive) encode(e *encoder) {
+	e.str(c.Queue)
+	e.varint(int64(c.Max))
+	e.str(c.Actor)
+	idTail(e, c.RequestID)
+}
 func (c *QueueRedrive) decode(d *decoder) {
 	c.Queue = d.str()
 	c.Max = int(d.varint())
 	c.Actor = d.str()
 }
 
-func (c *QueuePurge) encode(e *encoder) { e.str(c.Queue); e.str(c.Actor); e.str(c.Reason) }
+func (c *QueuePurge) encode(e *encoder) {
+	e.str(c.Queue)
+	e.str(c.Actor)
+	e.str(c.Reason)
+	idTail(e, c.RequestID)
+}
 func (c *QueuePurge) decode(d *decoder) { c.Queue = d.str(); c.Actor = d.str(); c.Reason = d.str() }
 
-func (c *QueueDelete) encode(e *encoder) { e.str(c.Queue); e.str(c.Actor); e.str(c.Reason) }
+func (c *QueueDelete) encode(e *encoder) {
+	e.str(c.Queue)
+	e.str(c.Actor)
+	e.str(c.Reason)
+	idTail(e, c.RequestID)
+}
 func (c *QueueDelete) decode(d *decoder) { c.Queue = d.str(); c.Actor = d.str(); c.Reason = d.str() }
 
 func (c *QueueRetire) encode(e *encoder) { e.str(c.Queue); e.varint(c.Before) }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"testing"
@@ -14,7 +15,9 @@ import (
 // A model test of keyed queues: random Send (single and batched, with
 // dedup ids), Receive (with request ids, retried), Ack, Nack, Extend (by
 // the delivery's consumer, unbound, or by another consumer), visibility
-// expiry, dead letters, Redrive and snapshot/restore, against a model of per-key lists. Every
+// expiry, dead letters, Redrive, retries of a Nack or Redrive with its
+// request ID (at any later step: answered as the first, acting no more)
+// and snapshot/restore, against a model of per-key lists. Every
 // answer is the one the model predicts, and the properties are
 // checked directly: a key's message is delivered only while it is the
 // key's head and nothing of the key is in flight, and acked only then; a
@@ -72,6 +75,11 @@ func TestQueueModel(t *testing.T) {
 		acked := map[uint64]bool{}
 		nextSeq := uint64(1)
 		receipts := map[string][]mQDelivery{} // request id -> what that Receive handed out
+		type pastCall struct {
+			cmd   Command
+			moved int // a Redrive's answer
+		}
+		var retriable []pastCall // Nacks and Redrives with a request id that succeeded
 		depth := func() int {
 			n := len(dead)
 			for _, k := range keys {
@@ -194,7 +202,7 @@ func TestQueueModel(t *testing.T) {
 		steps := rapid.IntRange(1, 120).Draw(rt, "steps")
 		for range steps {
 			now += int64(time.Second)
-			switch rapid.IntRange(0, 10).Draw(rt, "op") {
+			switch rapid.IntRange(0, 11).Draw(rt, "op") {
 			case 0, 1: // Send a batch of 1 to 3
 				n := rapid.IntRange(1, 3).Draw(rt, "n")
 				msgs := make([]QueueMessage, n)
@@ -279,7 +287,11 @@ func TestQueueModel(t *testing.T) {
 				if d, ok := pick(); ok {
 					delay := rapid.SampledFrom([]time.Duration{0, 5 * time.Second}).Draw(rt, "delay")
 					by, own := settler()
-					r := apply(&QueueNack{Queue: "q", Seq: d.seq, Token: d.token, Delay: delay, Note: "failed", Settler: by})
+					nack := &QueueNack{Queue: "q", Seq: d.seq, Token: d.token, Delay: delay, Note: "failed", Settler: by}
+					if by.Bound && rapid.Bool().Draw(rt, "nack with a request id") {
+						nack.RequestID = fmt.Sprintf("nack-%d", ix)
+					}
+					r := apply(nack)
 					if refused("nack", d, r, own) {
 						break
 					}
@@ -287,6 +299,9 @@ func TestQueueModel(t *testing.T) {
 						rt.Fatal(r.Err)
 					}
 					requeue(d, delay)
+					if nack.RequestID != "" {
+						retriable = append(retriable, pastCall{cmd: nack})
+					}
 				}
 			case 6: // Extend, maybe stale
 				if d, ok := pick(); ok {
@@ -307,9 +322,16 @@ func TestQueueModel(t *testing.T) {
 					}
 				}
 			case 8: // Redrive every dead letter
-				r := apply(&QueueRedrive{Queue: "q"})
+				redrive := &QueueRedrive{Queue: "q"}
+				if rapid.Bool().Draw(rt, "redrive with a request id") {
+					redrive.RequestID = fmt.Sprintf("redrive-%d", ix)
+				}
+				r := apply(redrive)
 				if r.Err != nil || r.Queue.Moved != len(dead) {
 					rt.Fatalf("redrive moved %v (%v), want %d", r.Queue, r.Err, len(dead))
+				}
+				if redrive.RequestID != "" {
+					retriable = append(retriable, pastCall{cmd: redrive, moved: len(dead)})
 				}
 				for _, dl := range dead {
 					k := keyOf(dl.key)
@@ -322,6 +344,18 @@ func TestQueueModel(t *testing.T) {
 					}
 				}
 				dead = nil
+			case 11: // a Nack or Redrive retried with its request id: the first answer, nothing done
+				if len(retriable) == 0 {
+					break
+				}
+				past := rapid.SampledFrom(retriable).Draw(rt, "retry")
+				r := apply(past.cmd)
+				if r.Err != nil || !r.Dup {
+					rt.Fatalf("retried %T: %+v, want the first answer", past.cmd, r)
+				}
+				if _, redrive := past.cmd.(*QueueRedrive); redrive && (r.Queue == nil || r.Queue.Moved != past.moved) {
+					rt.Fatalf("retried redrive answered %+v, want the first's %d moved", r.Queue, past.moved)
+				}
 			case 10: // retention: drop what was sent before a point, except in flight
 				before := now - int64(rapid.IntRange(0, 30).Draw(rt, "age"))*int64(time.Second)
 				r := apply(&QueueRetire{Queue: "q", Before: before})

@@ -49,9 +49,15 @@ var commands = [...]struct {
 	KindQueueNackBy:    {"queue-nack-by", func() Command { return &QueueNack{Settler: bound} }},
 	KindQueueExtendBy:  {"queue-extend-by", func() Command { return &QueueExtend{Settler: bound} }},
 	KindQueueReceiveID: {"queue-receive-id", func() Command { return new(QueueReceiveID) }},
+	KindIdemAbandon:    {"idem-abandon", func() Command { return new(IdemAbandon) }},
+	KindQueueCreateID:  {"queue-create-id", func() Command { return new(QueueCreateID) }},
+	KindQueueNackID:    {"queue-nack-id", func() Command { return &QueueNackID{QueueNack{Settler: bound}} }},
+	KindQueueRedriveID: {"queue-redrive-id", func() Command { return new(QueueRedriveID) }},
+	KindQueuePurgeID:   {"queue-purge-id", func() Command { return new(QueuePurgeID) }},
+	KindQueueDeleteID:  {"queue-delete-id", func() Command { return new(QueueDeleteID) }},
 }
 
-// bound is how a bound queue settlement (kinds 70–72) starts decoding.
+// bound is how a bound queue settlement (kinds 70–72, 75) starts decoding.
 var bound = Settler{Bound: true}
 
 // newCommand returns an empty command of kind k, or nil if k is unknown.

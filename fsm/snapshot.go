@@ -34,10 +34,13 @@ import (
 //
 // Version 12 adds the queue receipts (snapshot_queue.go), after them.
 // (11 is left to another branch's section; versions are merged in order.)
+//
+// Version 13 keeps the answer of a queue Create, Redrive or Purge with a
+// request ID in its dedup record (queue_retries.go).
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = receiptsVersion
+	snapVersion = queueAnswersVersion
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -66,7 +69,7 @@ var sections = [...]section{
 	{"waiters", 6, writeWaiters, readWaiters},
 	{"kv", 6, writeKV, readKV},
 	{"audit", 3, writeAudit, readAudit},
-	{"dedup", 6, writeDedup, readDedup},
+	{"dedup", queueAnswersVersion, writeDedup, readDedup},
 	{"idem", 7, writeIdem, readIdem},
 	{"queues", 8, writeQueues, readQueues},
 	{"groups", 9, writeGroups, readGroups},

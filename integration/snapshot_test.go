@@ -118,6 +118,20 @@ func TestWipedNodeCatchesUpBySnapshot(t *testing.T) {
 	}
 	t.Logf("leader %s: snapshot at index %d, last index %d, log starts at about %d", c.ID(lead), snapIndex, last, firstKept)
 	churn(10, "snap/tail") // entries after the snapshot, sent as log
+	// Whoever leads when the node rejoins sends the snapshot: on a loaded
+	// machine that may no longer be ln. Note where each survivor's log
+	// starts now; the one that sends must send a snapshot that reaches it.
+	firstKeptOf := map[int]uint64{}
+	for i := range 3 {
+		if i == victim {
+			continue
+		}
+		var snap uint64
+		for _, m := range snapshots(t, c.Node(i).Config.DataDir) {
+			snap = max(snap, m.Index)
+		}
+		firstKeptOf[i] = min(snap, max(c.Node(i).Cluster.LocalStatus().LastIndex, trailing)-trailing) + 1
+	}
 
 	id := c.ID(victim)
 	if err := cl.RemoveServer(ctxFor(t, 20*time.Second), id); err != nil {
@@ -148,12 +162,29 @@ func TestWipedNodeCatchesUpBySnapshot(t *testing.T) {
 	if len(installed) == 0 {
 		t.Fatalf("%s caught up with no snapshot in its data dir: it was not installed from the leader", id)
 	}
-	var instIndex uint64
+	var inst snapshotMeta
 	for _, m := range installed {
-		instIndex = max(instIndex, m.Index)
+		if m.Index > inst.Index {
+			inst = m
+		}
 	}
-	if instIndex < firstKept-1 {
-		t.Errorf("%s holds a snapshot at %d, below the leader's first log entry %d", id, instIndex, firstKept)
+	instIndex := inst.Index
+	sender := -1 // the survivor that holds the installed snapshot (the lower start if both do)
+	for i := range firstKeptOf {
+		for _, m := range snapshots(t, c.Node(i).Config.DataDir) {
+			if m.Index == inst.Index && m.Term == inst.Term && (sender < 0 || firstKeptOf[i] < firstKeptOf[sender]) {
+				sender = i
+			}
+		}
+	}
+	if sender < 0 {
+		t.Fatalf("%s holds a snapshot at index %d, term %d that no other node holds", id, inst.Index, inst.Term)
+	}
+	if sender != lead {
+		t.Logf("leadership moved from %s: %s sent the snapshot", c.ID(lead), c.ID(sender))
+	}
+	if instIndex < firstKeptOf[sender]-1 {
+		t.Errorf("%s holds a snapshot at %d from %s, below that node's first log entry %d", id, instIndex, c.ID(sender), firstKeptOf[sender])
 	}
 	t.Logf("%s re-added and caught up in %v through a snapshot at index %d; every replica at index %d with identical state (%d bytes)",
 		id, caughtUp.Round(time.Millisecond), instIndex, idx, size)

@@ -187,7 +187,14 @@ func (k *consumer) settle(m *Message, ack bool, note string, delay time.Duration
 	if !m.settled.CompareAndSwap(false, true) {
 		return
 	}
-	m.cancel(nil)
+	k.settleClaimed(m, nil, ack, note, delay)
+}
+
+// settleClaimed settles m, whose settlement the caller claimed, ending
+// its handler's context with cause, and marks it answered.
+func (k *consumer) settleClaimed(m *Message, cause error, ack bool, note string, delay time.Duration) {
+	defer close(m.answered)
+	m.cancel(cause)
 	ctx, cancel := context.WithTimeout(k.base, settleTimeout)
 	defer cancel()
 	if ack {
@@ -204,7 +211,8 @@ func (k *consumer) settle(m *Message, ack bool, note string, delay time.Duration
 }
 
 // drain waits for the running handlers up to the drain timeout, then
-// cancels and nacks the rest.
+// cancels and nacks the rest, and waits for the settlements already under
+// way, so no message Consume handled is still in flight once it returns.
 func (k *consumer) drain() {
 	done := make(chan struct{})
 	go func() { k.wg.Wait(); close(done) }()
@@ -222,8 +230,13 @@ func (k *consumer) drain() {
 	}
 	k.mu.Unlock()
 	for _, m := range left {
-		m.cancel(ErrDraining)
-		k.settle(m, false, ErrDraining.Error(), 0)
+		// Claimed before its context ends: the handler, returning on
+		// ErrDraining, must not nack it with its own backoff instead.
+		if m.settled.CompareAndSwap(false, true) {
+			k.settleClaimed(m, ErrDraining, false, ErrDraining.Error(), 0)
+			continue
+		}
+		<-m.answered // its handler returned and is settling it (settleTimeout bounds it)
 	}
 }
 

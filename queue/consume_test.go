@@ -28,6 +28,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // setup starts a real node, makes queue "q" with settings and a client.
 func setup(t *testing.T, s client.QueueSettings) *client.Client {
 	t.Helper()
+	return setupVia(t, s, func(rt http.RoundTripper) http.RoundTripper { return rt })
+}
+
+// setupVia is setup with the client's requests carried by wrap(transport).
+func setupVia(t *testing.T, s client.QueueSettings, wrap func(http.RoundTripper) http.RoundTripper) *client.Client {
+	t.Helper()
 	n := testcluster.StartNode(t, "")
 	tr, session := &http.Transport{}, client.SessionDefault
 	if testcluster.SessionsOn() {
@@ -37,7 +43,7 @@ func setup(t *testing.T, s client.QueueSettings) *client.Client {
 		tr.Protocols, session = &p, client.SessionOn
 	}
 	t.Cleanup(tr.CloseIdleConnections)
-	c, err := client.New(client.Config{Endpoints: []string{n.URL}, HTTPClient: &http.Client{Transport: tr},
+	c, err := client.New(client.Config{Endpoints: []string{n.URL}, HTTPClient: &http.Client{Transport: wrap(tr)},
 		Logger: testcluster.Logger(), Session: session})
 	if err != nil {
 		t.Fatal(err)
@@ -324,6 +330,71 @@ func TestConsumeDrainsWithinItsBound(t *testing.T) {
 	if len(ds) != 1 || ds[0].Key != "stuck" || ds[0].Receives != 2 {
 		t.Fatalf("after the drain received %+v, want the stuck message at once, on its second receive", ds)
 	}
+}
+
+// A handler that fails just after Consume's context ends has its nack on
+// the way when the drain bound passes: Consume returns once that nack is
+// answered, so no message it handled is still in flight.
+func TestConsumeDrainWaitsForTheNackUnderWay(t *testing.T) {
+	const nack = "/leasehold.v1.Queues/Nack"
+	const drain, nackDelay = 2 * time.Second, 3 * time.Second
+	c := setupVia(t, client.QueueSettings{MaxReceives: 10}, func(rt http.RoundTripper) http.RoundTripper {
+		return &delayingTransport{RoundTripper: rt, path: nack, delay: nackDelay}
+	})
+	send(t, c, "k", "m")
+	started := make(chan struct{}, 1)
+	fail := make(chan struct{})
+	stop := consume(t, c, func(ctx context.Context, m *queue.Message) error {
+		started <- struct{}{}
+		<-fail
+		return errors.New("failed while draining")
+	}, queue.PollWait(time.Second), queue.DrainTimeout(drain), queue.Backoff(0, 0))
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler did not start")
+	}
+	go func() { time.Sleep(100 * time.Millisecond); close(fail) }()
+	t0 := time.Now()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	if q := depth(t, c); q.Depth != 1 || q.InFlight != 0 {
+		t.Fatalf("Consume returned %v after its context ended with depth %d, in flight %d; want the nacked message back, not in flight",
+			took, q.Depth, q.InFlight)
+	}
+	ds, err := c.Receive(testutil.Context(t, 10*time.Second), "q", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].Receives != 2 {
+		t.Fatalf("after the drain received %+v, want the message at once, on its second receive", ds)
+	}
+}
+
+// delayingTransport holds each request to one procedure for delay before
+// sending it on.
+type delayingTransport struct {
+	http.RoundTripper
+	path  string
+	delay time.Duration
+}
+
+func (d *delayingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == d.path {
+		t := time.NewTimer(d.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			if r.Body != nil {
+				r.Body.Close()
+			}
+			return nil, context.Cause(r.Context())
+		}
+	}
+	return d.RoundTripper.RoundTrip(r)
 }
 
 // A send to a full queue is refused with a RetryAfterError carrying the

@@ -24,11 +24,12 @@ type Message struct {
 	Body     []byte
 	SentAt   time.Time
 
-	d       client.Delivery
-	k       *consumer
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	settled atomic.Bool
+	d        client.Delivery
+	k        *consumer
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	settled  atomic.Bool   // its ack or nack is claimed
+	answered chan struct{} // closed once that ack or nack is answered
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -39,7 +40,7 @@ type Message struct {
 
 func newMessage(k *consumer, d client.Delivery) *Message {
 	m := &Message{Queue: d.Queue, Key: d.Key, Sequence: d.Sequence, Token: d.Token, Receives: d.Receives,
-		Body: d.Body, SentAt: d.SentAt, d: d, k: k, deadline: d.Deadline}
+		Body: d.Body, SentAt: d.SentAt, d: d, k: k, deadline: d.Deadline, answered: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancelCause(k.base)
 	m.timer = time.AfterFunc(time.Until(d.Deadline), func() { m.cancel(ErrVisibilityLost) })
 	return m

@@ -43,6 +43,11 @@ func (h clusterAPI) RemoveServer(ctx context.Context, req *connect.Request[pb.Re
 }
 
 func (h clusterAPI) TransferLeader(ctx context.Context, req *connect.Request[pb.TransferLeaderRequest]) (*connect.Response[pb.TransferLeaderResponse], error) {
+	if from := req.Msg.From; from != "" && req.Msg.Id == "" {
+		if st := h.s.svc.LocalStatus(); st.State == "Leader" && st.ID != from {
+			return connect.NewResponse(&pb.TransferLeaderResponse{}), nil // moved away from already
+		}
+	}
 	if err := h.s.svc.TransferLeader(ctx, req.Msg.Id); err != nil {
 		return nil, err
 	}

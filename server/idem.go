@@ -187,7 +187,10 @@ func (h idemAPI) Abandon(ctx context.Context, req *connect.Request[pb.Idempotenc
 	if err := h.ready(); err != nil {
 		return nil, err
 	}
-	res, err := h.svc.IdemAbandon(ctx, m.Key, &service.Release{LeaseID: m.Attempt, SecretHash: sh, Caller: caller(ctx)})
+	if err := optionalRequestID(m.RequestId); err != nil {
+		return nil, err
+	}
+	res, err := h.svc.IdemAbandon(ctx, m.Key, &service.Release{LeaseID: m.Attempt, SecretHash: sh, Caller: caller(ctx), RequestID: m.RequestId})
 	if forwarding(req, err) {
 		return nil, err
 	}
@@ -197,7 +200,9 @@ func (h idemAPI) Abandon(ctx context.Context, req *connect.Request[pb.Idempotenc
 	if err != nil {
 		return nil, err
 	}
-	h.m.abandoned.Inc()
+	if !res.Dup { // a retry answered from the dedup window abandoned nothing more
+		h.m.abandoned.Inc()
+	}
 	return connect.NewResponse(&pb.IdempotencyAbandonResponse{}), nil
 }
 

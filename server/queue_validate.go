@@ -255,10 +255,16 @@ func queueAckCommand(queue string, seq, token uint64, requestID string, by servi
 	if err := deliveryRef(queue, seq, token); err != nil {
 		return nil, err
 	}
-	if err := leasehold.ValidateName("request_id", requestID, leasehold.MaxRequestIDLen, false); err != nil {
+	if err := optionalRequestID(requestID); err != nil {
 		return nil, err
 	}
 	return &service.QueueAck{RequestID: requestID, Queue: queue, Seq: seq, Token: token, Caller: caller, Settler: by}, nil
+}
+
+// optionalRequestID checks a request_id that may be empty (no dedup),
+// unlike requestID, which makes one.
+func optionalRequestID(id string) error {
+	return leasehold.ValidateName("request_id", id, leasehold.MaxRequestIDLen, false)
 }
 
 // deliveryRef checks the queue, sequence and token that name a delivery.
@@ -290,7 +296,11 @@ func queueNackCommand(m *pb.QueuesNackRequest, caller string) (*service.QueueNac
 	if err := note("error", m.Error); err != nil {
 		return nil, err
 	}
-	return &service.QueueNack{Queue: m.Queue, Seq: m.Sequence, Token: m.Token, Delay: delay, Note: m.Error, Settler: by}, nil
+	if err := optionalRequestID(m.RequestId); err != nil {
+		return nil, err
+	}
+	return &service.QueueNack{Queue: m.Queue, Seq: m.Sequence, Token: m.Token, Delay: delay, Note: m.Error, Settler: by,
+		RequestID: m.RequestId}, nil
 }
 
 func queueExtendCommand(m *pb.QueuesExtendRequest, caller string) (*service.QueueExtend, error) {

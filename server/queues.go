@@ -76,7 +76,10 @@ func (h queuesAPI) Create(ctx context.Context, req *connect.Request[pb.QueuesCre
 	if err != nil {
 		return nil, err
 	}
-	res, _, err := h.propose(ctx, req, &service.QueueCreate{Queue: m.Queue, Settings: set, Caller: Identity(ctx)})
+	if err := optionalRequestID(m.RequestId); err != nil {
+		return nil, err
+	}
+	res, _, err := h.propose(ctx, req, &service.QueueCreate{Queue: m.Queue, Settings: set, Caller: Identity(ctx), RequestID: m.RequestId})
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +87,11 @@ func (h queuesAPI) Create(ctx context.Context, req *connect.Request[pb.QueuesCre
 	if err != nil {
 		return nil, err
 	}
+	existed := res.Queue != nil && res.Queue.Existed
 	if !res.Dup {
 		h.s.log.Info("queue created", "queue", m.Queue, "actor", Identity(ctx))
 	}
-	return connect.NewResponse(&pb.QueuesCreateResponse{Queue: queueInfoPB(info, time.Now()), Existed: res.Dup}), nil
+	return connect.NewResponse(&pb.QueuesCreateResponse{Queue: queueInfoPB(info, time.Now()), Existed: existed}), nil
 }
 
 func (h queuesAPI) List(ctx context.Context, req *connect.Request[pb.QueuesListRequest]) (*connect.Response[pb.QueuesListResponse], error) {
@@ -151,11 +155,14 @@ func (h queuesAPI) Purge(ctx context.Context, req *connect.Request[pb.QueuesPurg
 	if err := auditReason(m.Reason, actor); err != nil {
 		return nil, err
 	}
-	res, answered, err := h.propose(ctx, req, &service.QueuePurge{Queue: m.Queue, Actor: actor, Reason: m.Reason})
+	if err := optionalRequestID(m.RequestId); err != nil {
+		return nil, err
+	}
+	res, answered, err := h.propose(ctx, req, &service.QueuePurge{Queue: m.Queue, Actor: actor, Reason: m.Reason, RequestID: m.RequestId})
 	if err != nil {
 		return nil, err
 	}
-	if answered {
+	if answered && !res.Dup {
 		h.s.log.Warn("queue purged", "queue", m.Queue, "actor", actor, "reason", m.Reason, "dropped", res.Queue.Moved)
 	}
 	return connect.NewResponse(&pb.QueuesPurgeResponse{Dropped: uint64(res.Queue.Moved)}), nil
@@ -169,7 +176,10 @@ func (h queuesAPI) Delete(ctx context.Context, req *connect.Request[pb.QueuesDel
 	if err := auditReason(m.Reason, actor); err != nil {
 		return nil, err
 	}
-	if _, _, err := h.propose(ctx, req, &service.QueueDelete{Queue: m.Queue, Actor: actor, Reason: m.Reason}); err != nil {
+	if err := optionalRequestID(m.RequestId); err != nil {
+		return nil, err
+	}
+	if _, _, err := h.propose(ctx, req, &service.QueueDelete{Queue: m.Queue, Actor: actor, Reason: m.Reason, RequestID: m.RequestId}); err != nil {
 		return nil, err
 	}
 	h.s.metrics.forgetQueue(m.Queue)
@@ -333,11 +343,15 @@ func (h queuesAPI) Redrive(ctx context.Context, req *connect.Request[pb.QueuesRe
 	if err := queueName(m.Queue); err != nil {
 		return nil, err
 	}
-	res, answered, err := h.propose(ctx, req, &service.QueueRedrive{Queue: m.Queue, Max: int(min(m.Max, 1<<30)), Actor: actor})
+	if err := optionalRequestID(m.RequestId); err != nil {
+		return nil, err
+	}
+	res, answered, err := h.propose(ctx, req, &service.QueueRedrive{Queue: m.Queue, Max: int(min(m.Max, 1<<30)), Actor: actor,
+		RequestID: m.RequestId})
 	if err != nil {
 		return nil, err
 	}
-	if answered {
+	if answered && !res.Dup {
 		h.s.log.Info("dead letters redriven", "queue", m.Queue, "actor", actor, slog.Int("moved", res.Queue.Moved))
 	}
 	return connect.NewResponse(&pb.QueuesRedriveResponse{Moved: uint64(res.Queue.Moved)}), nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fsm"
 )
 
@@ -96,23 +95,10 @@ func (s *Service) IdemComplete(ctx context.Context, cmd *IdemComplete) (Result, 
 }
 
 // IdemAbandon ends attempt (a lease) on key so the key is free at once.
-// The attempt must be one of key's: a lease id names one lease forever,
-// so the check by a read cannot race.
+// The state machine checks that the attempt is one of key's, and answers
+// a retry with the same request ID as the first (fsm.IdemAbandon).
 func (s *Service) IdemAbandon(ctx context.Context, key string, cmd *Release) (Result, error) {
-	var mine bool
-	if err := s.node.Read(ctx, func(st *fsm.State) {
-		if l, ok := st.Lease(cmd.LeaseID); ok {
-			k, _ := fsm.IdemKeyOf(l.Resources[0])
-			mine = k == key
-		}
-	}); err != nil {
-		return Result{}, err
-	}
-	if !mine {
-		return Result{}, leasehold.Errorf(leasehold.CodeStaleToken,
-			"attempt %d does not own idempotency key %q: it completed, lapsed or was abandoned already", cmd.LeaseID, key)
-	}
-	return s.node.Propose(ctx, cmd)
+	return s.node.Propose(ctx, &fsm.IdemAbandon{Key: key, Release: *cmd})
 }
 
 // IdemGet reads where key stands.

@@ -341,7 +341,12 @@ func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
 type TransferLeaderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty: the most up-to-date follower.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// With an empty id: the leader to move away from (the Go client sets
+	// it). A request that finds another node leading answers done without
+	// moving the leadership again, so its retry after a lost reply acts
+	// once. (With an id, the node named answers done once it leads.)
+	From          string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,6 +384,13 @@ func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
 func (x *TransferLeaderRequest) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *TransferLeaderRequest) GetFrom() string {
+	if x != nil {
+		return x.From
 	}
 	return ""
 }
@@ -645,9 +657,10 @@ const file_leasehold_v1_cluster_proto_rawDesc = "" +
 	"\x10AddVoterResponse\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RemoveServerResponse\"'\n" +
+	"\x14RemoveServerResponse\";\n" +
 	"\x15TransferLeaderRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\"\x18\n" +
 	"\x16TransferLeaderResponse\"%\n" +
 	"\rStatusRequest\x12\x14\n" +
 	"\x05local\x18\x01 \x01(\bR\x05local\"\xbb\x02\n" +

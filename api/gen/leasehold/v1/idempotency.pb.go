@@ -380,10 +380,14 @@ func (*IdempotencyCompleteResponse) Descriptor() ([]byte, []int) {
 }
 
 type IdempotencyAbandonRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Attempt       uint64                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Secret        string                 `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Key     string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Attempt uint64                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Secret  string                 `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	// A retry with the same request_id (within the node's dedup window)
+	// answers success, as the first did, instead of aborted: the attempt
+	// is gone because this very call ended it.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -435,6 +439,13 @@ func (x *IdempotencyAbandonRequest) GetAttempt() uint64 {
 func (x *IdempotencyAbandonRequest) GetSecret() string {
 	if x != nil {
 		return x.Secret
+	}
+	return ""
+}
+
+func (x *IdempotencyAbandonRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -805,11 +816,13 @@ const file_leasehold_v1_idempotency_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\x04R\aattempt\x12\x16\n" +
 	"\x06secret\x18\x03 \x01(\tR\x06secret\x12\x16\n" +
 	"\x06result\x18\x04 \x01(\fR\x06result\"\x1d\n" +
-	"\x1bIdempotencyCompleteResponse\"_\n" +
+	"\x1bIdempotencyCompleteResponse\"~\n" +
 	"\x19IdempotencyAbandonRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x04R\aattempt\x12\x16\n" +
-	"\x06secret\x18\x03 \x01(\tR\x06secret\"\x1c\n" +
+	"\x06secret\x18\x03 \x01(\tR\x06secret\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x1c\n" +
 	"\x1aIdempotencyAbandonResponse\")\n" +
 	"\x15IdempotencyGetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"\xe5\x02\n" +

@@ -573,8 +573,12 @@ func (x *QueueRetryAfter) GetLimit() string {
 type QueuesCreateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Like a resource name: 1 to 256 bytes of printable UTF-8.
-	Queue         string         `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Settings      *QueueSettings `protobuf:"bytes,2,opt,name=settings,proto3" json:"settings,omitempty"`
+	Queue    string         `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Settings *QueueSettings `protobuf:"bytes,2,opt,name=settings,proto3" json:"settings,omitempty"`
+	// A retry with the same request_id (from the same caller, within the
+	// node's dedup window) answers as the first did, existed included: the
+	// queue this very call created is not reported as existing.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -621,6 +625,13 @@ func (x *QueuesCreateRequest) GetSettings() *QueueSettings {
 		return x.Settings
 	}
 	return nil
+}
+
+func (x *QueuesCreateRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type QueuesCreateResponse struct {
@@ -893,7 +904,11 @@ type QueuesPurgeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Why, for the audit log: required, up to 256 bytes.
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A retry with the same request_id (from the same caller, within the
+	// node's dedup window) drops nothing more and answers the first's
+	// dropped count: messages sent between the two attempts are kept.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -938,6 +953,13 @@ func (x *QueuesPurgeRequest) GetQueue() string {
 func (x *QueuesPurgeRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueuesPurgeRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -991,7 +1013,11 @@ type QueuesDeleteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Why, for the audit log: required, up to 256 bytes.
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A retry with the same request_id (from the same caller, within the
+	// node's dedup window) answers success, as the first did, instead of
+	// not_found.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1036,6 +1062,13 @@ func (x *QueuesDeleteRequest) GetQueue() string {
 func (x *QueuesDeleteRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueuesDeleteRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -1877,7 +1910,11 @@ type QueuesNackRequest struct {
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// The consumer name the Receive gave (empty if it gave none), or the
 	// delivery's consumer as Receive answered it.
-	Consumer      string `protobuf:"bytes,6,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Consumer string `protobuf:"bytes,6,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	// A retry with the same request_id (from the same caller and consumer,
+	// within the node's dedup window) answers as the first did, instead of
+	// stale_token.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1950,6 +1987,13 @@ func (x *QueuesNackRequest) GetError() string {
 func (x *QueuesNackRequest) GetConsumer() string {
 	if x != nil {
 		return x.Consumer
+	}
+	return ""
+}
+
+func (x *QueuesNackRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -2118,7 +2162,11 @@ type QueuesRedriveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Dead letters to move back, oldest first (0: all).
-	Max           uint32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	Max uint32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	// A retry with the same request_id (from the same caller, within the
+	// node's dedup window) moves nothing more and answers the first's moved
+	// count.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2165,6 +2213,13 @@ func (x *QueuesRedriveRequest) GetMax() uint32 {
 		return x.Max
 	}
 	return 0
+}
+
+func (x *QueuesRedriveRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type QueuesRedriveResponse struct {
@@ -2362,10 +2417,12 @@ const file_leasehold_v1_queues_proto_rawDesc = "" +
 	"\x0fQueueRetryAfter\x12:\n" +
 	"\vretry_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\tR\x05limit\"d\n" +
+	"\x05limit\x18\x02 \x01(\tR\x05limit\"\x83\x01\n" +
 	"\x13QueuesCreateRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x127\n" +
-	"\bsettings\x18\x02 \x01(\v2\x1b.leasehold.v1.QueueSettingsR\bsettings\"_\n" +
+	"\bsettings\x18\x02 \x01(\v2\x1b.leasehold.v1.QueueSettingsR\bsettings\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"_\n" +
 	"\x14QueuesCreateResponse\x12-\n" +
 	"\x05queue\x18\x01 \x01(\v2\x17.leasehold.v1.QueueInfoR\x05queue\x12\x18\n" +
 	"\aexisted\x18\x02 \x01(\bR\aexisted\"W\n" +
@@ -2380,15 +2437,19 @@ const file_leasehold_v1_queues_proto_rawDesc = "" +
 	"\x0fin_flight_limit\x18\x02 \x01(\rR\rinFlightLimit\"|\n" +
 	"\x11QueuesGetResponse\x12-\n" +
 	"\x05queue\x18\x01 \x01(\v2\x17.leasehold.v1.QueueInfoR\x05queue\x128\n" +
-	"\tin_flight\x18\x02 \x03(\v2\x1b.leasehold.v1.QueueDeliveryR\binFlight\"B\n" +
+	"\tin_flight\x18\x02 \x03(\v2\x1b.leasehold.v1.QueueDeliveryR\binFlight\"a\n" +
 	"\x12QueuesPurgeRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"/\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"/\n" +
 	"\x13QueuesPurgeResponse\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\x04R\adropped\"C\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped\"b\n" +
 	"\x13QueuesDeleteRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\x16\n" +
 	"\x14QueuesDeleteResponse\"\x80\x01\n" +
 	"\fQueueMessage\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
@@ -2447,14 +2508,16 @@ const file_leasehold_v1_queues_proto_rawDesc = "" +
 	"\x16QueuesAckBatchResponse\x126\n" +
 	"\aresults\x18\x01 \x03(\v2\x1c.leasehold.v1.QueueAckResultR\aresults\"@\n" +
 	"\x0eQueueAckResult\x12.\n" +
-	"\x05error\x18\x01 \x01(\v2\x18.leasehold.v1.BatchErrorR\x05error\"\xbe\x01\n" +
+	"\x05error\x18\x01 \x01(\v2\x18.leasehold.v1.BatchErrorR\x05error\"\xdd\x01\n" +
 	"\x11QueuesNackRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12/\n" +
 	"\x05delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x14\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\x14\n" +
 	"\x12QueuesNackResponse\"\xd0\x01\n" +
 	"\x13QueuesExtendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1a\n" +
@@ -2465,10 +2528,12 @@ const file_leasehold_v1_queues_proto_rawDesc = "" +
 	"visibility\x12\x1a\n" +
 	"\bprogress\x18\x05 \x01(\tR\bprogress\x12\x1a\n" +
 	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x16\n" +
-	"\x14QueuesExtendResponse\">\n" +
+	"\x14QueuesExtendResponse\"]\n" +
 	"\x14QueuesRedriveRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\rR\x03max\"-\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"-\n" +
 	"\x15QueuesRedriveResponse\x12\x14\n" +
 	"\x05moved\x18\x01 \x01(\x04R\x05moved\"F\n" +
 	"\x18QueuesDeadLettersRequest\x12\x14\n" +

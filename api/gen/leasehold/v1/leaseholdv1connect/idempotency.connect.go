@@ -49,7 +49,9 @@ const (
 type IdempotencyClient interface {
 	Begin(context.Context, *connect.Request[v1.IdempotencyBeginRequest]) (*connect.Response[v1.IdempotencyBeginResponse], error)
 	// Complete stores the result and ends the attempt, only if the attempt
-	// still owns the key; a stale attempt is refused (Aborted).
+	// still owns the key; a stale attempt is refused (Aborted). A retry of
+	// a Complete whose reply was lost (the same attempt and secret) answers
+	// success again: the result was stored.
 	Complete(context.Context, *connect.Request[v1.IdempotencyCompleteRequest]) (*connect.Response[v1.IdempotencyCompleteResponse], error)
 	// Abandon frees the key for a retry at once. A failure that must not be
 	// retried is a Complete with that failure as its result.
@@ -142,7 +144,9 @@ func (c *idempotencyClient) List(ctx context.Context, req *connect.Request[v1.Id
 type IdempotencyHandler interface {
 	Begin(context.Context, *connect.Request[v1.IdempotencyBeginRequest]) (*connect.Response[v1.IdempotencyBeginResponse], error)
 	// Complete stores the result and ends the attempt, only if the attempt
-	// still owns the key; a stale attempt is refused (Aborted).
+	// still owns the key; a stale attempt is refused (Aborted). A retry of
+	// a Complete whose reply was lost (the same attempt and secret) answers
+	// success again: the result was stored.
 	Complete(context.Context, *connect.Request[v1.IdempotencyCompleteRequest]) (*connect.Response[v1.IdempotencyCompleteResponse], error)
 	// Abandon frees the key for a retry at once. A failure that must not be
 	// retried is a Complete with that failure as its result.

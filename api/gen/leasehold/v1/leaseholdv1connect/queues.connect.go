@@ -101,6 +101,9 @@ type QueuesClient interface {
 	// again after delay; its error note is kept (shown on a dead letter).
 	Nack(context.Context, *connect.Request[v1.QueuesNackRequest]) (*connect.Response[v1.QueuesNackResponse], error)
 	// Extend gives a delivery visibility more from now, with a progress note.
+	// It needs no request_id: a retry extends the same delivery again, from
+	// the retry's arrival, or is refused (stale_token) if the delivery ended
+	// in between, which is then true.
 	Extend(context.Context, *connect.Request[v1.QueuesExtendRequest]) (*connect.Response[v1.QueuesExtendResponse], error)
 	// Redrive moves dead letters back to their keys (admin).
 	Redrive(context.Context, *connect.Request[v1.QueuesRedriveRequest]) (*connect.Response[v1.QueuesRedriveResponse], error)
@@ -332,6 +335,9 @@ type QueuesHandler interface {
 	// again after delay; its error note is kept (shown on a dead letter).
 	Nack(context.Context, *connect.Request[v1.QueuesNackRequest]) (*connect.Response[v1.QueuesNackResponse], error)
 	// Extend gives a delivery visibility more from now, with a progress note.
+	// It needs no request_id: a retry extends the same delivery again, from
+	// the retry's arrival, or is refused (stale_token) if the delivery ended
+	// in between, which is then true.
 	Extend(context.Context, *connect.Request[v1.QueuesExtendRequest]) (*connect.Response[v1.QueuesExtendResponse], error)
 	// Redrive moves dead letters back to their keys (admin).
 	Redrive(context.Context, *connect.Request[v1.QueuesRedriveRequest]) (*connect.Response[v1.QueuesRedriveResponse], error)
