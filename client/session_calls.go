@@ -42,8 +42,8 @@ func onSession[Res any](ctx context.Context, c *Client, msg any) (res *Res, ok b
 }
 
 // sessionCallOf is the session op that carries a unary request, or nil for
-// one the stream does not carry (Nack and Extend have no request ID to
-// make a retry act once). waits says it may wait past RequestTimeout: a
+// one the stream does not carry (Extend has no request ID to make a
+// retry act once). waits says it may wait past RequestTimeout: a
 // Begin or a Receive with a wait.
 func sessionCallOf(msg any) (op *pb.SessionOp, waits bool) {
 	switch m := msg.(type) {
@@ -55,6 +55,8 @@ func sessionCallOf(msg any) (op *pb.SessionOp, waits bool) {
 		return &pb.SessionOp{Call: &pb.SessionOp_QueueReceive{QueueReceive: m}}, m.GetWait().AsDuration() > 0
 	case *pb.QueuesAckRequest:
 		return &pb.SessionOp{Call: &pb.SessionOp_QueueAck{QueueAck: m}}, false
+	case *pb.QueuesNackRequest:
+		return &pb.SessionOp{Call: &pb.SessionOp_QueueNack{QueueNack: m}}, false
 	case *pb.QueuesAckBatchRequest:
 		return &pb.SessionOp{Call: &pb.SessionOp_QueueAckBatch{QueueAckBatch: m}}, false
 	case *pb.IdempotencyBeginRequest:
@@ -80,6 +82,8 @@ func sessionAnswerOf(r *pb.SessionResult) any {
 		return a.QueueReceive
 	case *pb.SessionResult_QueueAck:
 		return a.QueueAck
+	case *pb.SessionResult_QueueNack:
+		return a.QueueNack
 	case *pb.SessionResult_QueueAckBatch:
 		return a.QueueAckBatch
 	case *pb.SessionResult_IdemBegin:

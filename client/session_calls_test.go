@@ -11,7 +11,7 @@ import (
 )
 
 // A producer's and consumer's frequent calls (Send, SendBatch, Receive,
-// Ack, AckBatch) and idempotency's Begin, Complete and Abandon go on the
+// Ack, Nack, AckBatch) and idempotency's Begin, Complete and Abandon go on the
 // session stream: no unary call of theirs is made.
 func TestSessionCarriesQueueAndIdempotencyCalls(t *testing.T) {
 	n := startNode(t)
@@ -34,7 +34,14 @@ func TestSessionCarriesQueueAndIdempotencyCalls(t *testing.T) {
 	if err := c.Ack(ctx, ds[0]); err != nil {
 		t.Fatal(err)
 	}
-	if errs, err := c.AckBatch(ctx, ds[1:]); err != nil || errs[0] != nil || errs[1] != nil {
+	if err := c.Nack(ctx, ds[1], 0, "again"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Receive(ctx, "s/q", 1)
+	if err != nil || len(again) != 1 || again[0].Sequence != ds[1].Sequence || again[0].Receives != 2 {
+		t.Fatalf("receive after the nack: %+v, %v; want sequence %d again", again, err, ds[1].Sequence)
+	}
+	if errs, err := c.AckBatch(ctx, []client.Delivery{again[0], ds[2]}); err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("ack batch: %v, %v", errs, err)
 	}
 	if q, err := c.Queue(ctx, "s/q", 0); err != nil || q.Depth != 0 {
@@ -58,7 +65,7 @@ func TestSessionCarriesQueueAndIdempotencyCalls(t *testing.T) {
 	if err := b.Abandon(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []string{"Send", "SendBatch", "Receive", "Ack", "AckBatch", "Begin", "Complete", "Abandon"} {
+	for _, m := range []string{"Send", "SendBatch", "Receive", "Ack", "Nack", "AckBatch", "Begin", "Complete", "Abandon"} {
 		if pc.count(m) != 0 {
 			t.Errorf("%d unary %s calls; want them on the stream (%v)", pc.count(m), m, pc.hits)
 		}

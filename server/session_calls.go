@@ -39,6 +39,10 @@ func (ss *session) call(o sessionOp, c any) {
 		var res *pb.QueuesAckResponse
 		res, err = runCall(ss, o.ctx, leaseholdv1connect.QueuesAckProcedure, c.QueueAck, s.queues.Ack)
 		r.Call = &pb.SessionResult_QueueAck{QueueAck: res}
+	case *pb.SessionOp_QueueNack:
+		var res *pb.QueuesNackResponse
+		res, err = runCall(ss, o.ctx, leaseholdv1connect.QueuesNackProcedure, c.QueueNack, s.queues.Nack)
+		r.Call = &pb.SessionResult_QueueNack{QueueNack: res}
 	case *pb.SessionOp_QueueAckBatch:
 		var res *pb.QueuesAckBatchResponse
 		res, err = runCall(ss, o.ctx, leaseholdv1connect.QueuesAckBatchProcedure, c.QueueAckBatch, s.queues.AckBatch)

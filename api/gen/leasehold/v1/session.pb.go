@@ -100,6 +100,7 @@ type SessionOp struct {
 	//	*SessionOp_IdemAbandon
 	//	*SessionOp_GroupAckRevocation
 	//	*SessionOp_QueueReceive
+	//	*SessionOp_QueueNack
 	Call          isSessionOp_Call `protobuf_oneof:"call"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -237,6 +238,15 @@ func (x *SessionOp) GetQueueReceive() *QueuesReceiveRequest {
 	return nil
 }
 
+func (x *SessionOp) GetQueueNack() *QueuesNackRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionOp_QueueNack); ok {
+			return x.QueueNack
+		}
+	}
+	return nil
+}
+
 type isSessionOp_Call interface {
 	isSessionOp_Call()
 }
@@ -277,6 +287,10 @@ type SessionOp_QueueReceive struct {
 	QueueReceive *QueuesReceiveRequest `protobuf:"bytes,11,opt,name=queue_receive,json=queueReceive,proto3,oneof"`
 }
 
+type SessionOp_QueueNack struct {
+	QueueNack *QueuesNackRequest `protobuf:"bytes,12,opt,name=queue_nack,json=queueNack,proto3,oneof"`
+}
+
 func (*SessionOp_QueueSend) isSessionOp_Call() {}
 
 func (*SessionOp_QueueSendBatch) isSessionOp_Call() {}
@@ -294,6 +308,8 @@ func (*SessionOp_IdemAbandon) isSessionOp_Call() {}
 func (*SessionOp_GroupAckRevocation) isSessionOp_Call() {}
 
 func (*SessionOp_QueueReceive) isSessionOp_Call() {}
+
+func (*SessionOp_QueueNack) isSessionOp_Call() {}
 
 type SessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -359,6 +375,7 @@ type SessionResult struct {
 	//	*SessionResult_IdemAbandon
 	//	*SessionResult_GroupAckRevocation
 	//	*SessionResult_QueueReceive
+	//	*SessionResult_QueueNack
 	Call isSessionResult_Call `protobuf_oneof:"call"`
 	// A send refused because its queue is full: when to try again (the
 	// detail of the unary call's error).
@@ -499,6 +516,15 @@ func (x *SessionResult) GetQueueReceive() *QueuesReceiveResponse {
 	return nil
 }
 
+func (x *SessionResult) GetQueueNack() *QueuesNackResponse {
+	if x != nil {
+		if x, ok := x.Call.(*SessionResult_QueueNack); ok {
+			return x.QueueNack
+		}
+	}
+	return nil
+}
+
 func (x *SessionResult) GetRetryAfter() *QueueRetryAfter {
 	if x != nil {
 		return x.RetryAfter
@@ -546,6 +572,10 @@ type SessionResult_QueueReceive struct {
 	QueueReceive *QueuesReceiveResponse `protobuf:"bytes,12,opt,name=queue_receive,json=queueReceive,proto3,oneof"`
 }
 
+type SessionResult_QueueNack struct {
+	QueueNack *QueuesNackResponse `protobuf:"bytes,13,opt,name=queue_nack,json=queueNack,proto3,oneof"`
+}
+
 func (*SessionResult_QueueSend) isSessionResult_Call() {}
 
 func (*SessionResult_QueueSendBatch) isSessionResult_Call() {}
@@ -564,6 +594,8 @@ func (*SessionResult_GroupAckRevocation) isSessionResult_Call() {}
 
 func (*SessionResult_QueueReceive) isSessionResult_Call() {}
 
+func (*SessionResult_QueueNack) isSessionResult_Call() {}
+
 var File_leasehold_v1_session_proto protoreflect.FileDescriptor
 
 const file_leasehold_v1_session_proto_rawDesc = "" +
@@ -571,7 +603,7 @@ const file_leasehold_v1_session_proto_rawDesc = "" +
 	"\x1aleasehold/v1/session.proto\x12\fleasehold.v1\x1a\x19leasehold/v1/groups.proto\x1a\x1eleasehold/v1/idempotency.proto\x1a\x19leasehold/v1/leases.proto\x1a\x19leasehold/v1/queues.proto\"S\n" +
 	"\x0eSessionRequest\x12)\n" +
 	"\x03ops\x18\x01 \x03(\v2\x17.leasehold.v1.SessionOpR\x03ops\x12\x16\n" +
-	"\x06cancel\x18\x02 \x03(\x04R\x06cancel\"\xfc\x05\n" +
+	"\x06cancel\x18\x02 \x03(\x04R\x06cancel\"\xbe\x06\n" +
 	"\tSessionOp\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x02op\x18\x02 \x01(\v2\x15.leasehold.v1.BatchOpR\x02op\x12@\n" +
@@ -586,10 +618,12 @@ const file_leasehold_v1_session_proto_rawDesc = "" +
 	"\fidem_abandon\x18\t \x01(\v2'.leasehold.v1.IdempotencyAbandonRequestH\x00R\videmAbandon\x12\\\n" +
 	"\x14group_ack_revocation\x18\n" +
 	" \x01(\v2(.leasehold.v1.GroupsAckRevocationRequestH\x00R\x12groupAckRevocation\x12I\n" +
-	"\rqueue_receive\x18\v \x01(\v2\".leasehold.v1.QueuesReceiveRequestH\x00R\fqueueReceiveB\x06\n" +
+	"\rqueue_receive\x18\v \x01(\v2\".leasehold.v1.QueuesReceiveRequestH\x00R\fqueueReceive\x12@\n" +
+	"\n" +
+	"queue_nack\x18\f \x01(\v2\x1f.leasehold.v1.QueuesNackRequestH\x00R\tqueueNackB\x06\n" +
 	"\x04call\"H\n" +
 	"\x0fSessionResponse\x125\n" +
-	"\aresults\x18\x01 \x03(\v2\x1b.leasehold.v1.SessionResultR\aresults\"\xd5\x06\n" +
+	"\aresults\x18\x01 \x03(\v2\x1b.leasehold.v1.SessionResultR\aresults\"\x98\a\n" +
 	"\rSessionResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x121\n" +
 	"\x06result\x18\x02 \x01(\v2\x19.leasehold.v1.BatchResultR\x06result\x12A\n" +
@@ -604,7 +638,9 @@ const file_leasehold_v1_session_proto_rawDesc = "" +
 	"\fidem_abandon\x18\t \x01(\v2(.leasehold.v1.IdempotencyAbandonResponseH\x00R\videmAbandon\x12]\n" +
 	"\x14group_ack_revocation\x18\n" +
 	" \x01(\v2).leasehold.v1.GroupsAckRevocationResponseH\x00R\x12groupAckRevocation\x12J\n" +
-	"\rqueue_receive\x18\f \x01(\v2#.leasehold.v1.QueuesReceiveResponseH\x00R\fqueueReceive\x12>\n" +
+	"\rqueue_receive\x18\f \x01(\v2#.leasehold.v1.QueuesReceiveResponseH\x00R\fqueueReceive\x12A\n" +
+	"\n" +
+	"queue_nack\x18\r \x01(\v2 .leasehold.v1.QueuesNackResponseH\x00R\tqueueNack\x12>\n" +
 	"\vretry_after\x18\v \x01(\v2\x1d.leasehold.v1.QueueRetryAfterR\n" +
 	"retryAfterB\x06\n" +
 	"\x04call2V\n" +
@@ -639,17 +675,19 @@ var file_leasehold_v1_session_proto_goTypes = []any{
 	(*IdempotencyAbandonRequest)(nil),   // 11: leasehold.v1.IdempotencyAbandonRequest
 	(*GroupsAckRevocationRequest)(nil),  // 12: leasehold.v1.GroupsAckRevocationRequest
 	(*QueuesReceiveRequest)(nil),        // 13: leasehold.v1.QueuesReceiveRequest
-	(*BatchResult)(nil),                 // 14: leasehold.v1.BatchResult
-	(*QueuesSendResponse)(nil),          // 15: leasehold.v1.QueuesSendResponse
-	(*QueuesSendBatchResponse)(nil),     // 16: leasehold.v1.QueuesSendBatchResponse
-	(*QueuesAckResponse)(nil),           // 17: leasehold.v1.QueuesAckResponse
-	(*QueuesAckBatchResponse)(nil),      // 18: leasehold.v1.QueuesAckBatchResponse
-	(*IdempotencyBeginResponse)(nil),    // 19: leasehold.v1.IdempotencyBeginResponse
-	(*IdempotencyCompleteResponse)(nil), // 20: leasehold.v1.IdempotencyCompleteResponse
-	(*IdempotencyAbandonResponse)(nil),  // 21: leasehold.v1.IdempotencyAbandonResponse
-	(*GroupsAckRevocationResponse)(nil), // 22: leasehold.v1.GroupsAckRevocationResponse
-	(*QueuesReceiveResponse)(nil),       // 23: leasehold.v1.QueuesReceiveResponse
-	(*QueueRetryAfter)(nil),             // 24: leasehold.v1.QueueRetryAfter
+	(*QueuesNackRequest)(nil),           // 14: leasehold.v1.QueuesNackRequest
+	(*BatchResult)(nil),                 // 15: leasehold.v1.BatchResult
+	(*QueuesSendResponse)(nil),          // 16: leasehold.v1.QueuesSendResponse
+	(*QueuesSendBatchResponse)(nil),     // 17: leasehold.v1.QueuesSendBatchResponse
+	(*QueuesAckResponse)(nil),           // 18: leasehold.v1.QueuesAckResponse
+	(*QueuesAckBatchResponse)(nil),      // 19: leasehold.v1.QueuesAckBatchResponse
+	(*IdempotencyBeginResponse)(nil),    // 20: leasehold.v1.IdempotencyBeginResponse
+	(*IdempotencyCompleteResponse)(nil), // 21: leasehold.v1.IdempotencyCompleteResponse
+	(*IdempotencyAbandonResponse)(nil),  // 22: leasehold.v1.IdempotencyAbandonResponse
+	(*GroupsAckRevocationResponse)(nil), // 23: leasehold.v1.GroupsAckRevocationResponse
+	(*QueuesReceiveResponse)(nil),       // 24: leasehold.v1.QueuesReceiveResponse
+	(*QueuesNackResponse)(nil),          // 25: leasehold.v1.QueuesNackResponse
+	(*QueueRetryAfter)(nil),             // 26: leasehold.v1.QueueRetryAfter
 }
 var file_leasehold_v1_session_proto_depIdxs = []int32{
 	1,  // 0: leasehold.v1.SessionRequest.ops:type_name -> leasehold.v1.SessionOp
@@ -663,25 +701,27 @@ var file_leasehold_v1_session_proto_depIdxs = []int32{
 	11, // 8: leasehold.v1.SessionOp.idem_abandon:type_name -> leasehold.v1.IdempotencyAbandonRequest
 	12, // 9: leasehold.v1.SessionOp.group_ack_revocation:type_name -> leasehold.v1.GroupsAckRevocationRequest
 	13, // 10: leasehold.v1.SessionOp.queue_receive:type_name -> leasehold.v1.QueuesReceiveRequest
-	3,  // 11: leasehold.v1.SessionResponse.results:type_name -> leasehold.v1.SessionResult
-	14, // 12: leasehold.v1.SessionResult.result:type_name -> leasehold.v1.BatchResult
-	15, // 13: leasehold.v1.SessionResult.queue_send:type_name -> leasehold.v1.QueuesSendResponse
-	16, // 14: leasehold.v1.SessionResult.queue_send_batch:type_name -> leasehold.v1.QueuesSendBatchResponse
-	17, // 15: leasehold.v1.SessionResult.queue_ack:type_name -> leasehold.v1.QueuesAckResponse
-	18, // 16: leasehold.v1.SessionResult.queue_ack_batch:type_name -> leasehold.v1.QueuesAckBatchResponse
-	19, // 17: leasehold.v1.SessionResult.idem_begin:type_name -> leasehold.v1.IdempotencyBeginResponse
-	20, // 18: leasehold.v1.SessionResult.idem_complete:type_name -> leasehold.v1.IdempotencyCompleteResponse
-	21, // 19: leasehold.v1.SessionResult.idem_abandon:type_name -> leasehold.v1.IdempotencyAbandonResponse
-	22, // 20: leasehold.v1.SessionResult.group_ack_revocation:type_name -> leasehold.v1.GroupsAckRevocationResponse
-	23, // 21: leasehold.v1.SessionResult.queue_receive:type_name -> leasehold.v1.QueuesReceiveResponse
-	24, // 22: leasehold.v1.SessionResult.retry_after:type_name -> leasehold.v1.QueueRetryAfter
-	0,  // 23: leasehold.v1.Sessions.Session:input_type -> leasehold.v1.SessionRequest
-	2,  // 24: leasehold.v1.Sessions.Session:output_type -> leasehold.v1.SessionResponse
-	24, // [24:25] is the sub-list for method output_type
-	23, // [23:24] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	14, // 11: leasehold.v1.SessionOp.queue_nack:type_name -> leasehold.v1.QueuesNackRequest
+	3,  // 12: leasehold.v1.SessionResponse.results:type_name -> leasehold.v1.SessionResult
+	15, // 13: leasehold.v1.SessionResult.result:type_name -> leasehold.v1.BatchResult
+	16, // 14: leasehold.v1.SessionResult.queue_send:type_name -> leasehold.v1.QueuesSendResponse
+	17, // 15: leasehold.v1.SessionResult.queue_send_batch:type_name -> leasehold.v1.QueuesSendBatchResponse
+	18, // 16: leasehold.v1.SessionResult.queue_ack:type_name -> leasehold.v1.QueuesAckResponse
+	19, // 17: leasehold.v1.SessionResult.queue_ack_batch:type_name -> leasehold.v1.QueuesAckBatchResponse
+	20, // 18: leasehold.v1.SessionResult.idem_begin:type_name -> leasehold.v1.IdempotencyBeginResponse
+	21, // 19: leasehold.v1.SessionResult.idem_complete:type_name -> leasehold.v1.IdempotencyCompleteResponse
+	22, // 20: leasehold.v1.SessionResult.idem_abandon:type_name -> leasehold.v1.IdempotencyAbandonResponse
+	23, // 21: leasehold.v1.SessionResult.group_ack_revocation:type_name -> leasehold.v1.GroupsAckRevocationResponse
+	24, // 22: leasehold.v1.SessionResult.queue_receive:type_name -> leasehold.v1.QueuesReceiveResponse
+	25, // 23: leasehold.v1.SessionResult.queue_nack:type_name -> leasehold.v1.QueuesNackResponse
+	26, // 24: leasehold.v1.SessionResult.retry_after:type_name -> leasehold.v1.QueueRetryAfter
+	0,  // 25: leasehold.v1.Sessions.Session:input_type -> leasehold.v1.SessionRequest
+	2,  // 26: leasehold.v1.Sessions.Session:output_type -> leasehold.v1.SessionResponse
+	26, // [26:27] is the sub-list for method output_type
+	25, // [25:26] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_leasehold_v1_session_proto_init() }
@@ -703,6 +743,7 @@ func file_leasehold_v1_session_proto_init() {
 		(*SessionOp_IdemAbandon)(nil),
 		(*SessionOp_GroupAckRevocation)(nil),
 		(*SessionOp_QueueReceive)(nil),
+		(*SessionOp_QueueNack)(nil),
 	}
 	file_leasehold_v1_session_proto_msgTypes[3].OneofWrappers = []any{
 		(*SessionResult_QueueSend)(nil),
@@ -714,6 +755,7 @@ func file_leasehold_v1_session_proto_init() {
 		(*SessionResult_IdemAbandon)(nil),
 		(*SessionResult_GroupAckRevocation)(nil),
 		(*SessionResult_QueueReceive)(nil),
+		(*SessionResult_QueueNack)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
