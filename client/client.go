@@ -73,9 +73,9 @@ type Config struct {
 	// raft commit. Nil: no spans.
 	TracerProvider trace.TracerProvider
 	// Session chooses whether acquires, renewals and releases (and the
-	// queue's sends, receives and acks, idempotency's Begin, Complete and
-	// Abandon, a group member's AckRevocation) travel on a session stream
-	// (HTTP/2) or as unary calls; see SessionMode.
+	// queue's sends, receives, acks and nacks, idempotency's Begin,
+	// Complete and Abandon, a group member's AckRevocation) travel on a
+	// session stream (HTTP/2) or as unary calls; see SessionMode.
 	// The stream needs MaxBatch > 1. With HTTPClient given, the stream
 	// uses it, and falls back to unary calls if it cannot speak HTTP/2;
 	// otherwise the client makes an HTTP/2 transport for it (h2c for
