@@ -34,10 +34,10 @@ const (
 	SessionDefault SessionMode = iota
 	// SessionOn sends them, and the calls Config.Session names, on one
 	// session stream per client (HTTP/2), pipelined and answered out of
-	// order; a waiting acquire (or Begin, or Receive) waits on the stream. Where a stream cannot be opened (an HTTP/1.1-only proxy
-	// or transport, a server without the Sessions service) the client
-	// sends them as unary Batch calls and tries the stream again a minute
-	// later.
+	// order; a waiting acquire (or Begin, or Receive) waits on the
+	// stream. Where a stream cannot be opened (an HTTP/1.1-only proxy or
+	// transport, a server without the Sessions service) the client sends
+	// them as unary calls and tries the stream again a minute later.
 	SessionOn
 	// SessionOff sends them as unary Batch calls.
 	SessionOff
