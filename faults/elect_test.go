@@ -97,7 +97,7 @@ func TestElectUnderFaults(t *testing.T) {
 	if err := checkFor(progressTimeout, func() error {
 		bs := beats(filepath.Join(dir, "beats."+first.Candidate))
 		if last := bs[len(bs)-1]; time.Duration(last-from.UnixNano()) < 2*ttl {
-			return fmt.Errorf("%s's command has beaten %v past the kill", first.Candidate, time.Duration(last-from.UnixNano()))
+			return fmt.Errorf("%s's command has beaten %v past the kill (terms so far: %v)", first.Candidate, time.Duration(last-from.UnixNano()), procs.Terms(log))
 		}
 		if ts := procs.Terms(log); len(ts) != 1 {
 			return fmt.Errorf("a new term began across a node kill: %v", ts)

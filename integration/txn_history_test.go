@@ -155,6 +155,47 @@ func parseWriter(v []byte) (uint64, error) {
 	return id, nil
 }
 
+// boundLostAnswers ends each transaction whose answer was lost, but whose
+// log index a read showed, at the first answer from an entry at or after
+// that index: entries apply in order, each before its answers are sent, so
+// it took effect by then. Left open to the end of the history, the few
+// lost answers make porcupine's search heavy-tailed (1s to over 60s under
+// -race on a loaded machine); bounded, it is not.
+func (h *txnHistory) boundLostAnswers(t *testing.T) {
+	type seen struct {
+		index uint64
+		ret   int64
+	}
+	var after []seen // answers that show the entry at index was applied
+	for _, o := range h.ops {
+		in, out := o.Input.(txnIn), o.Output.(txnOut)
+		switch {
+		case out.unknown:
+		case in.read >= 0 && out.writer != 0:
+			after = append(after, seen{out.version, o.Return})
+		case in.read < 0:
+			after = append(after, seen{h.index[in.id], o.Return})
+		}
+	}
+	for i := range h.ops {
+		o := &h.ops[i]
+		in, out := o.Input.(txnIn), o.Output.(txnOut)
+		ix, known := h.index[in.id]
+		if !out.unknown || in.read >= 0 || !known {
+			continue
+		}
+		for _, a := range after {
+			if a.index >= ix && a.ret < o.Return {
+				o.Return = a.ret
+			}
+		}
+		if o.Return <= o.Call {
+			t.Errorf("t%d (lost answer) applied at index %d, shown before it was called", in.id, ix)
+			o.Return = math.MaxInt64
+		}
+	}
+}
+
 // runTxnClient makes transactions and reads until stop closes.
 func runTxnClient(id int, cl *client.Client, h *txnHistory, stop <-chan struct{}) {
 	rng := rand.New(rand.NewPCG(uint64(id), 14))
@@ -366,9 +407,11 @@ func TestTxnLinearizableAcrossLeaderKill(t *testing.T) {
 	}
 	nd := txnModel(index)
 	model := nd.ToModel()
+	h.boundLostAnswers(t)
+	checking := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(model, h.ops, 60*time.Second)
-	t.Logf("killed %s, then %s led; %d operations (%d transactions, %d with a lost answer); final state %v; porcupine: %v",
-		c.ID(old), c.ID(next), len(h.ops), h.done.Load(), h.unknown, final, res)
+	t.Logf("killed %s, then %s led; %d operations (%d transactions, %d with a lost answer); final state %v; porcupine: %v in %v",
+		c.ID(old), c.ID(next), len(h.ops), h.done.Load(), h.unknown, final, res, time.Since(checking).Round(time.Millisecond))
 	switch res {
 	case porcupine.Illegal:
 		path := t.TempDir() + "/txn-history.html"
