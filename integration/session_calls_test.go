@@ -17,7 +17,7 @@ import (
 func TestSessionCallsThroughFollower(t *testing.T) {
 	tc := testcluster.Start(t, 3)
 	lead := tc.WaitLeader(10 * time.Second)
-	f := (lead + 1) % 3
+	f := followerKnowingTheLeader(t, tc, lead)
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &p}

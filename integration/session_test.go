@@ -34,6 +34,20 @@ func sessionTestClient(t testing.TB, unary *atomic.Int64, urls ...string) *clien
 	return c
 }
 
+// followerKnowingTheLeader is a follower that has heard from the leader: a
+// follower that has not refuses a stream as unavailable, and the client
+// then sends unary calls for a while, which is not what these tests are
+// about.
+func followerKnowingTheLeader(t *testing.T, tc *testcluster.Cluster, lead int) int {
+	t.Helper()
+	f := (lead + 1) % 3
+	waitFor(t, 10*time.Second, "the follower to hear from the leader", func() (bool, string) {
+		id, _ := tc.Node(f).Cluster.Leader()
+		return id == tc.ID(lead), "it names leader " + id
+	})
+	return f
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -74,7 +88,7 @@ func TestSessionRenewalCommittedBeforeAnswered(t *testing.T) {
 func TestSessionThroughFollower(t *testing.T) {
 	tc := testcluster.Start(t, 3)
 	lead := tc.WaitLeader(10 * time.Second)
-	f := (lead + 1) % 3
+	f := followerKnowingTheLeader(t, tc, lead)
 	var unary atomic.Int64
 	c := sessionTestClient(t, &unary, tc.URL(f))
 	other := newTestClient(t, 5*time.Second, tc.URL(lead))
