@@ -54,14 +54,6 @@ func groupName(name string) error {
 	return leasehold.ValidateName("group", name, service.MaxGroupNameLen, true)
 }
 
-// groupRequestID checks a request_id. The state machine needs none of
-// them: Create, Grow and AckRevocation are retried safely by their values,
-// and a Join by its secret (a retry with the secret of a live session of
-// the member answers that session).
-func groupRequestID(id string) error {
-	return leasehold.ValidateName("request_id", id, leasehold.MaxRequestIDLen, false)
-}
-
 // groupWrite checks what every write to a named group starts with: a
 // node that has groups, the group's name and the request_id.
 func (h groupsAPI) groupWrite(group, requestID string) error {
@@ -71,7 +63,11 @@ func (h groupsAPI) groupWrite(group, requestID string) error {
 	if err := groupName(group); err != nil {
 		return err
 	}
-	return groupRequestID(requestID)
+	// The state machine needs no request_id of a group write: Create, Grow
+	// and AckRevocation are retried safely by their values, and a Join by
+	// its secret (a retry with the secret of a live session of the member
+	// answers that session). It is checked all the same.
+	return optionalRequestID(requestID)
 }
 
 func partitionCount(n uint32) error {
@@ -231,7 +227,7 @@ func joinCommand(m *pb.GroupsJoinRequest, caller string) (*service.GroupJoin, st
 	if err := leasehold.ValidateMetadata(m.Metadata); err != nil {
 		return nil, "", err
 	}
-	if err := groupRequestID(m.RequestId); err != nil {
+	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, "", err
 	}
 	if m.RequestId != "" && m.Secret == "" {

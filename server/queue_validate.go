@@ -138,7 +138,7 @@ func queueSendCommand(m *pb.QueuesSendRequest, caller string, maxBody int) (*ser
 	if err != nil {
 		return nil, err
 	}
-	if err := leasehold.ValidateName("request_id", m.RequestId, leasehold.MaxRequestIDLen, false); err != nil {
+	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
 	if msg.DedupID == "" && m.RequestId != "" {
@@ -154,7 +154,7 @@ func queueSendBatchCommand(m *pb.QueuesSendBatchRequest, caller string, maxBody 
 	if n := len(m.Messages); n == 0 || n > service.MaxQueueBatch {
 		return nil, leasehold.Errorf(leasehold.CodeInvalid, "messages has %d messages; a batch carries 1 to %d", n, service.MaxQueueBatch)
 	}
-	if err := leasehold.ValidateName("request_id", m.RequestId, leasehold.MaxRequestIDLen, false); err != nil {
+	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
 	cmd := &service.QueueSend{Queue: m.Queue, Messages: make([]service.QueueMessage, len(m.Messages)), Caller: caller}
@@ -232,7 +232,7 @@ func queueReceiveCommand(m *pb.QueuesReceiveRequest, caller string) (*service.Qu
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := leasehold.ValidateName("request_id", m.RequestId, leasehold.MaxRequestIDLen, false); err != nil {
+	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, 0, err
 	}
 	return &service.QueueReceive{Queue: m.Queue, Max: max, Visibility: vis, Caller: consumer, RequestID: m.RequestId}, wait, nil
@@ -259,12 +259,6 @@ func queueAckCommand(queue string, seq, token uint64, requestID string, by servi
 		return nil, err
 	}
 	return &service.QueueAck{RequestID: requestID, Queue: queue, Seq: seq, Token: token, Caller: caller, Settler: by}, nil
-}
-
-// optionalRequestID checks a request_id that may be empty (no dedup),
-// unlike requestID, which makes one.
-func optionalRequestID(id string) error {
-	return leasehold.ValidateName("request_id", id, leasehold.MaxRequestIDLen, false)
 }
 
 // deliveryRef checks the queue, sequence and token that name a delivery.

@@ -27,14 +27,20 @@ func duration(field string, d *durationpb.Duration, def time.Duration) (time.Dur
 	return d.AsDuration(), nil
 }
 
+// requestID checks a request_id, making one when empty.
 func requestID(id string) (string, error) {
 	if id == "" {
 		return randomHex(16), nil
 	}
-	if err := leasehold.ValidateName("request_id", id, leasehold.MaxRequestIDLen, false); err != nil {
+	if err := optionalRequestID(id); err != nil {
 		return "", err
 	}
 	return id, nil
+}
+
+// optionalRequestID checks a request_id that may be empty (no dedup).
+func optionalRequestID(id string) error {
+	return leasehold.ValidateName("request_id", id, leasehold.MaxRequestIDLen, false)
 }
 
 // secretHash parses a caller's secret (32 hex characters) or, when empty,
