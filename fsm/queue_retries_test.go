@@ -120,6 +120,39 @@ func TestQueueCommandsRetriedWithARequestIDActOnce(t *testing.T) {
 	}
 }
 
+// A request ID is scoped to its caller: another caller's Purge or Redrive
+// that happens to reuse it (ids collide across callers) acts on its own,
+// and is not answered from the first caller's record.
+func TestQueueRequestIDsOfTwoCallersDoNotCollide(t *testing.T) {
+	q := newQueueRig(t, DefaultConfig(), nil)
+	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{MaxReceives: 1}})
+	q.send("q", "a", "a1", "b", "b1")
+	if r := q.logged(&QueuePurge{Queue: "q", Actor: "alice", Reason: "test", RequestID: "same"}); r.Err != nil || r.Queue.Moved != 2 {
+		t.Fatalf("alice's purge: %+v, want 2 dropped", r)
+	}
+	q.send("q", "c", "c1")
+	if r := q.logged(&QueuePurge{Queue: "q", Actor: "bob", Reason: "test", RequestID: "same"}); r.Err != nil || r.Dup || r.Queue.Moved != 1 {
+		t.Fatalf("bob's purge with alice's request id: %+v, want his own, c1 dropped", r)
+	}
+	if depth, _ := q.depth("q"); depth != 0 {
+		t.Fatalf("depth %d after bob's purge, want 0", depth)
+	}
+	q.send("q", "d", "d1")
+	d := q.receive("q", 1)[0]
+	q.ok(&QueueNack{Queue: "q", Seq: d.Seq, Token: d.Token}) // its one receive used: dead
+	if r := q.logged(&QueueRedrive{Queue: "q", Actor: "alice", RequestID: "again"}); r.Err != nil || r.Queue.Moved != 1 {
+		t.Fatalf("alice's redrive: %+v, want 1 moved", r)
+	}
+	d = q.receive("q", 1)[0]
+	q.ok(&QueueNack{Queue: "q", Seq: d.Seq, Token: d.Token})
+	if r := q.logged(&QueueRedrive{Queue: "q", Actor: "bob", RequestID: "again"}); r.Err != nil || r.Dup || r.Queue.Moved != 1 {
+		t.Fatalf("bob's redrive with alice's request id: %+v, want his own, 1 moved", r)
+	}
+	if _, dead := q.depth("q"); dead != 0 {
+		t.Fatalf("%d dead after bob's redrive, want 0", dead)
+	}
+}
+
 // Entries of the old kinds (no request ID) are applied as before: a
 // second Purge drops what came since, a second Nack is stale.
 func TestQueueCommandsWithoutARequestIDActAgain(t *testing.T) {
