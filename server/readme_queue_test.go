@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,7 +10,9 @@ import (
 
 // The README's keyed-queue examples run as documented, through the real
 // JSON handlers: create, send, a receive that gets the message with its
-// token, and an ack with that sequence and token.
+// token, an ack with that sequence and token, and a purge whose retry
+// (the same requestId) answers the first's count and drops nothing sent
+// since.
 func TestReadmeQueueExample(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
@@ -42,4 +45,17 @@ func TestReadmeQueueExample(t *testing.T) {
 	token, _ := d["token"].(string)
 	call("# ack with the delivery's sequence and token", leaseholdv1connect.QueuesAckProcedure,
 		`"sequence":"1"`, `"sequence":"`+seq+`"`, `"token":"7"`, `"token":"`+token+`"`)
+
+	call("# send (body is bytes", leaseholdv1connect.QueuesSendProcedure, `"dedupId":"order-1001"`, `"dedupId":"order-1002"`)
+	for attempt := range 2 {
+		purged := call("# purge (admin, a reason is required)", leaseholdv1connect.QueuesPurgeProcedure)
+		if purged["dropped"] != "1" {
+			t.Fatalf("purge attempt %d answered %v, want the README's {\"dropped\":\"1\"}", attempt+1, purged)
+		}
+		call("# send (body is bytes", leaseholdv1connect.QueuesSendProcedure, `"dedupId":"order-1001"`, fmt.Sprintf(`"dedupId":"order-%d"`, 1003+attempt))
+	}
+	status, info := postJSON(t, hc, n, leaseholdv1connect.QueuesGetProcedure, `{"queue":"orders"}`)
+	if q := jsonObj(t, info["queue"], "queue"); status != 200 || q["depth"] != "2" {
+		t.Fatalf("after a purge and its retry: %d %v, want the messages sent after the first purge kept (depth 2)", status, q)
+	}
 }
