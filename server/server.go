@@ -57,8 +57,8 @@ type Config struct {
 	// TLS, if set, serves the API over TLS (with client certificates if
 	// its ClientAuth asks for them).
 	TLS *tls.Config
-	// MetricsAuth requires an operator or admin bearer token for /metrics
-	// (it needs Auth).
+	// MetricsAuth requires an operator or admin bearer token without
+	// prefixes for /metrics (it needs Auth).
 	MetricsAuth bool
 	// AllowHosts are names besides localhost and AdvertiseURL's host that
 	// clients may reach this node by (the Host of a request): without Auth
@@ -234,7 +234,7 @@ func New(cfg Config) (*Server, error) {
 		if cfg.Auth == nil {
 			return nil, errors.New("server: metrics auth needs an authenticator")
 		}
-		metrics = requireRole(cfg.Auth, RoleOperator, metrics)
+		metrics = requireScraper(cfg.Auth, metrics)
 	}
 	s.metricsMux = http.NewServeMux()
 	s.metricsMux.Handle("/metrics", metrics)

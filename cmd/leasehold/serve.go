@@ -97,8 +97,8 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.raftTLSKey, "raft-tls-key", "", "its key")
 	fl.StringVar(&f.raftTLSCA, "raft-tls-ca", "", "the CA that signs every node's certificate")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --api-addr")
-	fl.BoolVar(&f.metricsAuth, "metrics-auth", false, "require an operator or admin token for /metrics "+
-		"(default: on when /metrics is served on a non-loopback address and --auth-file is given)")
+	fl.BoolVar(&f.metricsAuth, "metrics-auth", false, "require an operator or admin token without prefixes for /metrics "+
+		"(default: on when --auth-file is given; --metrics-auth=false opens it)")
 	fl.IntVar(&f.limits.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes,
 		"refuse a request body larger than this (the default holds the largest valid batch; -1: no limit)")
 	fl.Int64Var(&f.limits.maxInflightBodyBytes, "max-inflight-body-bytes", server.DefaultMaxInflightBodyBytes,
