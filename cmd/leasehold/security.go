@@ -134,6 +134,18 @@ func metricsAuthFor(f *serveFlags, set, auth bool) (bool, error) {
 	return auth, nil
 }
 
+// checkAllowHosts refuses an --allow-host value that is not a bare host
+// name, as it would never match a request's Host.
+func checkAllowHosts(names []string) error {
+	for _, name := range names {
+		if name == "" || strings.ContainsAny(name, "/:@ ") {
+			return usagef("--allow-host %q: give a host name as clients write it in the node's URL, without scheme, port or path "+
+				"(--allow-host leasehold.internal)", name)
+		}
+	}
+	return nil
+}
+
 // readToken reads a bearer token from a file (the first line, trimmed).
 func readToken(path string) (string, error) {
 	if path == "" {

@@ -63,3 +63,16 @@ func TestConnsWithin(t *testing.T) {
 		}
 	}
 }
+
+// --allow-host takes host names only: a URL or host:port never matches a
+// request's Host, so it is refused naming the value.
+func TestCheckAllowHosts(t *testing.T) {
+	if err := checkAllowHosts([]string{"leasehold.internal", "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "http://leasehold.internal", "leasehold.internal:7420", "leasehold.internal/ui", "a b"} {
+		if err := checkAllowHosts([]string{"ok.example", bad}); err == nil || !strings.Contains(err.Error(), `--allow-host "`+bad+`"`) {
+			t.Errorf("--allow-host %q: %v, want a usage error naming it", bad, err)
+		}
+	}
+}
