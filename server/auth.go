@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 
@@ -437,22 +436,4 @@ func (g *guard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 		}
 		return next(ctx, conn)
 	}
-}
-
-// requireRole serves next only to callers whose bearer token has at least
-// role need (for /metrics, outside Connect).
-func requireRole(a *Authenticator, need Role, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := a.authenticate(r.Header.Get("Authorization"))
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, err.Error()+"\n", http.StatusUnauthorized)
-			return
-		}
-		if p.Role < need {
-			http.Error(w, fmt.Sprintf("token %q has role %s; %s needs %s\n", p.Name, p.Role, r.URL.Path, need), http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }

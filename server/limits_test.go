@@ -46,7 +46,7 @@ func clientFrom(t *testing.T, src string) *http.Client {
 // postHead writes the head of a JSON POST that announces length body bytes.
 func postHead(t *testing.T, c net.Conn, procedure string, length int) {
 	t.Helper()
-	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: leasehold\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", procedure, length)
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", procedure, length)
 }
 
 // readReply reads one HTTP reply from c within d.

@@ -34,34 +34,55 @@ func getWithToken(t *testing.T, url, token string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
+// Tokens limited to prefixes, of roles that may otherwise scrape.
+const (
+	tenantOperatorToken = "tenant-operator-token-0123456789"
+	tenantAdminToken    = "tenant-admin-token-0123456789"
+	everyPrefixToken    = "every-prefix-operator-token-0123456789"
+)
+
 func metricsAuthNode(t *testing.T, apart bool) *testcluster.Node {
 	t.Helper()
-	auth := testAuthenticator(t)
+	auth, err := server.NewAuthenticator(server.AuthFile{Tokens: []server.TokenEntry{
+		{Name: "ci-worker", SHA256: server.HashToken(workerToken), Role: "worker", Prefixes: []string{"jobs/"}},
+		{Name: "olga", SHA256: server.HashToken(operatorToken), Role: "operator"},
+		{Name: "alice", SHA256: server.HashToken(adminToken), Role: "admin"},
+		{Name: "tenant-a-ops", SHA256: server.HashToken(tenantOperatorToken), Role: "operator", Prefixes: []string{"a/"}},
+		{Name: "tenant-a-admin", SHA256: server.HashToken(tenantAdminToken), Role: "admin", Prefixes: []string{"a/", "b/"}},
+		{Name: "all-ops", SHA256: server.HashToken(everyPrefixToken), Role: "operator", Prefixes: []string{""}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return testcluster.StartServerNode(t, func(c *server.Config) {
 		c.Auth, c.MetricsAuth, c.MetricsApart = auth, true, apart
 	})
 }
 
-// With metrics auth, /metrics needs an operator or admin token.
+// With metrics auth, /metrics needs an operator or admin token without
+// prefixes: its series name every tenant's queues. A refusal says what
+// would be accepted.
 func TestMetricsAuth(t *testing.T) {
 	t.Parallel()
 	n := metricsAuthNode(t, false)
 	for _, tc := range []struct {
 		name, header string
 		want         int
+		says         string
 	}{
-		{"no token", "", http.StatusUnauthorized},
-		{"unknown token", "Bearer not-a-token", http.StatusUnauthorized},
-		{"worker", "Bearer " + workerToken, http.StatusForbidden},
-		{"operator", "Bearer " + operatorToken, http.StatusOK},
-		{"admin, lower-case scheme", "bearer " + adminToken, http.StatusOK},
+		{"no token", "", http.StatusUnauthorized, "missing bearer token"},
+		{"unknown token", "Bearer not-a-token", http.StatusUnauthorized, "unknown bearer token"},
+		{"worker", "Bearer " + workerToken, http.StatusForbidden, `token "ci-worker" has role worker; /metrics needs operator or admin`},
+		{"operator limited to a prefix", "Bearer " + tenantOperatorToken, http.StatusForbidden,
+			`token "tenant-a-ops" is limited to the prefixes ["a/"], and /metrics names every tenant's queues`},
+		{"admin limited to prefixes", "Bearer " + tenantAdminToken, http.StatusForbidden, `token "tenant-a-admin" is limited`},
+		{"operator of every prefix", "Bearer " + everyPrefixToken, http.StatusOK, "leasehold_leases_held"},
+		{"operator", "Bearer " + operatorToken, http.StatusOK, "leasehold_leases_held"},
+		{"admin, lower-case scheme", "bearer " + adminToken, http.StatusOK, "leasehold_leases_held"},
 	} {
 		status, body := getWithToken(t, n.URL+"/metrics", tc.header)
-		if status != tc.want {
-			t.Errorf("%s: status %d %.200q, want %d", tc.name, status, body, tc.want)
-		}
-		if status == http.StatusOK && !strings.Contains(body, "leasehold_leases_held") {
-			t.Errorf("%s: 200 without the leasehold series", tc.name)
+		if status != tc.want || !strings.Contains(body, tc.says) {
+			t.Errorf("%s: status %d %.200q, want %d saying %q", tc.name, status, body, tc.want, tc.says)
 		}
 		if strings.Contains(body, operatorToken) || strings.Contains(body, adminToken) {
 			t.Errorf("%s: the reply shows a token", tc.name)

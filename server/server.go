@@ -57,9 +57,14 @@ type Config struct {
 	// TLS, if set, serves the API over TLS (with client certificates if
 	// its ClientAuth asks for them).
 	TLS *tls.Config
-	// MetricsAuth requires an operator or admin bearer token for /metrics
-	// (it needs Auth).
+	// MetricsAuth requires an operator or admin bearer token without
+	// prefixes for /metrics (it needs Auth).
 	MetricsAuth bool
+	// AllowHosts are names besides localhost and AdvertiseURL's host that
+	// clients may reach this node by (the Host of a request): without Auth
+	// the node refuses any other name, and with Auth its dashboard does
+	// (see hostCheck).
+	AllowHosts []string
 	// MetricsApart leaves /metrics off the API listener: ServeMetrics
 	// serves it on a listener of its own.
 	MetricsApart bool
@@ -132,7 +137,11 @@ type Server struct {
 	// tls is kept apart from http.TLSConfig, which net/http fills in on
 	// first use even for plain listeners.
 	tls bool
-	svc Service
+	// hosts refuses a Host that does not name this node: every request
+	// without auth, the dashboard's with auth (authed).
+	hosts  *hostCheck
+	authed bool
+	svc    Service
 	// sessions counts open session streams; sessionIdle ends idle ones.
 	sessions    sessionCount
 	sessionIdle time.Duration
@@ -225,7 +234,7 @@ func New(cfg Config) (*Server, error) {
 		if cfg.Auth == nil {
 			return nil, errors.New("server: metrics auth needs an authenticator")
 		}
-		metrics = requireRole(cfg.Auth, RoleOperator, metrics)
+		metrics = requireScraper(cfg.Auth, metrics)
 	}
 	s.metricsMux = http.NewServeMux()
 	s.metricsMux.Handle("/metrics", metrics)
@@ -243,8 +252,9 @@ func New(cfg Config) (*Server, error) {
 		protocols.SetUnencryptedHTTP2(true) // gRPC without TLS
 	}
 	s.mux = mux
+	s.hosts, s.authed = newHostCheck(cfg.AdvertiseURL, cfg.AllowHosts, connect.NewErrorWriter(codec)), cfg.Auth != nil
 	s.http = &http.Server{
-		Handler:           mux,
+		Handler:           s.hostChecked(mux),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -309,13 +319,30 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ready: leader " + id + " at " + addr + "\n"))
 }
 
-// Handler is the server's HTTP handler (for tests and embedding).
-func (s *Server) Handler() http.Handler { return s.http.Handler }
+// Handler is the server's HTTP handler without the Host check, for
+// callers in this process (the dashboard), tests and embedding.
+func (s *Server) Handler() http.Handler { return s.mux }
 
 // Mount serves h for the paths under pattern on the API listener, beside
 // the API (the dashboard: its handler calls the API through Handler, so it
-// is built after the server). Call it before Serve.
-func (s *Server) Mount(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+// is built after the server), behind the Host check even with auth: a
+// browser's cookies are what h trusts. Call it before Serve.
+func (s *Server) Mount(pattern string, h http.Handler) {
+	if s.authed {
+		h = s.hosts.wrap(h)
+	}
+	s.mux.Handle(pattern, h)
+}
+
+// hostChecked is h behind the Host check if the node has no auth (with
+// auth, bearer tokens guard the API and /metrics: a browser does not send
+// them on its own).
+func (s *Server) hostChecked(h http.Handler) http.Handler {
+	if s.authed {
+		return h
+	}
+	return s.hosts.wrap(h)
+}
 
 // Serve answers requests on l until Shutdown. The first call also starts
 // answering requests that other nodes forward over the raft port.
@@ -343,7 +370,7 @@ func (s *Server) Serve(l net.Listener) error {
 func (s *Server) ServeMetrics(l net.Listener) error {
 	s.mu.Lock()
 	s.metricsSrv = &http.Server{
-		Handler:           s.metricsMux,
+		Handler:           s.hostChecked(s.metricsMux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,

@@ -45,8 +45,9 @@ func browser(t *testing.T) func() context.Context {
 		chromedp.WindowSize(1280, 900),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("no-pings", true),
-		// Loopback only: nothing may leave the machine.
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
+		// Loopback only: nothing may leave the machine. The test names
+		// resolve to loopback, as a rebinding DNS server would answer.
+		chromedp.Flag("host-resolver-rules", "MAP "+rebound+" 127.0.0.1, MAP "+allowedName+" 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
 	)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	root, cancelRoot := chromedp.NewContext(alloc)

@@ -12,8 +12,10 @@ import (
 )
 
 // Cookies. The bearer token lives in an HttpOnly, SameSite=Strict cookie
-// (Secure under TLS), so no script and no other site can read or send it.
-// The CSRF cookie is the double-submit token every form carries back.
+// (Secure under TLS), so no script can read it and no other site send it
+// (a page on another port of this host is the same site: see
+// sameOrigin). The CSRF cookie is the double-submit token every form
+// carries back.
 const (
 	tokenCookie = "leasehold_token"
 	csrfCookie  = "leasehold_csrf"
@@ -80,6 +82,26 @@ func (d *Dashboard) viewing(h func(http.ResponseWriter, *http.Request, *session)
 		}
 		h(w, r, s)
 	}
+}
+
+// sameOrigin refuses (403) a POST that a browser says came from another
+// origin, by Sec-Fetch-Site or else by an Origin that is not this Host
+// (net/http's CrossOriginProtection, as OWASP's CSRF guidance advises).
+// A request with neither header is no browser's (curl, scripts) and
+// passes. The form token alone would not do: a page on another port of
+// the same host is same-site, so it may set the form token's cookie for
+// this one (cookies ignore ports) and post a form that matches it.
+func (d *Dashboard) sameOrigin(w http.ResponseWriter, r *http.Request) bool {
+	if err := d.origins.Check(r); err != nil {
+		from := r.Header.Get("Origin")
+		if from == "" {
+			from = err.Error()
+		}
+		d.fail(w, r, &session{}, http.StatusForbidden,
+			fmt.Sprintf("This form came from another site (%s): nothing was done. Send it from the dashboard's own pages.", from))
+		return false
+	}
+	return true
 }
 
 // csrf is the browser's form token, made (and set as a cookie) on its

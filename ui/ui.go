@@ -91,6 +91,8 @@ type Dashboard struct {
 	risk     template.HTML // the runbook's forced-release section
 	log      *slog.Logger
 	loginTpl *template.Template
+	// origins refuses a form posted from another origin (see sameOrigin).
+	origins http.CrossOriginProtection
 }
 
 // New builds a dashboard. Run its sampler with Sample.
@@ -130,6 +132,9 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
+	if !d.sameOrigin(w, r) {
+		return
+	}
 	d.mux.ServeHTTP(w, r)
 }
 

@@ -130,13 +130,11 @@ func TestSecretsStaySecret(t *testing.T) {
 	dashboardPages("after the forced release")
 	add("release after the forced release", call(workerTok, "/leasehold.v1.Leases/Release", fmt.Sprintf(`{"leaseId":"%d","secret":%q}`, leaseID, secret)))
 
-	resp, err := http.Get(n.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	status, metrics := metricsGet(t, n.url+"/metrics", adminTok)
+	if status != http.StatusOK {
+		t.Fatalf("/metrics with the admin token: %d %.200s", status, metrics)
 	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	add("/metrics", string(metrics))
+	add("/metrics", metrics)
 
 	n.signal(syscall.SIGTERM)
 	if !n.p.Wait(10 * time.Second) {

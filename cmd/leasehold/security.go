@@ -115,9 +115,9 @@ func loopback(addr string) bool {
 }
 
 // metricsAuthFor decides whether /metrics needs a token: as --metrics-auth
-// says if it was given (set says so), else when /metrics is served on a
-// non-loopback address and auth is on. Off loopback without auth, /metrics
-// is served only with --insecure, like the API.
+// says if it was given (set says so), else whenever auth is on, loopback
+// included (its series name every tenant's queues). Off loopback without
+// auth, /metrics is served only with --insecure, like the API.
 func metricsAuthFor(f *serveFlags, set, auth bool) (bool, error) {
 	addr, flag := f.apiAddr, "--api-addr"
 	if f.metricsAddr != "" {
@@ -131,7 +131,19 @@ func metricsAuthFor(f *serveFlags, set, auth bool) (bool, error) {
 	case !auth && !loopback(addr) && !f.insecure:
 		return false, fmt.Errorf("%s %s is not a loopback address: give --auth-file (/metrics then needs an operator token) or --insecure", flag, addr)
 	}
-	return auth && !loopback(addr), nil
+	return auth, nil
+}
+
+// checkAllowHosts refuses an --allow-host value that is not a bare host
+// name, as it would never match a request's Host.
+func checkAllowHosts(names []string) error {
+	for _, name := range names {
+		if name == "" || strings.ContainsAny(name, "/:@ ") {
+			return usagef("--allow-host %q: give a host name as clients write it in the node's URL, without scheme, port or path "+
+				"(--allow-host leasehold.internal)", name)
+		}
+	}
+	return nil
 }
 
 // readToken reads a bearer token from a file (the first line, trimmed).

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// /metrics asks for a token by default exactly when it is served off
-// loopback with auth on; an explicit --metrics-auth wins.
+// /metrics asks for a token by default exactly when auth is on, on
+// loopback too (its series name every tenant's queues); an explicit
+// --metrics-auth wins.
 func TestMetricsAuthFor(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -16,11 +17,12 @@ func TestMetricsAuthFor(t *testing.T) {
 		err       string
 	}{
 		{name: "loopback, no auth", f: serveFlags{apiAddr: "127.0.0.1:7420"}},
-		{name: "loopback, auth", f: serveFlags{apiAddr: "127.0.0.1:7420"}, auth: true},
+		{name: "loopback, auth", f: serveFlags{apiAddr: "127.0.0.1:7420"}, auth: true, want: true},
+		{name: "loopback, auth, explicitly off", f: serveFlags{apiAddr: "127.0.0.1:7420"}, set: true, auth: true},
 		{name: "off loopback, auth", f: serveFlags{apiAddr: "10.0.0.5:7420"}, auth: true, want: true},
 		{name: "off loopback, auth, explicitly off", f: serveFlags{apiAddr: "10.0.0.5:7420"}, set: true, auth: true},
 		{name: "loopback, auth, explicitly on", f: serveFlags{apiAddr: "127.0.0.1:7420", metricsAuth: true}, set: true, auth: true, want: true},
-		{name: "metrics apart on loopback, API off", f: serveFlags{apiAddr: "10.0.0.5:7420", metricsAddr: "127.0.0.1:9090"}, auth: true},
+		{name: "metrics apart on loopback, API off", f: serveFlags{apiAddr: "10.0.0.5:7420", metricsAddr: "127.0.0.1:9090"}, auth: true, want: true},
 		{name: "metrics apart off loopback", f: serveFlags{apiAddr: "127.0.0.1:7420", metricsAddr: "[::]:9090"}, auth: true, want: true},
 		{name: "on without auth", f: serveFlags{apiAddr: "127.0.0.1:7420", metricsAuth: true}, set: true, err: "needs --auth-file"},
 		{name: "metrics off loopback without auth", f: serveFlags{apiAddr: "127.0.0.1:7420", metricsAddr: "0.0.0.0:9090"}, err: "--metrics-addr 0.0.0.0:9090 is not a loopback address"},
@@ -58,6 +60,19 @@ func TestConnsWithin(t *testing.T) {
 		got, warn := connsWithin(tc.conns, tc.set, tc.nofile)
 		if got != tc.want || warn != tc.wantWarn {
 			t.Errorf("%s: %d, warn %v; want %d, warn %v", tc.name, got, warn, tc.want, tc.wantWarn)
+		}
+	}
+}
+
+// --allow-host takes host names only: a URL or host:port never matches a
+// request's Host, so it is refused naming the value.
+func TestCheckAllowHosts(t *testing.T) {
+	if err := checkAllowHosts([]string{"leasehold.internal", "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "http://leasehold.internal", "leasehold.internal:7420", "leasehold.internal/ui", "a b"} {
+		if err := checkAllowHosts([]string{"ok.example", bad}); err == nil || !strings.Contains(err.Error(), `--allow-host "`+bad+`"`) {
+			t.Errorf("--allow-host %q: %v, want a usage error naming it", bad, err)
 		}
 	}
 }

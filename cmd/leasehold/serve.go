@@ -42,6 +42,7 @@ type serveFlags struct {
 	logFormat                                string
 	metricsAddr                              string
 	metricsAuth                              bool
+	allowHosts                               []string
 	otlpEndpoint                             string
 	limits                                   requestLimits
 	cpuprofile                               string
@@ -97,8 +98,11 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.raftTLSKey, "raft-tls-key", "", "its key")
 	fl.StringVar(&f.raftTLSCA, "raft-tls-ca", "", "the CA that signs every node's certificate")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --api-addr")
-	fl.BoolVar(&f.metricsAuth, "metrics-auth", false, "require an operator or admin token for /metrics "+
-		"(default: on when /metrics is served on a non-loopback address and --auth-file is given)")
+	fl.BoolVar(&f.metricsAuth, "metrics-auth", false, "require an operator or admin token without prefixes for /metrics "+
+		"(default: on when --auth-file is given; --metrics-auth=false opens it)")
+	fl.StringSliceVar(&f.allowHosts, "allow-host", nil, "a name clients reach this node by, besides localhost, IP addresses "+
+		"and the --advertise-api host (repeatable or comma-separated): without --auth-file any other Host is refused "+
+		"(421), and with it the dashboard refuses it")
 	fl.IntVar(&f.limits.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes,
 		"refuse a request body larger than this (the default holds the largest valid batch; -1: no limit)")
 	fl.Int64Var(&f.limits.maxInflightBodyBytes, "max-inflight-body-bytes", server.DefaultMaxInflightBodyBytes,
@@ -226,6 +230,9 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	if err != nil {
 		return err
 	}
+	if err := checkAllowHosts(f.allowHosts); err != nil {
+		return err
+	}
 
 	if nofile, ok := openFileLimit(); ok {
 		var over bool
@@ -260,7 +267,7 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	node, err := embed.Start(embed.Config{Cluster: cfg, API: l, Metrics: ml, History: service.HubConfig{Events: f.watchHistory},
 		NoDashboard: !f.dashboard, Server: server.Config{
 			NodeID: f.nodeID, AdvertiseURL: apiURL, Logger: log, Auth: auth, AcquireRate: f.acquireRate, TLS: apiTLSCfg,
-			MetricsAuth:     metricsAuth,
+			MetricsAuth: metricsAuth, AllowHosts: f.allowHosts,
 			MaxRequestBytes: f.limits.maxRequestBytes, MaxInflightBodyBytes: f.limits.maxInflightBodyBytes,
 			BodyTimeout: f.limits.bodyTimeout, MaxConns: f.limits.maxConns, MaxConnsPerClient: f.limits.maxConnsPerClient,
 			MaxQueueBodyBytes: f.limits.maxQueueBodyBytes}})
