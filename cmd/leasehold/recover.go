@@ -91,7 +91,8 @@ func printPlan(w io.Writer, dir string, p *cluster.RecoveryPlan) {
 		fmt.Fprintf(w, "  - lose no entry: the state is intact up to index %d, the last the data dir shows\n", p.LastGood)
 	}
 	if p.Fresh {
-		fmt.Fprintf(w, "  - start this node again as a new single-node cluster: nothing of its state is left\n")
+		fmt.Fprintf(w, "  - start this node again as a new single-node cluster: nothing of its state is left\n"+
+			"    (if you have a backup from `leasehold snapshot save`, restore that instead: README, \"Backup and restore\")\n")
 	}
 	if p.FloorRepaired {
 		fmt.Fprintf(w, "  - save a token floor of %d: the token-floor file is missing or damaged, so the floor is set far\n"+
