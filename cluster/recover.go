@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +43,12 @@ type RecoveryPlan struct {
 	// wide margin above every token and index they show.
 	TokenFloor    uint64
 	FloorRepaired bool
+	// Voters are the voters of the cluster configuration the kept state
+	// ends with. A node of several must not be recovered in place: with a
+	// log shorter than its vote promised, it could help elect a leader that
+	// lacks acknowledged entries. It is removed from the cluster first, and
+	// rejoins.
+	Voters []string
 	// Backup is the directory the damaged files go to.
 	Backup string
 	// Fresh says nothing of the state is left: the node starts again as a
@@ -147,6 +154,10 @@ func planRecovery(c *dirCheck) (*RecoveryPlan, error) {
 	if len(c.keep) > 0 {
 		p.FirstIndex = c.keep[0].index
 	}
+	var err error
+	if p.Voters, err = keptVoters(c); err != nil {
+		return nil, err
+	}
 	// Every token issued is at most the state's token counter, which
 	// entries raise past their own index (several grants in one entry,
 	// RaiseTokens): replaying the state gives it for the entries kept.
@@ -160,6 +171,36 @@ func planRecovery(c *dirCheck) (*RecoveryPlan, error) {
 		p.TokenFloor, p.FloorRepaired = max(c.floor, seen, last)+recoverFloorGuess, true
 	}
 	return p, nil
+}
+
+// keptVoters reads the voters of the last cluster configuration in the
+// state kept: the newest intact snapshot's, or a later one in the log.
+func keptVoters(c *dirCheck) ([]string, error) {
+	var conf raft.Configuration
+	if s, ok := c.newestSnapshot(); ok {
+		b, err := os.ReadFile(filepath.Join(s.dir, "meta.json"))
+		var m raft.SnapshotMeta
+		if err == nil {
+			err = json.Unmarshal(b, &m)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cluster: read snapshot %s: %w", s.dir, err)
+		}
+		conf = m.Configuration
+	}
+	err := forEachEntry(c.log, c.keep, func(l *raft.Log) error {
+		if l.Type == raft.LogConfiguration && l.Index > c.snapshot {
+			conf = raft.DecodeConfiguration(l.Data)
+		}
+		return nil
+	})
+	var voters []string
+	for _, s := range conf.Servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, string(s.ID))
+		}
+	}
+	return voters, err
 }
 
 // finishRebuild completes a recovery that stopped while it put the new log

@@ -84,9 +84,10 @@ func (e *DamageError) Loss() string {
 }
 
 func (e *DamageError) Error() string {
-	return fmt.Sprintf("cluster: %s. Refusing to start: in a cluster, wipe this node's data dir and let it rejoin; "+
-		"on a single node, `leasehold recover --data-dir %s` keeps what is intact: see README, \"Failure semantics\"",
-		e.What(), e.DataDir)
+	return fmt.Sprintf("cluster: %s. Refusing to start: in a cluster, remove this node (`leasehold cluster remove ID`), "+
+		"empty its data dir (or run `leasehold recover --data-dir %s --removed`) and start it with --join; on a single node, "+
+		"`leasehold recover --data-dir %s` keeps what is intact: see README, \"Failure semantics\"",
+		e.What(), e.DataDir, e.DataDir)
 }
 
 // verifyDataDir checks the data dir before the node opens its stores and

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,9 +12,9 @@ import (
 
 func newRecover() *cobra.Command {
 	var dataDir string
-	var yes bool
+	var yes, removed bool
 	cmd := &cobra.Command{
-		Use:   "recover --data-dir DIR [--yes]",
+		Use:   "recover --data-dir DIR [--yes] [--removed]",
 		Short: "Repair a stopped single node whose log, snapshot or token floor is damaged, keeping what is intact",
 		Long: "A node refuses to start on a damaged log, snapshot or token floor. recover runs the same\n" +
 			"checks, shows what is damaged, what will be kept and exactly which entries are lost, asks\n" +
@@ -22,14 +23,22 @@ func newRecover() *cobra.Command {
 			"snapshot as far as they are intact, and saves a token floor above every token that could\n" +
 			"have been issued (worked out from the log and snapshots if the file is damaged or missing),\n" +
 			"so no token is issued twice. Nothing is deleted: the damaged files go to DIR/damaged-TIME/.\n" +
-			"In a cluster, do not recover a damaged log: wipe the node's data dir and let it rejoin (the\n" +
-			"others send it everything). See README, \"Failure semantics\".",
+			"A member of a cluster of several voters is recovered only once it is removed from the cluster\n" +
+			"(`leasehold cluster remove ID`, then --removed here), and then started with --join; or empty\n" +
+			"its data dir instead: the others send it everything. See README, \"Failure semantics\".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
 			var refused error
 			plan, err := cluster.Recover(dataDir, func(p *cluster.RecoveryPlan) bool {
 				printPlan(w, dataDir, p)
+				if len(p.Voters) > 1 && !removed {
+					refused = fmt.Errorf("not recovered: %s is one of %d voters (%s). Recovered in place, its log shorter than "+
+						"its votes promised, it could help elect a leader that lacks acknowledged entries. Remove it from the "+
+						"cluster first (`leasehold cluster remove ID`), then run recover with --removed and start it with "+
+						"--join URL; or empty %s and start it with --join URL", dataDir, len(p.Voters), strings.Join(p.Voters, ", "), dataDir)
+					return false
+				}
 				refused = confirm(cmd, yes, `Type "yes" to recover: `, "not recovered")
 				return refused == nil
 			})
@@ -49,6 +58,7 @@ func newRecover() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "./leasehold-data", "the stopped node's data directory")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&removed, "removed", false, "the node was removed from its cluster (leasehold cluster remove ID): recover it to rejoin with --join")
 	return cmd
 }
 
@@ -102,5 +112,9 @@ func printPlan(w io.Writer, dir string, p *cluster.RecoveryPlan) {
 			"    every token this node ever issued, so none is issued twice\n", p.TokenFloor, p.TokenFloor)
 	}
 	fmt.Fprintf(w, "  - keep every file it drops or changes in %s\n", p.Backup)
-	fmt.Fprintf(w, "In a cluster, stop here: wipe this node's data dir and let it rejoin instead.\n\n")
+	if len(p.Voters) > 1 {
+		fmt.Fprintf(w, "This node is one of %d voters (%s): recover it only once it is removed from the cluster, then start it\n"+
+			"with --join; or empty its data dir and start it with --join (the others send it everything).\n", len(p.Voters), strings.Join(p.Voters, ", "))
+	}
+	fmt.Fprintln(w)
 }
