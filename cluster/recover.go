@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -339,26 +338,6 @@ func forEachEntry(ls *logScan, entries []logEntry, fn func(*raft.Log) error) err
 		if err := fn(l); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return fmt.Errorf("cluster: back up %s: %w", from, err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("cluster: back up %s: %w", from, err)
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if err = errors.Join(err, out.Close()); err != nil {
-		return fmt.Errorf("cluster: back up %s: %w", from, err)
 	}
 	return nil
 }
