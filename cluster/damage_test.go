@@ -695,3 +695,26 @@ func TestSnapshotThatDoesNotRestoreIsAnErrorNotAPanic(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 }
+
+// The log's metadata file is gone (raft-wal would make an empty one: a log
+// that forgot every entry). The node refuses; recover rebuilds the log
+// from the segment files' own headers and keeps every lease.
+func TestMissingLogMetadataIsRefusedAndRebuilt(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.WALSegmentSize = 2048
+	answered := grantLeases(t, cfg, damageLeases, 0)
+	if len(segments(t, cfg.DataDir)) < 3 {
+		t.Fatal("want several segments")
+	}
+	path := filepath.Join(cfg.DataDir, "wal", metadb.FileName)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	refuses(t, cfg, path)
+	recoverAndGrant(t, cfg, answered, func(p *RecoveryPlan) int {
+		if p.LastGood != answered || !p.RebuildLog || !p.MaybeMore {
+			t.Errorf("plan %+v: want the log rebuilt up to %d, and the loss of anything else said", p, answered)
+		}
+		return damageLeases
+	})
+}

@@ -268,7 +268,7 @@ func writeKept(c *dirCheck, meta *metadb.BoltMetaDB, w *raftwal.WAL, nm *metadb.
 		return nil
 	}
 	term := c.snapshotTerm()
-	if c.log != nil {
+	if c.log != nil && !c.log.noMeta {
 		for _, k := range []string{keyLastVoteTerm, keyLastVoteCand, keyCurrentTerm} {
 			v, err := meta.GetStable([]byte(k))
 			if err != nil {

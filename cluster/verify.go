@@ -72,13 +72,13 @@ func (e *DamageError) Where() string {
 func (e *DamageError) Loss() string {
 	switch {
 	case e.Lost() > 0 && e.MaybeMore:
-		return fmt.Sprintf("entries %d to %d (%d), and any after them in the damaged bytes, cannot be read from this data dir, which is intact up to index %d",
+		return fmt.Sprintf("entries %d to %d (%d), and any after them the damage took, cannot be read from this data dir, which is intact up to index %d",
 			e.LostFrom, e.LostTo, e.Lost(), e.LastGood)
 	case e.Lost() > 0:
 		return fmt.Sprintf("entries %d to %d (%d) cannot be read from this data dir, which is intact up to index %d",
 			e.LostFrom, e.LostTo, e.Lost(), e.LastGood)
 	case e.MaybeMore:
-		return fmt.Sprintf("the data dir is intact up to index %d; entries after it that were in the damaged bytes are lost", e.LastGood)
+		return fmt.Sprintf("the data dir is intact up to index %d; any entries after it the damage took are lost", e.LastGood)
 	}
 	return fmt.Sprintf("no entry is lost: the data dir is intact up to index %d", e.LastGood)
 }

@@ -90,11 +90,16 @@ func (c *dirCheck) checkLog(meta *metadb.BoltMetaDB, snaps int) error {
 	if _, err := os.Stat(metaPath); errors.Is(err, os.ErrNotExist) {
 		// Loading it would make an empty one: a log that forgot its entries.
 		segs, _ := filepath.Glob(filepath.Join(walDir, "*.wal"))
-		if len(segs) > 0 || snaps > 0 {
-			c.addLog(&DamageError{File: metaPath, Offset: -1, Reason: fmt.Sprintf(
-				"the log's metadata is missing, but the data dir holds %d log segment files and %d snapshots", len(segs), snaps)})
+		if len(segs) == 0 && snaps == 0 {
+			return nil // a new data dir
 		}
-		return nil
+		c.addLog(&DamageError{File: metaPath, Offset: -1, Reason: fmt.Sprintf(
+			"the log's metadata is missing, but the data dir holds %d log segment files and %d snapshots", len(segs), snaps)})
+		// What the segment files hold can still be kept; what else the
+		// log held is not known.
+		ls, err := scanLogFiles(walDir)
+		c.log, c.maybeMore = ls, true
+		return err
 	} else if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
@@ -165,7 +170,7 @@ func (c *dirCheck) settle() {
 	// have taken entries that nothing else shows.
 	if c.cleanStop == 0 && c.log != nil && len(c.log.segs) > 0 {
 		tail := c.log.segs[len(c.log.segs)-1]
-		c.maybeMore = tail.damage != nil && !tail.torn && !tail.writesAfterDamage()
+		c.maybeMore = c.maybeMore || tail.damage != nil && !tail.torn && !tail.writesAfterDamage()
 	}
 	for _, de := range c.problems {
 		de.DataDir, de.LastGood = c.dir, c.intact

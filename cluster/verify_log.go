@@ -1,12 +1,17 @@
 package cluster
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 )
 
@@ -21,6 +26,7 @@ type logScan struct {
 	damage  *DamageError // the first damage, in log order
 	torn    *segScan     // the open segment, when a crash left its last write unfinished
 	highest uint64       // the highest index the log shows anywhere: metadata or entries
+	noMeta  bool         // read from the segment files alone: the metadata is gone
 }
 
 // logEntry is where an entry of the log is.
@@ -37,7 +43,44 @@ func scanLog(walDir string, meta *metadb.BoltMetaDB) (*logScan, error) {
 		return nil, &DamageError{File: filepath.Join(walDir, metadb.FileName), Reason: err.Error()}
 	}
 	ls := &logScan{state: st}
-	for i, si := range st.Segments {
+	ls.read(walDir)
+	return ls, nil
+}
+
+// scanLogFiles reads a log whose metadata is gone from its segment files
+// alone, for Recover: each file's own header gives its base index and id
+// (files whose header is damaged cannot be placed and are left out), and a
+// later segment's entries replace an earlier one's from the same index on
+// (a tail truncation).
+func scanLogFiles(walDir string) (*logScan, error) {
+	paths, err := filepath.Glob(filepath.Join(walDir, "*.wal"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: list the log's segments: %w", err)
+	}
+	ls := &logScan{noMeta: true}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: read %s: %w", p, err)
+		}
+		if len(b) < segHeaderLen || binary.LittleEndian.Uint32(b) != segMagic {
+			continue
+		}
+		si := types.SegmentInfo{BaseIndex: binary.LittleEndian.Uint64(b[8:]), ID: binary.LittleEndian.Uint64(b[16:]),
+			Codec: binary.LittleEndian.Uint64(b[24:]), SizeLimit: uint32(min(len(b), math.MaxUint32))}
+		si.MinIndex = si.BaseIndex
+		if filepath.Join(walDir, segment.FileName(si)) == p {
+			ls.state.Segments = append(ls.state.Segments, si)
+		}
+	}
+	slices.SortFunc(ls.state.Segments, func(a, b types.SegmentInfo) int { return cmp.Compare(a.ID, b.ID) })
+	ls.read(walDir)
+	return ls, nil
+}
+
+// read scans the segments the log's state lists.
+func (ls *logScan) read(walDir string) {
+	for i, si := range ls.state.Segments {
 		sc := scanSegment(walDir, si)
 		ls.segs = append(ls.segs, sc)
 		lo, hi := max(si.MinIndex, si.BaseIndex), uint64(math.MaxUint64)
@@ -67,7 +110,6 @@ func scanLog(walDir string, meta *metadb.BoltMetaDB) (*logScan, error) {
 				"the sealed segment should hold entries up to index %d but ends at %d", si.MaxIndex, last)})
 		}
 	}
-	return ls, nil
 }
 
 func (ls *logScan) fail(de *DamageError) {
@@ -80,10 +122,14 @@ func (ls *logScan) fail(de *DamageError) {
 // (or from lo, the first index its segment should hold).
 func (ls *logScan) add(e logEntry, sc *segScan, lo uint64) {
 	want := lo
-	if n := len(ls.entries); n > 0 {
-		if e.index <= ls.entries[n-1].index {
+	if n := len(ls.entries); n > 0 && e.index <= ls.entries[n-1].index {
+		if !ls.noMeta {
 			return // out of order: damage, reported where it broke the order
 		}
+		// A later segment rewrote the log from this index on.
+		ls.entries = ls.entries[:sort.Search(n, func(i int) bool { return ls.entries[i].index >= e.index })]
+	}
+	if n := len(ls.entries); n > 0 {
 		want = ls.entries[n-1].index + 1
 	}
 	if e.index != want && sc.damage == nil {
