@@ -28,30 +28,16 @@ import (
 const damageLeases = 50
 
 // damagedNode runs a node that grants damageLeases leases (one entry
-// each), optionally snapshots, and closes it. It returns the data dir, the
-// config and the largest token it answered.
+// each), optionally snapshots before the last 5, and closes it. It returns
+// the config and the largest token it answered.
 func damagedNode(t *testing.T, segSize int, snapshot bool) (Config, uint64) {
 	t.Helper()
 	cfg := testConfig(t, t.TempDir())
 	cfg.WALSegmentSize = segSize
-	n := openNode(t, cfg)
-	var maxTok uint64
-	for i := range damageLeases {
-		if i == damageLeases-5 && snapshot {
-			if err := n.Snapshot(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		r, err := n.Propose(context.Background(), acquireCmd(fmt.Sprint("a", i), time.Hour, 0, fmt.Sprint("r", i)))
-		if err != nil || r.Err != nil {
-			t.Fatalf("acquire %d: %v %v", i, err, r.Err)
-		}
-		maxTok = max(maxTok, r.Lease.Token)
+	if snapshot {
+		return cfg, grantLeases(t, cfg, damageLeases, damageLeases-5)
 	}
-	if err := n.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg, maxTok
+	return cfg, grantLeases(t, cfg, damageLeases)
 }
 
 // segments lists the log's segments from its metadata, oldest first.
@@ -298,21 +284,7 @@ func TestDamagedOnlySnapshotWithCompactedLog(t *testing.T) {
 	cfg.WALSegmentSize = 2048
 	cfg.TrailingLogs = 4
 	cfg.SnapshotThreshold = 1 << 30
-	n := openNode(t, cfg)
-	var answered uint64
-	for i := range damageLeases {
-		if i == damageLeases-5 {
-			if err := n.Snapshot(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		r, err := n.Propose(context.Background(), acquireCmd(fmt.Sprint("a", i), time.Hour, 0, fmt.Sprint("r", i)))
-		if err != nil || r.Err != nil {
-			t.Fatal(err, r.Err)
-		}
-		answered = r.Lease.Token
-	}
-	n.Close()
+	answered := grantLeases(t, cfg, damageLeases, damageLeases-5)
 	if segs := segments(t, cfg.DataDir); segs[0].MinIndex <= 1 {
 		t.Fatalf("the log still starts at index %d: not compacted", segs[0].MinIndex)
 	}
@@ -362,15 +334,15 @@ func editFile(t *testing.T, path string, damage func(data []byte)) {
 }
 
 // grantLeases opens a node on cfg, grants count leases (one entry each),
-// snapshots before the last `after` of them if after > 0, closes it and
+// taking a snapshot before lease i for each i in snapshotAt, closes it and
 // returns the largest token answered.
-func grantLeases(t *testing.T, cfg Config, count, after int) uint64 {
+func grantLeases(t *testing.T, cfg Config, count int, snapshotAt ...int) uint64 {
 	t.Helper()
 	n := openNode(t, cfg)
 	defer n.Close()
 	var maxTok uint64
 	for i := range count {
-		if after > 0 && i == count-after {
+		if slices.Contains(snapshotAt, i) {
 			if err := n.Snapshot(); err != nil {
 				t.Fatal(err)
 			}
@@ -405,7 +377,7 @@ func heldLeases(t *testing.T, n *Node) int {
 func TestZeroedFrameHeaderMidSegmentIsDamage(t *testing.T) {
 	const leases = 100
 	cfg := testConfig(t, t.TempDir())
-	answered := grantLeases(t, cfg, leases, 0)
+	answered := grantLeases(t, cfg, leases)
 	segs := segments(t, cfg.DataDir)
 	sc := scanSegment(filepath.Join(cfg.DataDir, "wal"), segs[len(segs)-1])
 	offs := entryOffsets(sc)
@@ -442,7 +414,7 @@ func TestMissingSnapshotWithCompactedLogIsRefused(t *testing.T) {
 	cfg.WALSegmentSize = 2048
 	cfg.TrailingLogs = 4
 	cfg.SnapshotThreshold = 1 << 30
-	answered := grantLeases(t, cfg, 40, 5)
+	answered := grantLeases(t, cfg, 40, 35)
 	crashed(t, cfg) // or the clean stop's record would name the loss too
 	first := segments(t, cfg.DataDir)[0].MinIndex
 	if first <= 1 {
@@ -473,7 +445,7 @@ func TestZeroedHeaderBelowTheCompactionPoint(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.TrailingLogs = 4
 	cfg.SnapshotThreshold = 1 << 30
-	answered := grantLeases(t, cfg, 40, 5)
+	answered := grantLeases(t, cfg, 40, 35)
 	segs := segments(t, cfg.DataDir)
 	si := segs[len(segs)-1]
 	if len(segs) != 1 || si.MinIndex <= si.BaseIndex+4 {
@@ -499,7 +471,7 @@ func TestZeroedHeaderBelowTheCompactionPoint(t *testing.T) {
 func TestMissingSegmentIsRefused(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.WALSegmentSize = 2048
-	answered := grantLeases(t, cfg, damageLeases, 0)
+	answered := grantLeases(t, cfg, damageLeases)
 	segs := segments(t, cfg.DataDir)
 	if len(segs) < 3 {
 		t.Fatalf("want several segments, got %d", len(segs))
@@ -520,7 +492,7 @@ func TestMissingSegmentIsRefused(t *testing.T) {
 // margin) instead of refusing too, and keeps every lease.
 func TestDamagedTokenFloorIsRepairedByRecover(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
-	answered := grantLeases(t, cfg, 10, 0)
+	answered := grantLeases(t, cfg, 10)
 	path := filepath.Join(cfg.DataDir, TokenFloorFile)
 	if err := os.WriteFile(path, []byte("12x\x00garbage\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -551,7 +523,7 @@ func TestUnfinishedLastWriteIsTheEndOnlyAfterACrash(t *testing.T) {
 	}
 	t.Run("after a crash", func(t *testing.T) {
 		cfg := testConfig(t, t.TempDir())
-		answered := grantLeases(t, cfg, 10, 0)
+		answered := grantLeases(t, cfg, 10)
 		crashed(t, cfg)
 		appendUnfinishedWrite(t, cfg)
 		n := openNode(t, cfg)
@@ -570,7 +542,7 @@ func TestUnfinishedLastWriteIsTheEndOnlyAfterACrash(t *testing.T) {
 	})
 	t.Run("a crash in the middle of the last acknowledged write cannot be told from a crash during it", func(t *testing.T) {
 		cfg := testConfig(t, t.TempDir())
-		grantLeases(t, cfg, 10, 0)
+		grantLeases(t, cfg, 10)
 		crashed(t, cfg)
 		tornWrite(t, cfg)
 		n := openNode(t, cfg)
@@ -581,7 +553,7 @@ func TestUnfinishedLastWriteIsTheEndOnlyAfterACrash(t *testing.T) {
 	})
 	t.Run("after a clean stop", func(t *testing.T) {
 		cfg := testConfig(t, t.TempDir())
-		answered := grantLeases(t, cfg, 10, 0)
+		answered := grantLeases(t, cfg, 10)
 		path, at := tornWrite(t, cfg)
 		de := refuses(t, cfg, path)
 		if de.LostTo < answered || !strings.Contains(de.Reason, "stopped cleanly") {
@@ -638,18 +610,7 @@ func TestSnapshotThatDoesNotRestoreIsAnErrorNotAPanic(t *testing.T) {
 	cfg.WALSegmentSize = 2048
 	cfg.TrailingLogs = 4
 	cfg.SnapshotThreshold = 1 << 30
-	n := openNode(t, cfg)
-	for i := range 45 {
-		if i == 20 || i == 40 {
-			if err := n.Snapshot(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if r, err := n.Propose(context.Background(), acquireCmd(fmt.Sprint("a", i), time.Hour, 0, fmt.Sprint("r", i))); err != nil || r.Err != nil {
-			t.Fatal(err, r.Err)
-		}
-	}
-	n.Close()
+	grantLeases(t, cfg, 45, 20, 40)
 	snaps, err := listSnapshots(cfg.DataDir)
 	if err != nil || len(snaps) != 2 {
 		t.Fatalf("snapshots: %v %v", snaps, err)
@@ -702,7 +663,7 @@ func TestSnapshotThatDoesNotRestoreIsAnErrorNotAPanic(t *testing.T) {
 func TestMissingLogMetadataIsRefusedAndRebuilt(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.WALSegmentSize = 2048
-	answered := grantLeases(t, cfg, damageLeases, 0)
+	answered := grantLeases(t, cfg, damageLeases)
 	if len(segments(t, cfg.DataDir)) < 3 {
 		t.Fatal("want several segments")
 	}
