@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/walfile"
 )
 
 // A damageCase damages a segment file on purpose and says what it did.
@@ -227,7 +228,7 @@ func killAndDamage(n *node, damage func(string) (string, error)) (string, error)
 	if err := n.p.Kill(); err != nil {
 		return "", err
 	}
-	seg, err := lastSegment(n.dataDir)
+	seg, err := walfile.LastSegment(n.dataDir)
 	if err != nil {
 		return "", err
 	}
@@ -269,54 +270,40 @@ func recoverAndStart(t *testing.T, n *node, failed error) (out string, err error
 // truncateTail cuts the last commits off the segment, as a torn write or
 // a lost page cache would: the log ends early, at a clean frame boundary.
 func truncateTail(seg string) (string, error) {
-	frames, err := walFrames(seg)
+	frames, err := walfile.Frames(seg)
 	if err != nil {
 		return "", err
 	}
-	commits := ofType(frames, walFrameCommit)
+	commits := walfile.OfType(frames, walfile.FrameCommit)
 	cut := min(len(commits)/2, 10)
 	if cut < 2 {
 		return "", errors.New("too few commits to truncate")
 	}
-	at := commits[len(commits)-cut].offset + walFrameHeaderLen
+	at := commits[len(commits)-cut].Offset + walfile.FrameHeaderLen
 	if err := os.Truncate(seg, at); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("truncated %s at offset %d (the last %d of %d commits gone)", seg, at, cut-1, len(commits)), nil
 }
 
-// entryFrames are the entry frames of a segment with enough of them (4)
-// to damage one in the middle.
-func entryFrames(seg string) ([]walFrame, error) {
-	frames, err := walFrames(seg)
-	if err != nil {
-		return nil, err
-	}
-	entries := ofType(frames, walFrameEntry)
-	if len(entries) < 4 {
-		return nil, errors.New("too few entries")
-	}
-	return entries, nil
-}
-
 // flipMiddle inverts 8 bytes inside an entry in the middle of the segment,
 // as bit rot would.
 func flipMiddle(seg string) (string, error) {
-	entries, err := entryFrames(seg)
+	entries, err := walfile.Entries(seg)
 	if err != nil {
 		return "", err
 	}
-	var e walFrame
+	var e walfile.Frame
 	for _, f := range entries[len(entries)/2:] {
-		if f.len >= 16 {
+		if f.Len >= 16 {
 			e = f
 			break
 		}
 	}
-	if e.len == 0 {
+	if e.Len == 0 {
 		return "", errors.New("no entry of 16 bytes or more in the second half")
 	}
-	off := e.offset + walFrameHeaderLen + int64(e.len/2-4)
+	off := e.Offset + walfile.FrameHeaderLen + int64(e.Len/2-4)
 	b := make([]byte, 8)
 	f, err := os.Open(seg)
 	if err != nil {
@@ -330,23 +317,23 @@ func flipMiddle(seg string) (string, error) {
 	for i := range b {
 		b[i] ^= 0xff
 	}
-	if err := writeAt(seg, off, b); err != nil {
+	if err := walfile.WriteAt(seg, off, b); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("flipped 8 bytes of %s at offset %d (inside entry frame at %d, %d of %d entries)", seg, off, e.offset, len(entries)/2, len(entries)), nil
+	return fmt.Sprintf("flipped 8 bytes of %s at offset %d (inside entry frame at %d, %d of %d entries)", seg, off, e.Offset, len(entries)/2, len(entries)), nil
 }
 
 // zeroFrameHeader zeroes the header of an entry frame in the middle of the
 // segment: a reader that takes a zero header for the end of the data sees
 // a log that ends there.
 func zeroFrameHeader(seg string) (string, error) {
-	entries, err := entryFrames(seg)
+	entries, err := walfile.Entries(seg)
 	if err != nil {
 		return "", err
 	}
 	e := entries[len(entries)/2]
-	if err := writeAt(seg, e.offset, make([]byte, walFrameHeaderLen)); err != nil {
+	if err := walfile.WriteAt(seg, e.Offset, make([]byte, walfile.FrameHeaderLen)); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("zeroed the frame header of entry %d of %d in %s at offset %d", len(entries)/2, len(entries), seg, e.offset), nil
+	return fmt.Sprintf("zeroed the frame header of entry %d of %d in %s at offset %d", len(entries)/2, len(entries), seg, e.Offset), nil
 }

@@ -1,12 +1,8 @@
 package integration
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +10,7 @@ import (
 	"github.com/leasehold/leasehold/cluster"
 
 	"github.com/leasehold/leasehold/internal/testcluster"
+	"github.com/leasehold/leasehold/internal/walfile"
 )
 
 // TestDamagedFollowerIsRebuiltWithoutLoss: a follower's disk zeroes a
@@ -102,38 +99,18 @@ func TestDamagedFollowerIsRebuiltWithoutLoss(t *testing.T) {
 }
 
 // zeroMidFrameHeader zeroes the header of an entry frame in the middle of
-// the last segment of dataDir's log (raft-wal's format: a 32-byte file
-// header, then frames of an 8-byte header — type 1 for an entry, 3 for a
-// commit — and a payload padded to 8 bytes).
+// the last segment of dataDir's log.
 func zeroMidFrameHeader(t *testing.T, dataDir string) {
 	t.Helper()
-	segs, err := filepath.Glob(filepath.Join(dataDir, "wal", "*.wal"))
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("segments of %s: %v %v", dataDir, segs, err)
-	}
-	slices.Sort(segs)
-	path := segs[len(segs)-1]
-	data, err := os.ReadFile(path)
+	seg, err := walfile.LastSegment(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var entries []int64
-	for off := int64(32); off+8 <= int64(len(data)) && data[off] != 0; {
-		n := int64(8)
-		if data[off] != 3 {
-			n += (int64(binary.LittleEndian.Uint32(data[off+4:])) + 7) &^ 7
-		}
-		if data[off] == 1 {
-			entries = append(entries, off)
-		}
-		off += n
+	entries, err := walfile.Entries(seg)
+	if err == nil {
+		err = walfile.WriteAt(seg, entries[len(entries)/2].Offset, make([]byte, walfile.FrameHeaderLen))
 	}
-	if len(entries) < 4 {
-		t.Fatalf("%s holds %d entries", path, len(entries))
-	}
-	off := entries[len(entries)/2]
-	clear(data[off : off+8])
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 }

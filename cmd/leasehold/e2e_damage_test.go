@@ -3,18 +3,17 @@ package main_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/internal/walfile"
 )
 
 // TestServeRefusesDamageAndRecovers: a `serve` process is killed and its
@@ -45,8 +44,8 @@ func TestServeRefusesDamageAndRecovers(t *testing.T) {
 		}},
 		{"frame header zeroed mid-segment", nil, func(t *testing.T, n *node) ([]string, []string) {
 			tail := lastSegment(t, n)
+			off := midEntryFrame(t, tail)
 			data := readFile(t, tail)
-			off := midEntryFrame(t, data)
 			clear(data[off : off+8])
 			writeFile(t, tail, data)
 			return []string{fmt.Sprintf("the log is damaged in %s at byte %d: the frame header at byte %d is zero, but writes that verify follow it", tail, off, off),
@@ -164,36 +163,22 @@ func compactedDataDir(t *testing.T, n *node) uint64 {
 
 func lastSegment(t *testing.T, n *node) string {
 	t.Helper()
-	segs, err := filepath.Glob(filepath.Join(n.dataDir, "wal", "*.wal"))
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("log segments: %v %v", segs, err)
+	seg, err := walfile.LastSegment(n.dataDir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	slices.Sort(segs)
-	return segs[len(segs)-1]
+	return seg
 }
 
 // midEntryFrame is the offset of an entry frame in the middle of a
-// segment (raft-wal's format: a 32-byte file header, then frames of an
-// 8-byte header — type 1 for an entry, 3 for a commit — and a payload
-// padded to 8 bytes).
-func midEntryFrame(t *testing.T, data []byte) int64 {
+// segment.
+func midEntryFrame(t *testing.T, path string) int64 {
 	t.Helper()
-	var entries []int64
-	for off := int64(32); off+8 <= int64(len(data)) && data[off] != 0; {
-		n := int64(8)
-		if data[off] != 3 {
-			l := int64(binary.LittleEndian.Uint32(data[off+4:]))
-			n += (l + 7) &^ 7
-		}
-		if data[off] == 1 {
-			entries = append(entries, off)
-		}
-		off += n
+	entries, err := walfile.Entries(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(entries) < 4 {
-		t.Fatalf("the segment has %d entries", len(entries))
-	}
-	return entries[len(entries)/2]
+	return entries[len(entries)/2].Offset
 }
 
 func readFile(t *testing.T, path string) []byte {
