@@ -130,8 +130,9 @@ func scanSegment(walDir string, si types.SegmentInfo) *segScan {
 	}
 	switch {
 	case why == "" && next >= 0:
-		sc.fail(stop, "the frame header at byte %d is zero, but writes that verify follow it (from byte %d): "+
-			"the log does not end there", stop, next)
+		at := max(stop, segHeaderLen) // the first write starts with the file header
+		sc.fail(at, "the frame header at byte %d is zero, but writes that verify follow it (from byte %d): "+
+			"the log does not end there", at, next)
 	case why != "" && next >= 0:
 		sc.fail(stop, "%s; writes that verify follow it (from byte %d)", why, next)
 	case why != "":
