@@ -115,7 +115,7 @@ func Recover(dir string, confirm func(*RecoveryPlan) bool) (*RecoveryPlan, error
 		}
 	}
 	if plan.TokenFloor != c.floor || c.floorBad {
-		if err := moveIfExists(filepath.Join(dir, TokenFloorFile), filepath.Join(plan.Backup, TokenFloorFile)); err != nil && c.floorBad {
+		if err := moveIfExists(filepath.Join(dir, TokenFloorFile), filepath.Join(plan.Backup, TokenFloorFile)); err != nil {
 			return plan, err
 		}
 		if err := (&tokenFloor{dir: dir}).save(plan.TokenFloor); err != nil {
@@ -144,9 +144,10 @@ func planRecovery(c *dirCheck) (*RecoveryPlan, error) {
 		Backup: filepath.Join(c.dir, "damaged-"+time.Now().UTC().Format("20060102T150405Z")),
 		Fresh:  c.intact == 0,
 	}
-	if len(c.problems) > 0 {
-		p.Damage = c.problems[0]
+	if len(c.problems) == 0 {
+		return p, nil // nothing to do
 	}
+	p.Damage = c.problems[0]
 	for _, s := range c.damaged {
 		p.Snapshots = append(p.Snapshots, s.dir)
 	}
@@ -157,9 +158,11 @@ func planRecovery(c *dirCheck) (*RecoveryPlan, error) {
 	if p.Voters, err = keptVoters(c); err != nil {
 		return nil, err
 	}
-	// Every token issued is at most the state's token counter, which
-	// entries raise past their own index (several grants in one entry,
-	// RaiseTokens): replaying the state gives it for the entries kept.
+	// The saved floor is above every token answered; it is raised past
+	// every index the data dir shows. One that must be worked out again
+	// starts from the state's token counter, which entries raise past their
+	// own index (several grants in one entry, RaiseTokens): replaying the
+	// state kept gives it.
 	seen := max(c.lostTo, c.intact)
 	p.TokenFloor = max(c.floor, seen+1)
 	if c.floorBad || c.noFloor {

@@ -158,13 +158,17 @@ func (c *dirCheck) settle() {
 		c.lostTo = max(c.lostTo, s.index)
 	}
 	if c.cleanStop > c.intact && !c.logBad {
-		tail := c.log.segs[len(c.log.segs)-1]
+		de := &DamageError{File: filepath.Join(c.dir, "wal"), Offset: -1}
 		why := ""
-		if tail.torn {
-			why = " (" + tail.damage.Reason + ")"
+		if n := len(c.log.segs); n > 0 {
+			tail := c.log.segs[n-1]
+			de.File, de.Offset = tail.path, tail.end
+			if tail.torn {
+				why = " (" + tail.damage.Reason + ")"
+			}
 		}
-		c.addLog(&DamageError{File: tail.path, Offset: tail.end, Reason: fmt.Sprintf(
-			"the node stopped cleanly with its log at index %d, but the log now ends at index %d%s", c.cleanStop, c.intact, why)})
+		de.Reason = fmt.Sprintf("the node stopped cleanly with its log at index %d, but the log now ends at index %d%s", c.cleanStop, c.intact, why)
+		c.addLog(de)
 	}
 	// Unless the node stopped cleanly, damage at the log's very end may
 	// have taken entries that nothing else shows.
