@@ -17,8 +17,8 @@ import (
 
 const testSegSize = 64 << 10
 
-// openTestWAL opens the raft-wal log in dir as a node does: repairTail
-// first. closeWAL closes it and its meta store.
+// openTestWAL opens the raft-wal log in dir as a node does: the check,
+// then repairTail. closeWAL closes it and its meta store.
 func openTestWAL(t *testing.T, dir string) (w *raftwal.WAL, closeWAL func()) {
 	t.Helper()
 	meta := &metadb.BoltMetaDB{}
