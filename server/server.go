@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/service"
@@ -136,10 +138,9 @@ type Server struct {
 	// sessions counts open session streams; sessionIdle ends idle ones.
 	sessions    sessionCount
 	sessionIdle time.Duration
-	// The handlers whose calls a session stream also carries.
-	queues queuesAPI
-	idem   idemAPI
-	groups groupsAPI
+	// calls are the handlers of the calls a session stream carries, by
+	// procedure (bindCalls).
+	calls map[string]api.Handler
 }
 
 // New builds a server. It registers node gauges and Go runtime metrics on
@@ -203,23 +204,27 @@ func New(cfg Config) (*Server, error) {
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_sessions",
 		Help: "Session streams this node serves (Go clients' lease, queue and idempotency calls)."},
 		func() float64 { return float64(s.sessions.count()) }))
+	impls := map[string]any{} // each service's handlers, by service name
 	mount := func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(h)) }
-	mount(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
-	mount(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
-	mount(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
-	mount(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, small, codec))
-	mount(leaseholdv1connect.NewElectionsHandler(elections{s}, guard, small, codec))
-	mount(leaseholdv1connect.NewWatchHandler(watchAPI{s}, guard, small, codec))
+	mount(handlerOf(impls, leaseholdv1connect.NewLeasesHandler, leases{s}, guard, large, codec))
+	mount(handlerOf(impls, leaseholdv1connect.NewClusterHandler, clusterAPI{s}, guard, small, codec))
+	mount(handlerOf(impls, leaseholdv1connect.NewKVHandler, kvAPI{s}, guard, large, codec))
+	mount(handlerOf(impls, leaseholdv1connect.NewAdminHandler, &adminAPI{s}, guard, small, codec))
+	mount(handlerOf(impls, leaseholdv1connect.NewElectionsHandler, elections{s}, guard, small, codec))
+	mount(handlerOf(impls, leaseholdv1connect.NewWatchHandler, watchAPI{s}, guard, small, codec))
 	if cfg.Hub != nil {
 		registerWatchMetrics(cfg.Registry, cfg.Hub)
 	}
-	s.idem, s.queues, s.groups = newIdemAPI(s, cfg.Registry), newQueuesAPI(s, cfg.MaxQueueBodyBytes), newGroupsAPI(s, cfg.Registry)
-	mount(leaseholdv1connect.NewIdempotencyHandler(s.idem, guard, large, codec))
-	mount(leaseholdv1connect.NewQueuesHandler(s.queues, guard, large, codec))
-	mount(leaseholdv1connect.NewGroupsHandler(s.groups, guard, small, codec))
+	mount(handlerOf(impls, leaseholdv1connect.NewIdempotencyHandler, newIdemAPI(s, cfg.Registry), guard, large, codec))
+	mount(handlerOf(impls, leaseholdv1connect.NewQueuesHandler, newQueuesAPI(s, cfg.MaxQueueBodyBytes), guard, large, codec))
+	mount(handlerOf(impls, leaseholdv1connect.NewGroupsHandler, newGroupsAPI(s, cfg.Registry), guard, small, codec))
 	// Not through bodies: a session's body is a stream that lasts as long
 	// as the client, bounded per message, by ops unanswered and by idle time.
-	mux.Handle(leaseholdv1connect.NewSessionsHandler(sessionsAPI{s}, guard, large, codec))
+	mux.Handle(handlerOf(impls, leaseholdv1connect.NewSessionsHandler, sessionsAPI{s}, guard, large, codec))
+	var err error
+	if s.calls, err = bindCalls(impls); err != nil {
+		return nil, err
+	}
 	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MetricsAuth {
 		if cfg.Auth == nil {
@@ -254,6 +259,15 @@ func New(cfg Config) (*Server, error) {
 		TLSConfig:         cfg.TLS,
 	}
 	return s, nil
+}
+
+// handlerOf builds the handler of one service from impl (an H), and keeps
+// impl among impls for the session stream's calls (bindCalls).
+func handlerOf[H, I any](impls map[string]any, newHandler func(H, ...connect.HandlerOption) (string, http.Handler),
+	impl I, opts ...connect.HandlerOption) (string, http.Handler) {
+	path, h := newHandler(any(impl).(H), opts...)
+	impls[strings.Trim(path, "/")] = impl
+	return path, h
 }
 
 func (c *Config) setDefaults() {
