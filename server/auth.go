@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -166,18 +165,14 @@ func (g *guard) principal(hdr http.Header) (Principal, error) {
 
 // withCaller is ctx for a request of p with headers hdr from peer: its
 // principal, and the key its acquisitions are charged to (the token's
-// name, or without auth the peer's IP); a forwarded request has none, as
-// it was charged where it arrived.
+// name, or without auth the caller's address, which a forwarding node
+// passes on: see trust.go).
 func (g *guard) withCaller(ctx context.Context, p Principal, hdr http.Header, peer string) context.Context {
-	ctx = context.WithValue(ctx, principalKey{}, p)
-	if hdr.Get(forwardedHeader) != "" {
-		return ctx
-	}
 	key := p.Name
 	if g.auth == nil {
-		key, _, _ = net.SplitHostPort(peer)
+		key = callerAddr(hdr, peer)
 	}
-	return context.WithValue(ctx, rateKey{}, key)
+	return context.WithValue(context.WithValue(ctx, principalKey{}, p), rateKey{}, key)
 }
 
 func (g *guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {

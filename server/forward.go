@@ -18,22 +18,6 @@ import (
 	"github.com/leasehold/leasehold/cluster"
 )
 
-// forwardedHeader marks a request a follower passed to the leader. A node
-// never forwards a request twice, so a leader change mid-flight ends in
-// Unavailable (which clients retry) rather than a loop.
-const forwardedHeader = "Leasehold-Forwarded-By"
-
-// forwardHeader is the header of a request forwarded for a caller whose
-// request had headers hdr: its credentials, and which node forwards it.
-func (f *forwarder) forwardHeader(hdr http.Header, _ string) http.Header {
-	out := http.Header{}
-	out.Set(forwardedHeader, f.selfID)
-	if auth := hdr.Get("Authorization"); auth != "" {
-		out.Set("Authorization", auth)
-	}
-	return out
-}
-
 // forwarder sends requests to other nodes over their raft port (see
 // cluster.DialForward), so a node needs no table of API addresses.
 type forwarder struct {

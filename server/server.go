@@ -141,6 +141,9 @@ type Server struct {
 	// calls are the handlers of the calls a session stream carries, by
 	// procedure (bindCalls).
 	calls map[string]api.Handler
+	// peers serves the requests other nodes forward over the raft port
+	// (trust.go), http those of the API listener.
+	peers *http.Server
 }
 
 // New builds a server. It registers node gauges and Go runtime metrics on
@@ -248,17 +251,22 @@ func New(cfg Config) (*Server, error) {
 		protocols.SetUnencryptedHTTP2(true) // gRPC without TLS
 	}
 	s.mux = mux
-	s.http = &http.Server{
-		Handler:           mux,
-		Protocols:         &protocols,
+	s.http = s.httpServer(fromClients(mux), cfg.Logger)
+	s.http.Protocols, s.http.TLSConfig = &protocols, cfg.TLS
+	s.peers = s.httpServer(mux, cfg.Logger)
+	return s, nil
+}
+
+// httpServer is an http.Server of h with the node's bounds.
+func (s *Server) httpServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return s.base },
-		TLSConfig:         cfg.TLS,
 	}
-	return s, nil
 }
 
 // handlerOf builds the handler of one service from impl (an H), and keeps
@@ -323,7 +331,8 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ready: leader " + id + " at " + addr + "\n"))
 }
 
-// Handler is the server's HTTP handler (for tests and embedding).
+// Handler is the server's HTTP handler, as the API listener serves it (for
+// tests and embedding).
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // Mount serves h for the paths under pattern on the API listener, beside
@@ -336,8 +345,9 @@ func (s *Server) Mount(pattern string, h http.Handler) { s.mux.Handle(pattern, h
 func (s *Server) Serve(l net.Listener) error {
 	s.forwardOnce.Do(func() {
 		// Forwarded requests arrive over the raft port, already inside its
-		// TLS when raft TLS is on.
-		go s.http.Serve(s.node.ForwardListener())
+		// TLS when raft TLS is on: the only requests whose node headers
+		// count (trust.go).
+		go s.peers.Serve(s.node.ForwardListener())
 	})
 	l = limitConns(l, s.maxConns, s.maxConnsPerClient, s.refused)
 	var err error
@@ -386,9 +396,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.metricsSrv.Close() // scrapes are quick and harmless to cut
 	}
 	s.mu.Unlock()
+	peers := make(chan error, 1)
+	go func() { peers <- s.peers.Shutdown(ctx) }()
 	err := s.http.Shutdown(ctx)
-	if err != nil {
+	if err = errors.Join(err, <-peers); err != nil {
 		s.http.Close()
+		s.peers.Close()
 	}
 	return err
 }
