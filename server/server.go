@@ -184,7 +184,7 @@ func New(cfg Config) (*Server, error) {
 	)
 
 	mux := http.NewServeMux()
-	interceptors := []connect.Interceptor{s.fwd.forwardAndMap(), &guard{auth: cfg.Auth, base: s.base},
+	interceptors := []connect.Interceptor{newRequestCounter(cfg.Registry), s.fwd.forwardAndMap(), &guard{auth: cfg.Auth, base: s.base},
 		leaderHint(cfg.Node, cfg.AdvertiseURL)}
 	if cfg.TracerProvider != nil {
 		// Outermost, so that a forward to the leader is a child of the call.
