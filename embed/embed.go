@@ -197,6 +197,7 @@ func identify(auth *server.Authenticator) func(string) (ui.Viewer, error) {
 		if err != nil {
 			return ui.Viewer{}, err
 		}
-		return ui.Viewer{Name: p.Name, CanView: p.Role >= server.RoleOperator, CanAct: p.Role >= server.RoleAdmin}, nil
+		return ui.Viewer{Name: p.Name, CanView: p.Role >= server.RoleOperator, CanAct: p.Role >= server.RoleAdmin,
+			Prefixes: p.Prefixes}, nil
 	}
 }

@@ -22,7 +22,7 @@ func groupRowOf(g *pb.Group) groupRow {
 }
 
 func (d *Dashboard) groupsPage(w http.ResponseWriter, r *http.Request, s *session) {
-	prefix := r.URL.Query().Get("prefix")
+	prefix := s.prefix(r)
 	res, err := d.groups.List(r.Context(), authed(s, &pb.GroupsListRequest{Prefix: prefix}))
 	if err != nil {
 		d.failAPI(w, r, s, err)

@@ -53,7 +53,7 @@ type leasesData struct {
 const maxRows = 500
 
 func (d *Dashboard) leases(r *http.Request, s *session) (leasesData, error) {
-	data := leasesData{Prefix: r.URL.Query().Get("prefix")}
+	data := leasesData{Prefix: s.prefix(r)}
 	res, err := d.admin.Locks(r.Context(), authed(s, &pb.LocksRequest{Prefix: data.Prefix, PageSize: maxRows}))
 	if err != nil {
 		return data, err

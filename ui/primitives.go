@@ -15,7 +15,7 @@ type electionRow struct {
 }
 
 func (d *Dashboard) electionsPage(w http.ResponseWriter, r *http.Request, s *session) {
-	prefix := r.URL.Query().Get("prefix")
+	prefix := s.prefix(r)
 	res, err := d.elect.List(r.Context(), authed(s, &pb.ElectionsListRequest{Prefix: prefix}))
 	if err != nil {
 		d.failAPI(w, r, s, err)
@@ -53,7 +53,7 @@ type idemRow struct {
 const maxIdemRows = 500
 
 func (d *Dashboard) idemPage(w http.ResponseWriter, r *http.Request, s *session) {
-	prefix := r.URL.Query().Get("prefix")
+	prefix := s.prefix(r)
 	res, err := d.idem.List(r.Context(), authed(s, &pb.IdempotencyListRequest{Prefix: prefix, Limit: maxIdemRows}))
 	if err != nil {
 		d.failAPI(w, r, s, err)

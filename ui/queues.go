@@ -31,7 +31,7 @@ func queueRowOf(q *pb.QueueInfo) queueRow {
 const maxQueueRows = 500
 
 func (d *Dashboard) queuesPage(w http.ResponseWriter, r *http.Request, s *session) {
-	prefix := r.URL.Query().Get("prefix")
+	prefix := s.prefix(r)
 	res, err := d.queues.List(r.Context(), authed(s, &pb.QueuesListRequest{Prefix: prefix, Limit: maxQueueRows}))
 	if err != nil {
 		d.failAPI(w, r, s, err)

@@ -21,9 +21,8 @@ type page struct {
 }
 
 var funcs = template.FuncMap{
-	"views": func() []view { return views },
-	"dur":   fmtDur,
-	"when":  func(t time.Time) string { return fmtTime(t) },
+	"dur":  fmtDur,
+	"when": func(t time.Time) string { return fmtTime(t) },
 }
 
 // parse builds each page as the layout plus its own file; a page file may

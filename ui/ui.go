@@ -35,6 +35,8 @@ type Viewer struct {
 	Name    string
 	CanView bool // operator or admin: inspection, cluster status, audit log
 	CanAct  bool // admin: forced release
+	// Prefixes limit what the viewer sees and acts on (none, or "": all).
+	Prefixes []string
 }
 
 // ErrUnknownToken is what Config.Identify returns for a token the node
@@ -177,7 +179,7 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("GET /ui/cluster", d.viewing(d.clusterPage))
 	m.HandleFunc("GET /ui/cluster/rows", d.viewing(d.clusterRows))
 	m.HandleFunc("GET /ui/audit", d.viewing(d.auditPage))
-	m.HandleFunc("GET /ui/charts", d.viewing(d.chartsPage))
-	m.HandleFunc("GET /ui/charts/svg", d.viewing(d.chartsFragment))
+	m.HandleFunc("GET /ui/charts", d.viewing(d.nodeWide(d.chartsPage)))
+	m.HandleFunc("GET /ui/charts/svg", d.viewing(d.nodeWide(d.chartsFragment)))
 	d.mux = m
 }
