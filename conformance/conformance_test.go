@@ -75,9 +75,11 @@ func buildTypeScript() string {
 // scenario is one file of scenarios/: the steps are the drivers' business;
 // the suite reads what it acts on.
 type scenario struct {
-	file          string
-	Title         string
-	Proxy         *struct{ DropFirstReply []string `json:"drop_first_reply"` }
+	file  string
+	Title string
+	Proxy *struct {
+		DropFirstReply []string `json:"drop_first_reply"`
+	}
 	ExpectDropped [][]string `json:"expect_dropped"`
 }
 
