@@ -50,7 +50,7 @@ class PrimitivesTest(unittest.TestCase):
     def test_watch_resumes_from_an_index(self) -> None:
         seen: list = []
         w = self.c.watch(["w/"])
-        t = threading.Thread(target=lambda: [seen.append(ev) for ev, _ in zip(w, range(2))])
+        t = threading.Thread(target=lambda: [seen.append(ev) for _, ev in zip(range(2), w)])
         t.start()
         time.sleep(0.3)  # the stream opens at the node's last index
         self.c.kv.put("w/1", "a")
