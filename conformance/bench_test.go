@@ -27,7 +27,7 @@ func TestBenchPairs(t *testing.T) {
 		t.Fatal("measure without -race")
 	}
 	callers, secs := envOr("LEASEHOLD_BENCH_CALLERS", "16"), envOr("LEASEHOLD_BENCH_SECONDS", "10")
-	goBench := filepath.Join(filepath.Dir(lhBin), "go-bench")
+	goBench := filepath.Join(filepath.Dir(goDriver), "go-bench")
 	if err := procs.BuildPackage(goBench, "./bench/go"); err != nil {
 		t.Fatal(err)
 	}

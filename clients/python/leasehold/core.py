@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .batch import Coalescer
 from .errors import LeaseholdError
 from .wire import TRANSPORT_ERRORS, Node
 
@@ -30,6 +31,11 @@ class Config:
     request_timeout: float = 5.0
     #: Bounds a whole call, retries included, unless the call says otherwise.
     call_timeout: float = 30.0
+    #: The most acquires, renewals and releases sent together in one
+    #: Leases.Batch request: calls made while earlier requests are out go
+    #: together in the next one, sharing one round trip and one commit on the
+    #: node. 1 sends each as a call of its own.
+    max_batch: int = 128
     #: Warnings about lost and degraded leases and failed renewals.
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("leasehold"))
 
@@ -53,7 +59,11 @@ class Core:
             raise LeaseholdError("invalid", "client: at least one endpoint is required")
         self.config = cfg
         self.log = cfg.logger
+        if not 1 <= cfg.max_batch <= 256:
+            raise LeaseholdError("invalid", f"client: max_batch {cfg.max_batch} must be 1 to 256")
         self._nodes = [Node(e.strip(), cfg.token) for e in cfg.endpoints]
+        #: Sends lease ops together (None with max_batch 1).
+        self.batch = Coalescer(self, cfg.max_batch) if cfg.max_batch > 1 else None
         self._cur = 0
         self._closed = False
         self._held: set[Any] = set()

@@ -126,7 +126,7 @@ class Lease:
             note, deadline = self._note, self._deadline
         req = {"leaseId": str(self.id), "secret": self.secret, "progress": note, "requestId": request_id()}
         sent = time.monotonic()
-        r = self._c.call("/leasehold.v1.Leases/Renew", req, deadline=deadline if bounded else None)
+        r = _lease_op(self._c, "renew", req, deadline if bounded else None)
         expires = seconds(r.get("expiresIn")) or self._ttl
         with self._mu:
             self._deadline = self._c.safe_deadline(sent, expires)
@@ -218,8 +218,8 @@ class Lease:
         """Stops renewal and gives the lease back. If the node had already ended
         the lease it raises LeaseLostError: the work done since then ran
         without the lease. A second call does nothing."""
-        self._release_with(lambda: self._c.call("/leasehold.v1.Leases/Release",
-                                                {"leaseId": str(self.id), "secret": self.secret, "requestId": request_id()}))
+        self._release_with(lambda: _lease_op(self._c, "release", {"leaseId": str(self.id), "secret": self.secret,
+                                                                  "requestId": request_id()}, None))
 
     def _release_with(self, send: Callable[[], Any]) -> None:
         self._stop.set()
@@ -306,6 +306,21 @@ def acquire(c: Core, resources: list[str], o: AcquireOptions) -> Lease:
         req["lockDelay"] = dur(o.lock_delay)
     if o.max_hold > 0:
         req["maxHold"] = dur(o.max_hold)
-    return hold(c, resources, o, secret,
-                lambda bound: c.call("/leasehold.v1.Leases/Acquire", req, per_try=o.wait + c.config.request_timeout,
-                                     deadline=bound or time.monotonic() + o.wait + c.config.call_timeout))
+
+    def send(bound: float | None) -> dict[str, Any]:
+        deadline = bound or time.monotonic() + o.wait + c.config.call_timeout
+        if c.batch is not None:
+            r = c.batch.do({"acquire": req}, deadline)
+            if "acquire" in r:
+                return r["acquire"]
+        # Alone, or queued by a batch: the same request (same id and secret)
+        # to Acquire waits for its place in line.
+        return c.call("/leasehold.v1.Leases/Acquire", req, per_try=o.wait + c.config.request_timeout, deadline=deadline)
+    return hold(c, resources, o, secret, send)
+
+
+def _lease_op(c: Core, kind: str, req: dict[str, Any], deadline: float | None) -> dict[str, Any]:
+    """A renew or release, in a batch unless the client sends each alone."""
+    if c.batch is not None:
+        return c.batch.do({kind: req}, deadline).get(kind, {})
+    return c.call(f"/leasehold.v1.Leases/{kind.capitalize()}", req, deadline=deadline)

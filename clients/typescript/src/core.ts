@@ -14,6 +14,7 @@ import { KV } from "./gen/leasehold/v1/kv_pb.js";
 import { Leases } from "./gen/leasehold/v1/leases_pb.js";
 import { Queues } from "./gen/leasehold/v1/queues_pb.js";
 import { Watch } from "./gen/leasehold/v1/watch_pb.js";
+import { Coalescer } from "./batch.js";
 import { fromConnect, LeaseholdError } from "./errors.js";
 
 /** Configures a Client. Only endpoints is required. */
@@ -30,6 +31,13 @@ export interface ClientConfig {
   requestTimeoutMs?: number;
   /** "1.1" (default: works through any proxy) or "2" (h2c on http://). */
   httpVersion?: "1.1" | "2";
+  /**
+   * The most acquires, renewals and releases sent together in one
+   * Leases.Batch request (default 128): calls made while earlier requests
+   * are out go together in the next one, sharing one round trip and one
+   * commit on the node. 1 sends each as a call of its own.
+   */
+  maxBatch?: number;
   /** Receives warnings about lost and degraded leases and failed renewals (default: none). */
   logger?: Logger;
 }
@@ -69,6 +77,8 @@ export class Core {
   readonly driftRatio: number;
   readonly requestTimeoutMs: number;
   readonly log: Logger;
+  /** Sends lease ops together (undefined with maxBatch 1). */
+  readonly batch: Coalescer | undefined;
   private readonly nodes: Endpoint[];
   private cur = 0;
   private closed = false;
@@ -80,6 +90,9 @@ export class Core {
     this.driftRatio = cfg.driftRatio ?? 0.02;
     this.requestTimeoutMs = cfg.requestTimeoutMs ?? 5000;
     this.log = cfg.logger ?? { warn() {} };
+    const maxBatch = cfg.maxBatch ?? 128;
+    if (maxBatch < 1 || maxBatch > 256) throw new LeaseholdError("invalid", `client: maxBatch ${maxBatch} must be 1 to 256`);
+    this.batch = maxBatch > 1 ? new Coalescer(this, maxBatch) : undefined;
     const interceptors: Interceptor[] = [];
     if (cfg.token) {
       const token = cfg.token;

@@ -1,6 +1,7 @@
 // Errors: one class with leasehold's own code, as the Go client's sentinels.
 
 import { Code, ConnectError } from "@connectrpc/connect";
+import { codeFromString } from "@connectrpc/connect/protocol-connect";
 
 /** leasehold's own error codes (the Go root package's Code names). */
 export type ErrorCode =
@@ -70,6 +71,14 @@ export function fromConnect(err: unknown): LeaseholdError {
   const own = ce.metadata.get("leasehold-error-code") as ErrorCode | null;
   const code = own && codes.includes(own) && own !== "unknown" ? own : byConnect[ce.code] ?? "unknown";
   return new LeaseholdError(code, ce.rawMessage, retryAfterMs);
+}
+
+/** Turns an op's error in a Batch answer (a Connect code name and leasehold's own) into a LeaseholdError. */
+export function fromBatchError(e: { code: string; message: string; leaseholdCode: string }): LeaseholdError {
+  const own = e.leaseholdCode as ErrorCode;
+  const connect = codeFromString(e.code);
+  const code = codes.includes(own) && own !== "unknown" ? own : (connect !== undefined && byConnect[connect]) || "unknown";
+  return new LeaseholdError(code, e.message);
 }
 
 /** Whether err is a LeaseholdError with code. */

@@ -143,8 +143,7 @@ export class Lease implements Closer {
     const signals = signal ? [signal] : [];
     if (bounded) signals.push(timeoutSignal(this.deadlineAt - performance.now()));
     const sentAt = performance.now();
-    const resp = await this.c.call((e, o) => e.leases.renew(req, o), this.c.requestTimeoutMs,
-      signals.length ? AbortSignal.any(signals) : undefined);
+    const resp = await renewCall(this.c, req, signals.length ? AbortSignal.any(signals) : undefined);
     const expires = resp.expiresIn ? durationMs(resp.expiresIn) : this.ttlMs;
     this.deadlineAt = this.c.safeDeadline(sentAt, expires);
     this.nextRenewAt = sentAt + expires / 3;
@@ -240,9 +239,7 @@ export class Lease implements Closer {
    * without the lease. A second call does nothing.
    */
   async release(o: CallOpts = {}): Promise<void> {
-    await this.releaseWith((signal) =>
-      this.c.call((e, co) => e.leases.release({ leaseId: this.id, secret: this.secret, requestId: randomHex() }, co),
-        this.c.requestTimeoutMs, signal), o.signal);
+    await this.releaseWith((signal) => releaseCall(this.c, this.id, this.secret, signal), o.signal);
   }
 
   /** @internal release with the call that gives the lease back (a release, a resign). */
@@ -334,8 +331,7 @@ export async function hold(c: Core, resources: string[], o: AcquireOptions, secr
     } catch (err) {
       l.end(new LeaseLostError("ended", "renewing right after a long wait failed", { cause: err }));
       // Give the grant back so waiters need not sit out its TTL.
-      void c.call((e, co) => e.leases.release({ leaseId: l.id, secret: l.secret, requestId: randomHex() }, co),
-        c.requestTimeoutMs).catch(() => {});
+      void releaseCall(c, l.id, l.secret).catch(() => {});
       throw err;
     }
   }
@@ -361,6 +357,28 @@ export function acquire(c: Core, resources: string[], o: AcquireOptions = {}): P
     lockDelay: o.lockDelayMs ? durationFromMs(o.lockDelayMs) : undefined,
     maxHold: o.maxHoldMs ? durationFromMs(o.maxHoldMs) : undefined,
   };
-  return hold(c, resources, o, secret, (signal) =>
-    c.call((e, co) => e.leases.acquire(req, co), (o.waitMs ?? 0) + c.requestTimeoutMs, signal));
+  const perTry = (o.waitMs ?? 0) + c.requestTimeoutMs;
+  return hold(c, resources, o, secret, async (signal) => {
+    const r = await c.batch?.do({ op: { case: "acquire", value: req } }, signal);
+    if (r?.result.case === "acquire") return r.result.value;
+    // Alone, or queued by a batch: the same request (same id and secret)
+    // to Acquire waits for its place in line.
+    return c.call((e, co) => e.leases.acquire(req, co), perTry, signal);
+  });
+}
+
+// The lease ops, in a batch unless the client sends each alone.
+
+type RenewRequest = { leaseId: bigint; secret: string; progress: string; requestId: string };
+
+async function renewCall(c: Core, req: RenewRequest, signal?: AbortSignal) {
+  const r = await c.batch?.do({ op: { case: "renew", value: req } }, signal);
+  if (r?.result.case === "renew") return r.result.value;
+  return c.call((e, co) => e.leases.renew(req, co), c.requestTimeoutMs, signal);
+}
+
+async function releaseCall(c: Core, leaseId: bigint, secret: string, signal?: AbortSignal): Promise<void> {
+  const req = { leaseId, secret, requestId: randomHex() };
+  if (c.batch) await c.batch.do({ op: { case: "release", value: req } }, signal);
+  else await c.call((e, co) => e.leases.release(req, co), c.requestTimeoutMs, signal);
 }
