@@ -9,8 +9,11 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 import urllib.request
 from typing import Callable
+
+from leasehold import Client
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -73,3 +76,20 @@ def eventually(what: str, timeout: float, f: Callable[[], bool]) -> None:
         if time.monotonic() > end:
             raise AssertionError(f"still not true after {timeout}s: {what}")
         time.sleep(0.01)
+
+
+class NodeTestCase(unittest.TestCase):
+    """Tests sharing one node (self.node) and a client of it (self.c)."""
+
+    node: Node
+    c: Client
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.node = Node()
+        cls.c = Client(endpoints=[cls.node.url])
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.c.close()
+        cls.node.stop()

@@ -4,20 +4,10 @@ import unittest
 
 from leasehold import Client, LeaseholdError, LeaseLostError, LeaseReleased
 
-from .node import Node, eventually
+from .node import NodeTestCase, eventually
 
 
-class LeaseTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.node = Node()
-        cls.c = Client(endpoints=[cls.node.url])
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.c.close()
-        cls.node.stop()
-
+class LeaseTest(NodeTestCase):
     def test_acquire_refuse_release(self) -> None:
         with self.c.lease("t/basic", ttl=5) as a:
             with self.assertRaises(LeaseholdError) as e:

@@ -8,20 +8,10 @@ from wsgiref.util import setup_testing_defaults
 from leasehold import (Client, Compare, Delete, FENCE_TABLE_SQL, FingerprintMismatchError, IdempotencyMiddleware,
                        InProgressError, LeaseholdError, LeaseLostError, Put, check_fence, fenced_by, fingerprint_of)
 
-from .node import Node, eventually
+from .node import NodeTestCase, eventually
 
 
-class PrimitivesTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.node = Node()
-        cls.c = Client(endpoints=[cls.node.url])
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.c.close()
-        cls.node.stop()
-
+class PrimitivesTest(NodeTestCase):
     def assertCode(self, code: str, f, *args, **kw) -> None:
         with self.assertRaises(LeaseholdError) as e:
             f(*args, **kw)

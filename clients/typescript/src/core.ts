@@ -139,9 +139,11 @@ export class Core {
     for (;;) {
       const i = this.cur % this.nodes.length;
       let leader: string | null = null;
-      const attempt = signal ? AbortSignal.any([signal, timeoutSignal(perTryMs)]) : timeoutSignal(perTryMs);
       try {
-        const res = await f(this.nodes[i], { signal: attempt, onHeader: (h) => { leader = h.get(leaderHeader); } });
+        // timeoutMs bounds the attempt (connect clears its timer when the
+        // call ends) and tells the node how long the caller waits.
+        const res = await f(this.nodes[i], { signal, timeoutMs: Math.max(1, Math.floor(perTryMs)),
+          onHeader: (h) => { leader = h.get(leaderHeader); } });
         this.follow(leader);
         return res;
       } catch (err) {

@@ -1,32 +1,23 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 
 import { Client, LeaseholdError, LeaseLostError, LeaseReleasedError, isCode } from "../src/index.js";
-import { eventually, startNode, type Node } from "./node.js";
+import { eventually, useNode } from "./node.js";
 
-let node: Node;
-let c: Client;
-before(async () => {
-  node = await startNode();
-  c = new Client({ endpoints: [node.url] });
-});
-after(async () => {
-  c.close();
-  await node.stop();
-});
+const env = useNode();
 
 describe("leases", () => {
   it("acquires, refuses a second holder, releases, and tokens increase", async () => {
-    const a = await c.acquire("t/basic", { ttlMs: 5000 });
-    await assert.rejects(c.acquire("t/basic", { ttlMs: 5000 }), (e) => isCode(e, "held"));
-    const info = await c.get("t/basic");
+    const a = await env.c.acquire("t/basic", { ttlMs: 5000 });
+    await assert.rejects(env.c.acquire("t/basic", { ttlMs: 5000 }), (e) => isCode(e, "held"));
+    const info = await env.c.get("t/basic");
     assert.equal(info.holder?.id, a.id);
     await a.release();
     assert.ok(a.signal.aborted && a.signal.reason instanceof LeaseReleasedError);
     assert.equal(a.lost, false);
-    const b = await c.acquire(["t/basic", "t/basic2"], { ttlMs: 5000 });
+    const b = await env.c.acquire(["t/basic", "t/basic2"], { ttlMs: 5000 });
     assert.ok(b.token > a.token, `token ${b.token} after ${a.token}`);
     await b.release();
     await b.release(); // a second release does nothing
@@ -37,9 +28,9 @@ describe("leases", () => {
   // deadline moves by the wait (about 500ms) past the bound.
   it("counts the safe deadline from before the send, not from the reply", async () => {
     const ttlMs = 10_000;
-    const holder = await c.acquire("t/deadline", { ttlMs });
+    const holder = await env.c.acquire("t/deadline", { ttlMs });
     const before = performance.now();
-    const waiting = c.acquire("t/deadline", { ttlMs, waitMs: 5000 });
+    const waiting = env.c.acquire("t/deadline", { ttlMs, waitMs: 5000 });
     const sent = performance.now(); // the acquire read its clock by now, and has not sent yet
     await sleep(500);
     await holder.release();
@@ -52,40 +43,40 @@ describe("leases", () => {
 
   it("renews while the holder reports progress, and stops without it", async () => {
     const ttlMs = 600;
-    const busy = await c.acquire("t/progress", { ttlMs });
+    const busy = await env.c.acquire("t/progress", { ttlMs });
     const until = performance.now() + 3 * ttlMs;
     while (performance.now() < until) {
       busy.progress("working");
       await sleep(50);
     }
     assert.equal(busy.lost, false, "a holder reporting progress keeps its lease");
-    assert.ok((await c.get("t/progress")).holder!.renewCount > 0n);
+    assert.ok((await env.c.get("t/progress")).holder!.renewCount > 0n);
     const t0 = performance.now();
     // No more progress: renewal stops and the lease lapses at its deadline.
     await eventually("the idle lease is lost", 4 * ttlMs, () => busy.lost);
     assert.ok(busy.signal.reason instanceof LeaseLostError && busy.signal.reason.reason === "no_progress", String(busy.signal.reason));
     assert.match(busy.signal.reason.message, /lease lost/);
     assert.ok(performance.now() - t0 < 3 * ttlMs);
-    await eventually("the node expires the idle lease", 4 * ttlMs, async () => (await c.get("t/progress")).holder === undefined);
+    await eventually("the node expires the idle lease", 4 * ttlMs, async () => (await env.c.get("t/progress")).holder === undefined);
     await assert.rejects(busy.release(), LeaseLostError);
   });
 
   it("aborts its signal at the safe deadline, before the node frees the resource", async () => {
-    const l = await c.acquire("t/signal", { ttlMs: 1000, manualRenew: true });
+    const l = await env.c.acquire("t/signal", { ttlMs: 1000, manualRenew: true });
     const lostAt = await new Promise<number>((resolve) => l.signal.addEventListener("abort", () => resolve(performance.now())));
     assert.ok(lostAt >= l.deadline, "not before the deadline");
     assert.ok(l.signal.reason instanceof LeaseLostError && l.signal.reason.reason === "not_renewed");
     let freeAt = 0;
     await eventually("the node frees it", 3000, async () => {
       freeAt = performance.now();
-      return (await c.get("t/signal")).holder === undefined;
+      return (await env.c.get("t/signal")).holder === undefined;
     });
     assert.ok(lostAt <= freeAt);
   });
 
   it("aborts the holder's signal when an operator force-releases the lease", async () => {
-    const l = await c.acquire("t/forced", { ttlMs: 900, progressTimeoutMs: 0 });
-    await c.forceRelease("t/forced", l.id, "test");
+    const l = await env.c.acquire("t/forced", { ttlMs: 900, progressTimeoutMs: 0 });
+    await env.c.forceRelease("t/forced", l.id, "test");
     await eventually("the holder sees the loss", 2000, () => l.signal.aborted);
     assert.ok(l.signal.reason instanceof LeaseLostError && l.signal.reason.reason === "ended", String(l.signal.reason));
   });
@@ -101,7 +92,7 @@ describe("leases", () => {
   });
 
   it("ends a lease with reason closed when the client closes", async () => {
-    const own = new Client({ endpoints: [node.url] });
+    const own = new Client({ endpoints: [env.node.url] });
     const l = await own.acquire("t/close", { ttlMs: 2000 });
     own.close();
     assert.ok(l.lost && (l.err as LeaseLostError).reason === "closed");

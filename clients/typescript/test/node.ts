@@ -8,6 +8,9 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { after, before } from "node:test";
+
+import { Client } from "../src/index.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../../..");
 
@@ -83,4 +86,18 @@ export async function eventually(what: string, timeoutMs: number, f: () => boole
     if (performance.now() > deadline) throw new Error(`still not true after ${timeoutMs}ms: ${what}`);
     await sleep(10);
   }
+}
+
+/** One node and a client of it for a test file: started before its tests, stopped after. */
+export function useNode(): { node: Node; c: Client } {
+  const env = {} as { node: Node; c: Client };
+  before(async () => {
+    env.node = await startNode();
+    env.c = new Client({ endpoints: [env.node.url] });
+  });
+  after(async () => {
+    env.c.close();
+    await env.node.stop();
+  });
+  return env;
 }
