@@ -51,6 +51,8 @@ type step struct {
 	Delivery          string   `json:"delivery"`
 	Callers           int      `json:"callers"`
 	WorkMs            int      `json:"work_ms"`
+	HeldForMs         int      `json:"held_for_ms"`
+	SlackMs           int      `json:"slack_ms"`
 }
 
 type driver struct {
@@ -355,6 +357,8 @@ func (d *driver) run(s step) error {
 		return nil
 	case "idem_concurrent":
 		return d.idemConcurrent(s)
+	case "expect_deadline_from_send":
+		return d.deadlineFromSend(s)
 	}
 	return fmt.Errorf("unknown op %q", s.Op)
 }
@@ -395,6 +399,52 @@ func (d *driver) idemConcurrent(s step) error {
 		if r != results[0] {
 			return fmt.Errorf("results differ: %q", results)
 		}
+	}
+	return nil
+}
+
+// deadlineFromSend has a waiter granted s.HeldForMs after it sent its
+// acquire, and checks its deadline against the time of the send.
+func (d *driver) deadlineFromSend(s step) error {
+	ctx := context.Background()
+	ttl, resource := ms(s.TTLMs), d.prefix+s.Resource
+	h, err := d.c.Acquire(ctx, resource, client.TTL(ttl))
+	if err != nil {
+		return err
+	}
+	type granted struct {
+		l    *client.Lease
+		sent time.Time
+		err  error
+	}
+	got := make(chan granted, 1)
+	go func() {
+		sent := time.Now()
+		l, err := d.c.Acquire(ctx, resource, client.TTL(ttl), client.Wait(time.Minute))
+		got <- granted{l, sent, err}
+	}()
+	time.Sleep(ms(s.HeldForMs))
+	if err := h.Release(ctx); err != nil {
+		return err
+	}
+	g := <-got
+	if g.err != nil {
+		return g.err
+	}
+	defer g.l.Release(ctx)
+	return checkDeadline(g.l.Deadline().Sub(g.sent), s)
+}
+
+// checkDeadline checks a deadline's distance from the send against the
+// client's defaults (10ms + 2% of the TTL).
+func checkDeadline(after time.Duration, s step) error {
+	ttl := ms(s.TTLMs)
+	bound := ttl - 10*time.Millisecond - ttl/50
+	if after > bound+ms(s.SlackMs) {
+		return fmt.Errorf("deadline %v after the send, more than ttl less the drift allowance (%v): counted from later than the send", after, bound)
+	}
+	if after < bound-ms(s.HeldForMs)/2 {
+		return fmt.Errorf("deadline %v after the send, far less than %v", after, bound)
 	}
 	return nil
 }

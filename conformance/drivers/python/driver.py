@@ -205,6 +205,27 @@ def op_idem_concurrent(s: dict) -> None:
     assert len(set(results)) == 1, f"results differ: {results}"
 
 
+def op_expect_deadline_from_send(s: dict) -> None:
+    resource, ttl = prefix + s["resource"], s["ttl_ms"] / 1000
+    h = c.acquire(resource, ttl=ttl)
+    got: dict[str, Any] = {}
+
+    def waiter() -> None:
+        got["sent"] = time.monotonic()
+        got["lease"] = c.acquire(resource, ttl=ttl, wait=60)
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(s["held_for_ms"] / 1000)
+    h.release()
+    t.join(30)
+    l = got["lease"]
+    l.release()
+    after, bound = (l.deadline - got["sent"]) * 1000, s["ttl_ms"] - 10 - s["ttl_ms"] * 0.02
+    assert after <= bound + s["slack_ms"], \
+        f"deadline {after:.1f}ms after the send, more than ttl less the drift allowance ({bound}ms): counted from later than the send"
+    assert after >= bound - s["held_for_ms"] / 2, f"deadline {after:.1f}ms after the send, far less than {bound}ms"
+
+
 OPS: dict[str, Callable[[dict], Any]] = {
     "acquire": lambda s: expect(s, lambda: acquire(s)),
     "acquire_async": op_acquire_async,
@@ -228,6 +249,7 @@ OPS: dict[str, Callable[[dict], Any]] = {
     "queue_ack": lambda s: expect(s, lambda: c.queues.ack(deliveries[s["delivery"]])),
     "sleep": lambda s: time.sleep(s["ms"] / 1000),
     "idem_concurrent": op_idem_concurrent,
+    "expect_deadline_from_send": op_expect_deadline_from_send,
 }
 
 for i, s in enumerate(scenario["steps"]):

@@ -132,6 +132,19 @@ const ops = {
     if (runs !== 1) throw new Error(`the work ran ${runs} times`);
     if (new Set(texts).size !== 1) throw new Error(`results differ: ${texts}`);
   },
+  expect_deadline_from_send: async (s) => {
+    const resource = prefix + s.resource;
+    const h = await c.acquire(resource, { ttlMs: s.ttl_ms });
+    const sent = performance.now();
+    const waiting = c.acquire(resource, { ttlMs: s.ttl_ms, waitMs: 60_000 });
+    await sleep(s.held_for_ms);
+    await h.release();
+    const l = await waiting;
+    await l.release();
+    const after = l.deadline - sent, bound = s.ttl_ms - 10 - s.ttl_ms * 0.02;
+    if (after > bound + s.slack_ms) throw new Error(`deadline ${after.toFixed(1)}ms after the send, more than ttl less the drift allowance (${bound}ms): counted from later than the send`);
+    if (after < bound - s.held_for_ms / 2) throw new Error(`deadline ${after.toFixed(1)}ms after the send, far less than ${bound}ms`);
+  },
 };
 
 let failed = false;
