@@ -91,17 +91,24 @@ func (n *Net) Shape(f Faults) error {
 	return nil
 }
 
+// Window is when a cut held: from just after it was made to just after
+// it healed.
+type Window struct{ From, To time.Time }
+
 // Flap cuts and heals on a schedule until ctx ends: cut makes the cut
 // (say, func() { n.Isolate("n1") }), it holds for down, then every cut is
-// healed for up. It returns, healed, with how many times it cut.
-func (n *Net) Flap(ctx context.Context, down, up time.Duration, cut func()) int {
-	for cuts := 0; ; {
+// healed for up. It returns, healed, with the windows it cut.
+func (n *Net) Flap(ctx context.Context, down, up time.Duration, cut func()) []Window {
+	var ws []Window
+	for {
 		cut()
-		cuts++
+		w := Window{From: time.Now()}
 		ok := sleepCtx(ctx, down)
 		n.Heal()
+		w.To = time.Now()
+		ws = append(ws, w)
 		if !ok || !sleepCtx(ctx, up) {
-			return cuts
+			return ws
 		}
 	}
 }

@@ -84,12 +84,17 @@ func TestFlapCutsAndHeals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel()
 	var sawCut bool
-	cuts := n.Flap(ctx, 20*time.Millisecond, 20*time.Millisecond, func() {
+	ws := n.Flap(ctx, 20*time.Millisecond, 20*time.Millisecond, func() {
 		n.Cut("a", "b")
 		sawCut = sawCut || held(ps[[2]string{"a", "b"}]) == [2]bool{true, true}
 	})
-	if cuts < 3 || !sawCut {
-		t.Fatalf("%d cuts in 250ms of 20ms/20ms flapping (saw the cut: %v)", cuts, sawCut)
+	if len(ws) < 3 || !sawCut {
+		t.Fatalf("%d cuts in 250ms of 20ms/20ms flapping (saw the cut: %v)", len(ws), sawCut)
+	}
+	for i, w := range ws[:len(ws)-1] { // the last is cut short by ctx
+		if d := w.To.Sub(w.From); d < 20*time.Millisecond || (i > 0 && w.From.Sub(ws[i-1].To) < 20*time.Millisecond) {
+			t.Errorf("window %d: cut for %v, %v after the last heal", i, d, w.From.Sub(ws[max(i-1, 0)].To))
+		}
 	}
 	if got := held(ps[[2]string{"a", "b"}]); got != [2]bool{} {
 		t.Fatalf("Flap returned with a->b holding %v", got)
