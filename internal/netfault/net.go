@@ -19,12 +19,15 @@ type Net struct {
 	links map[link][]*Proxy // the connections link.from opens to link.to
 	held  map[link]bool     // bytes from link.from to link.to are held
 	shape Faults            // delay, jitter and loss of every link
+	pairs map[link]Faults   // ... but these, set by ShapeBetween
 }
 
 // link is a direction between two hosts.
 type link struct{ from, to string }
 
-func NewNet() *Net { return &Net{links: map[link][]*Proxy{}, held: map[link]bool{}} }
+func NewNet() *Net {
+	return &Net{links: map[link][]*Proxy{}, held: map[link]bool{}, pairs: map[link]Faults{}}
+}
 
 // Add says that p carries the connections host from opens to host to.
 func (n *Net) Add(from, to string, p *Proxy) {
@@ -80,14 +83,25 @@ func (n *Net) Isolate(host string) {
 // Heal lifts every cut; delay, jitter and loss stay.
 func (n *Net) Heal() { n.update(func() { clear(n.held) }) }
 
-// Shape sets the delay, jitter and loss of every link (f.Hold is ignored:
-// cuts are Cut's).
+// Shape sets the delay, jitter and loss of every link, undoing
+// ShapeBetween (f.Hold is ignored: cuts are Cut's).
 func (n *Net) Shape(f Faults) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
 	f.Hold = false
-	n.update(func() { n.shape = f })
+	n.update(func() { n.shape = f; clear(n.pairs) })
+	return nil
+}
+
+// ShapeBetween sets the delay, jitter and loss of the link between a and
+// b, both ways, leaving every other link as Shape set it.
+func (n *Net) ShapeBetween(a, b string, f Faults) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	f.Hold = false
+	n.update(func() { n.pairs[link{a, b}], n.pairs[link{b, a}] = f, f })
 	return nil
 }
 
@@ -127,7 +141,18 @@ func (n *Net) String() string {
 	if len(cuts) == 0 {
 		cuts = []string{"none"}
 	}
-	return fmt.Sprintf("cut: %s; every link: %v", strings.Join(cuts, " "), n.shape)
+	s := fmt.Sprintf("cut: %s; every link: %v", strings.Join(cuts, " "), n.shape)
+	var pairs []string
+	for l, f := range n.pairs {
+		if l.from < l.to {
+			pairs = append(pairs, fmt.Sprintf("%s<->%s: %v", l.from, l.to, f))
+		}
+	}
+	slices.Sort(pairs)
+	if len(pairs) > 0 {
+		s += "; but " + strings.Join(pairs, ", ")
+	}
+	return s
 }
 
 // update changes the state under the lock and gives every proxy its
@@ -146,7 +171,10 @@ func (n *Net) update(change func()) {
 
 // faults are those of the bytes going from one host to another.
 func (n *Net) faults(from, to string) Faults {
-	f := n.shape
+	f, ok := n.pairs[link{from, to}]
+	if !ok {
+		f = n.shape
+	}
 	f.Hold = n.held[link{from, to}]
 	return f
 }

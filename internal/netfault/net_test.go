@@ -79,6 +79,31 @@ func TestIsolateAndHeal(t *testing.T) {
 	}
 }
 
+func TestShapeBetweenOverridesOneLink(t *testing.T) {
+	n, ps := net3(t)
+	slow := Faults{Delay: 50 * time.Millisecond}
+	if err := n.ShapeBetween("a", "b", slow); err != nil {
+		t.Fatal(err)
+	}
+	for l, p := range ps {
+		up, down := p.Faults()
+		want := Faults{}
+		if (l[0] == "a" && l[1] == "b") || (l[0] == "b" && l[1] == "a") {
+			want = slow
+		}
+		if up != want || down != want {
+			t.Errorf("proxy %s->%s: %v / %v, want %v", l[0], l[1], up, down, want)
+		}
+	}
+	if s := n.String(); s != "cut: none; every link: clear; but a<->b: delay 50ms±0s" {
+		t.Errorf("String() = %q", s)
+	}
+	n.Shape(Faults{})
+	if up, _ := ps[[2]string{"a", "b"}].Faults(); up != (Faults{}) {
+		t.Errorf("Shape left a->b at %v", up)
+	}
+}
+
 func TestFlapCutsAndHeals(t *testing.T) {
 	n, ps := net3(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
