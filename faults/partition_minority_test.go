@@ -71,22 +71,23 @@ func (hd *holder) record(load *contention) {
 
 // minorityClient cuts a follower's host off with the clients on it,
 // while one of them holds a lease that a client next to the leader waits
-// for. Every link is 100ms ± 50ms slow first (the holder is far from the
-// leader): a holder that counted its deadline from the reply, not from
-// before the send, would then believe in its lease past the moment the
-// leader hands it over. The holder's lease must end at its safe deadline,
-// at most failClosedBound after the cut; the waiter must get it only
-// after that; the holder's writes with its token, during the cut and
-// after the heal, must be refused.
+// for. The holder is far from the leader (their link 200ms ± 50ms each
+// way) and the leader close to the third node, whose quorum hands the
+// lease over fast: a holder that counted its deadline from the reply, not
+// from before the send, would believe in its lease past the hand-over.
+// The holder's lease must end at its safe deadline, at most
+// failClosedBound after the cut; the waiter must get it only after that;
+// the holder's writes with its token, during the cut and after the heal,
+// must be refused.
 func minorityClient(t *testing.T, pc *partitionCluster, load *contention) ([]cutOff, error) {
-	if err := pc.lab.Net.Shape(netfault.Faults{Delay: 100 * time.Millisecond, Jitter: 50 * time.Millisecond}); err != nil {
-		return nil, err
-	}
 	l, err := pc.leader()
 	if err != nil {
 		return nil, err
 	}
 	f := pc.others(l)[0]
+	if err := pc.lab.Net.ShapeBetween(f, l, netfault.Faults{Delay: 200 * time.Millisecond, Jitter: 50 * time.Millisecond}); err != nil {
+		return nil, err
+	}
 	resource := fmt.Sprintf("faults/partition/minority-client/held-%d", time.Now().UnixNano())
 	far, near := pc.hostClient(t, pc.host(f), client.SessionDefault), pc.hostClient(t, pc.host(l), client.SessionDefault)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*progressTimeout)
