@@ -95,9 +95,10 @@ func (w *workload) run(ctx context.Context, c *client.Client, h *history, resour
 // putFenced writes value at key fenced by (resource, token) and records
 // the write if it is acknowledged.
 func putFenced(ctx context.Context, c *client.Client, h *history, key string, value []byte, resource string, token uint64) error {
+	sent := time.Now()
 	v, err := c.Put(ctx, key, value, client.Fence(resource, token))
 	if err == nil {
-		h.wrote(write{key: key, value: value, version: v, resource: resource, token: token})
+		h.wrote(write{key: key, value: value, version: v, resource: resource, token: token, sent: sent})
 	}
 	return err
 }
