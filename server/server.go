@@ -63,18 +63,22 @@ type Config struct {
 	// MetricsApart leaves /metrics off the API listener: ServeMetrics
 	// serves it on a listener of its own.
 	MetricsApart bool
-	// MaxRequestBytes bounds a request body (default
-	// DefaultMaxRequestBytes). A body that says it is larger is refused
-	// before a byte of it is read. For this and the limits below, 0 means
-	// the default and a negative value no limit.
+	// MaxRequestBytes bounds a request body, or a message of a stream, in
+	// the bytes it decodes to (default DefaultMaxRequestBytes). A body that
+	// says it is larger is refused before a byte of it is read. For this
+	// and the limits below, 0 means the default and a negative value no
+	// limit.
 	MaxRequestBytes int
-	// MaxInflightBodyBytes bounds the bytes that the bodies of all requests
-	// in flight may hold together (default DefaultMaxInflightBodyBytes); a
-	// request over it is refused at once with ResourceExhausted.
+	// MaxInflightBodyBytes bounds the decoded bytes that the bodies of all
+	// requests in flight may hold together, charged as they arrive (default
+	// DefaultMaxInflightBodyBytes); one IP address may hold a quarter of it,
+	// or MaxRequestBytes if more. A request over either is refused at once
+	// with ResourceExhausted.
 	MaxInflightBodyBytes int64
 	// BodyTimeout bounds the time a request body may take to arrive after
-	// its headers (default DefaultBodyTimeout). A waiting Acquire's wait
-	// comes after its body and is not bounded by it.
+	// its headers, and a session stream's message after its first byte
+	// (default DefaultBodyTimeout). A waiting Acquire's wait comes after
+	// its body and is not bounded by it.
 	BodyTimeout time.Duration
 	// MaxConns bounds the open API connections, and MaxConnsPerClient those
 	// from one IP address (defaults DefaultMaxConns and
@@ -96,9 +100,9 @@ const (
 	// as protobuf or compact JSON), with room to spare.
 	DefaultMaxRequestBytes = 8 << 20
 	// DefaultMaxInflightBodyBytes is two of the largest requests. A
-	// decoded request can take twelve times its body (measured: 16 bodies
-	// of 8 MiB at once peak at 210 MB of RSS with this budget), while the
-	// usual request is under a kilobyte.
+	// decoded request can take twelve times its body (measured: 16 to 320
+	// bodies of 8 MiB at once, plain or gzip, peak at 125 to 210 MB of RSS
+	// with this budget), while the usual request is under a kilobyte.
 	DefaultMaxInflightBodyBytes = 2 * DefaultMaxRequestBytes
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultMaxConns             = 4096
@@ -188,38 +192,42 @@ func New(cfg Config) (*Server, error) {
 		interceptors = append([]connect.Interceptor{serverSpans(s.fwd.tracer, cfg.NodeID)}, interceptors...)
 	}
 	guard := connect.WithInterceptors(interceptors...)
-	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
 	// Replies are small: compressing them costs more CPU than it saves.
-	codecs := []connect.HandlerOption{connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8 << 10)}
+	// Requests are inflated by the body guard (bodies), not by connect.
+	codecs := []connect.HandlerOption{connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8 << 10), gzipHere}
 	for _, c := range jsonCodecs() {
 		codecs = append(codecs, connect.WithCodec(c))
 	}
 	codec := connect.WithHandlerOptions(codecs...)
-	bodies := &bodyGuard{max: int64(cfg.MaxRequestBytes), budget: cfg.MaxInflightBodyBytes, timeout: cfg.BodyTimeout,
-		errors: connect.NewErrorWriter(codec), refused: s.refused}
+	bodies := newBodyGuard(cfg.MaxInflightBodyBytes, int64(cfg.MaxRequestBytes), cfg.BodyTimeout,
+		connect.NewErrorWriter(codec), s.refused)
+	large, small, session := requestLimits(int64(cfg.MaxRequestBytes))
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_inflight_body_bytes",
-		Help: "Bytes of request bodies held by requests in flight (limit max_inflight_body_bytes)."},
-		func() float64 { return float64(bodies.held.Load()) }))
+		Help: "Bytes of request bodies in flight, as they decode (limit max_inflight_body_bytes)."},
+		func() float64 { return float64(bodies.inFlight()) }))
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_sessions",
 		Help: "Session streams this node serves (Go clients' lease, queue and idempotency calls)."},
 		func() float64 { return float64(s.sessions.count()) }))
-	mount := func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(h)) }
-	mount(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
-	mount(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
-	mount(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
-	mount(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, small, codec))
-	mount(leaseholdv1connect.NewElectionsHandler(elections{s}, guard, small, codec))
-	mount(leaseholdv1connect.NewWatchHandler(watchAPI{s}, guard, small, codec))
+	mount := func(lim bodyLimit) func(string, http.Handler) {
+		return func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(lim, h)) }
+	}
+	mountLarge, mountSmall := mount(large), mount(small)
+	mountLarge(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, codec))
+	mountSmall(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, codec))
+	mountLarge(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, codec))
+	mountSmall(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, codec))
+	mountSmall(leaseholdv1connect.NewElectionsHandler(elections{s}, guard, codec))
+	mountSmall(leaseholdv1connect.NewWatchHandler(watchAPI{s}, guard, codec))
 	if cfg.Hub != nil {
 		registerWatchMetrics(cfg.Registry, cfg.Hub)
 	}
 	s.idem, s.queues, s.groups = newIdemAPI(s, cfg.Registry), newQueuesAPI(s, cfg.MaxQueueBodyBytes), newGroupsAPI(s, cfg.Registry)
-	mount(leaseholdv1connect.NewIdempotencyHandler(s.idem, guard, large, codec))
-	mount(leaseholdv1connect.NewQueuesHandler(s.queues, guard, large, codec))
-	mount(leaseholdv1connect.NewGroupsHandler(s.groups, guard, small, codec))
-	// Not through bodies: a session's body is a stream that lasts as long
-	// as the client, bounded per message, by ops unanswered and by idle time.
-	mux.Handle(leaseholdv1connect.NewSessionsHandler(sessionsAPI{s}, guard, large, codec))
+	mountLarge(leaseholdv1connect.NewIdempotencyHandler(s.idem, guard, codec))
+	mountLarge(leaseholdv1connect.NewQueuesHandler(s.queues, guard, codec))
+	mountSmall(leaseholdv1connect.NewGroupsHandler(s.groups, guard, codec))
+	// A session's body is a stream that lasts as long as the client:
+	// bounded per message, by ops unanswered and by idle time.
+	mount(session)(leaseholdv1connect.NewSessionsHandler(sessionsAPI{s}, guard, codec))
 	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MetricsAuth {
 		if cfg.Auth == nil {
@@ -250,7 +258,7 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return s.base },
+		BaseContext:       s.baseContext,
 		TLSConfig:         cfg.TLS,
 	}
 	return s, nil
@@ -323,7 +331,7 @@ func (s *Server) Serve(l net.Listener) error {
 	s.forwardOnce.Do(func() {
 		// Forwarded requests arrive over the raft port, already inside its
 		// TLS when raft TLS is on.
-		go s.http.Serve(s.node.ForwardListener())
+		go s.http.Serve(nodeListener{s.node.ForwardListener()})
 	})
 	l = limitConns(l, s.maxConns, s.maxConnsPerClient, s.refused)
 	var err error
