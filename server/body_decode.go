@@ -57,7 +57,7 @@ type inflater struct {
 	started bool
 }
 
-// reset makes f inflate in next, reusing its gzip reader.
+// reset makes f inflate in, reusing its gzip reader.
 func (f *inflater) reset(in io.Reader) { f.in, f.started = in, false }
 
 func (f *inflater) Read(p []byte) (int, error) {
