@@ -137,7 +137,7 @@ func TestGzipBodiesChargedAsTheyInflate(t *testing.T) {
 	for i := range callers {
 		// Each from an address of its own: the budget refuses, not a share.
 		c := rawConn(t, n, fmt.Sprintf("127.0.0.%d", 20+i))
-		fmt.Fprintf(c, "POST /leasehold.v1.Leases/Batch HTTP/1.1\r\nHost: leasehold\r\nContent-Type: application/json\r\n"+
+		fmt.Fprintf(c, "POST /leasehold.v1.Leases/Batch HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"+
 			"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n", len(body[0])+len(body[1]))
 		c.Write(body[0]) // inflates to part bytes; the rest comes later
 		if held+part <= budget {
