@@ -28,9 +28,10 @@ import (
 // EventGroupRevoking, EventGroupRemoved) carrying the member's session
 // lease and resource, so a member's assignment stream is a watch.
 
-// groupPrefix starts every group's internal resources. Its zero byte is
-// refused in a resource name, so no caller can acquire one.
-const groupPrefix = "\x00group/"
+// groupPrefix starts every group's internal resources. It is under
+// leasehold.ReservedPrefix, which the API refuses to callers, so no caller
+// can acquire one.
+const groupPrefix = leasehold.ReservedPrefix + "group/"
 
 // Limits of groups.
 const (
@@ -42,11 +43,19 @@ const (
 )
 
 // GroupResource is the prefix of the group's member resources and the
-// resource of its own events (created, grown, deleted).
-func GroupResource(group string) string { return groupPrefix + group + "\x00" }
+// resource of its own events (created, grown, deleted):
+// "@leasehold/group/GROUP/", with a "/" or "%" in the group's name
+// escaped (%2F, %25), so that the first "/" after it ends the name.
+func GroupResource(group string) string { return groupPrefix + groupEscaper.Replace(group) + "/" }
 
-// GroupMemberResource is the resource of member's session leases.
+// GroupMemberResource is the resource of member's session leases:
+// "@leasehold/group/GROUP/MEMBER".
 func GroupMemberResource(group, member string) string { return GroupResource(group) + member }
+
+var (
+	groupEscaper   = strings.NewReplacer("%", "%25", "/", "%2F")
+	groupUnescaper = strings.NewReplacer("%25", "%", "%2F", "/")
+)
 
 // GroupMemberOf is the group and member a session lease's resource stands
 // for.
@@ -55,8 +64,11 @@ func GroupMemberOf(resource string) (group, member string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	group, member, ok = strings.Cut(rest, "\x00")
-	return group, member, ok && member != ""
+	group, member, ok = strings.Cut(rest, "/")
+	if !ok || member == "" || GroupResource(groupUnescaper.Replace(group)) != groupPrefix+group+"/" {
+		return "", "", false // not a name GroupMemberResource makes
+	}
+	return groupUnescaper.Replace(group), member, true
 }
 
 type group struct {
@@ -133,13 +145,18 @@ type Assignment struct {
 	Revoking  bool
 }
 
-// ValidateForcedResource checks the resource a forced release names: a
-// resource name, or a group member's session resource as Leases.List
-// shows it (GroupMemberResource), so that a session is forced like any
-// lease. Only that exact shape may carry zero bytes.
+// ValidateForcedResource checks the resource a forced release (or an
+// inspection) names: a resource name, or a name leasehold makes under
+// leasehold.ReservedPrefix — a group member's session
+// (GroupMemberResource) or an idempotency attempt (IdemResource), which
+// may be longer than a caller's resource name — so that they are forced
+// like any lease.
 func ValidateForcedResource(r string) error {
 	if group, member, ok := GroupMemberOf(r); ok && validGroupName(group) == nil &&
 		leasehold.ValidateName("member", member, MaxGroupMemberLen, true) == nil {
+		return nil
+	}
+	if key, ok := IdemKeyOf(r); ok && validateIdemKey(key) == nil {
 		return nil
 	}
 	return leasehold.ValidateName("resource", r, leasehold.MaxResourceLen, true)
