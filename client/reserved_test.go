@@ -36,10 +36,13 @@ func TestReservedPrefixRefused(t *testing.T) {
 			_, err := unary.AcquireMany(ctx, []string{"ok/a", leasehold.ReservedPrefix + "x"}, client.TTL(time.Second))
 			return err
 		},
-		"batch":    func() error { _, err := batch.Acquire(ctx, name, client.TTL(time.Second)); return err },
-		"session":  func() error { _, err := session.Acquire(ctx, name, client.TTL(time.Second)); return err },
-		"campaign": func() error { _, err := unary.Campaign(ctx, leasehold.ReservedPrefix+"leader", "me", client.Wait(0)); return err },
-		"put":      func() error { _, err := unary.Put(ctx, leasehold.ReservedPrefix+"k", []byte("v")); return err },
+		"batch":   func() error { _, err := batch.Acquire(ctx, name, client.TTL(time.Second)); return err },
+		"session": func() error { _, err := session.Acquire(ctx, name, client.TTL(time.Second)); return err },
+		"campaign": func() error {
+			_, err := unary.Campaign(ctx, leasehold.ReservedPrefix+"leader", "me", client.Wait(0))
+			return err
+		},
+		"put": func() error { _, err := unary.Put(ctx, leasehold.ReservedPrefix+"k", []byte("v")); return err },
 		"txn": func() error {
 			_, err := unary.Txn(ctx).Then(client.OpPut(leasehold.ReservedPrefix+"k", []byte("v"))).Commit()
 			return err

@@ -3,7 +3,6 @@ package fsm
 import (
 	"maps"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -28,11 +27,6 @@ import (
 // EventGroupRevoking, EventGroupRemoved) carrying the member's session
 // lease and resource, so a member's assignment stream is a watch.
 
-// groupPrefix starts every group's internal resources. It is under
-// leasehold.ReservedPrefix, which the API refuses to callers, so no caller
-// can acquire one.
-const groupPrefix = leasehold.ReservedPrefix + "group/"
-
 // Limits of groups.
 const (
 	MaxGroupPartitions = 65536
@@ -43,32 +37,21 @@ const (
 )
 
 // GroupResource is the prefix of the group's member resources and the
-// resource of its own events (created, grown, deleted):
-// "@leasehold/group/GROUP/", with a "/" or "%" in the group's name
-// escaped (%2F, %25), so that the first "/" after it ends the name.
-func GroupResource(group string) string { return groupPrefix + groupEscaper.Replace(group) + "/" }
+// resource of its own events (created, grown, deleted), under
+// leasehold.ReservedPrefix, which the API refuses to callers, so no caller
+// can acquire one (leasehold.GroupSessionResource).
+func GroupResource(group string) string { return leasehold.GroupSessionResource(group, "") }
 
 // GroupMemberResource is the resource of member's session leases:
 // "@leasehold/group/GROUP/MEMBER".
-func GroupMemberResource(group, member string) string { return GroupResource(group) + member }
-
-var (
-	groupEscaper   = strings.NewReplacer("%", "%25", "/", "%2F")
-	groupUnescaper = strings.NewReplacer("%25", "%", "%2F", "/")
-)
+func GroupMemberResource(group, member string) string {
+	return leasehold.GroupSessionResource(group, member)
+}
 
 // GroupMemberOf is the group and member a session lease's resource stands
 // for.
 func GroupMemberOf(resource string) (group, member string, ok bool) {
-	rest, ok := strings.CutPrefix(resource, groupPrefix)
-	if !ok {
-		return "", "", false
-	}
-	group, member, ok = strings.Cut(rest, "/")
-	if !ok || member == "" || GroupResource(groupUnescaper.Replace(group)) != groupPrefix+group+"/" {
-		return "", "", false // not a name GroupMemberResource makes
-	}
-	return groupUnescaper.Replace(group), member, true
+	return leasehold.GroupSessionOf(resource)
 }
 
 type group struct {

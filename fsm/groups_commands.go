@@ -91,9 +91,9 @@ type GroupLapse struct {
 	Epoch     uint64
 }
 
-func (*GroupCreate) Kind() Kind  { return KindGroupCreate }
-func (*GroupGrow) Kind() Kind    { return KindGroupGrow }
-func (*GroupDelete) Kind() Kind  { return KindGroupDelete }
+func (*GroupCreate) Kind() Kind { return KindGroupCreate }
+func (*GroupGrow) Kind() Kind   { return KindGroupGrow }
+func (*GroupDelete) Kind() Kind { return KindGroupDelete }
 func (c *GroupJoin) Kind() Kind {
 	if c.oldKind {
 		return KindGroupJoin

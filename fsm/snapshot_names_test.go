@@ -31,6 +31,7 @@ func TestReservedNames(t *testing.T) {
 			}
 		}
 	}
+	groupPrefix := leasehold.ReservedPrefix + "group/"
 	for _, bad := range []string{GroupResource("g"), groupPrefix + "a%2fb/m", groupPrefix + "a%/m", groupPrefix + "nomember"} {
 		if g, m, ok := GroupMemberOf(bad); ok {
 			t.Errorf("GroupMemberOf(%q) = %q, %q: a name GroupMemberResource never makes", bad, g, m)
