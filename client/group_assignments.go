@@ -118,7 +118,8 @@ func (m *Membership) assignments(ctx context.Context, s *AssignmentStream) error
 			return nil
 		}
 		if progressed {
-			backoff, octx = 20*time.Millisecond, ctx
+			stop()
+			backoff, octx = 20*time.Millisecond, ctx // open: no longer bounded
 		}
 		if octx.Err() != nil {
 			return c.ended(octx, last)

@@ -144,7 +144,8 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 		}
 		if progressed {
 			backoff, outOfRange, warned = 20*time.Millisecond, 0, false
-			octx = ctx
+			stop()
+			octx = ctx // open: no longer bounded
 		}
 		if octx.Err() != nil {
 			return c.ended(octx, last)
