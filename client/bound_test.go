@@ -167,13 +167,9 @@ func TestTimeoutBoundsCalls(t *testing.T) {
 // boundClient is a client of eps with Config.Timeout boundTimeout, on
 // unary calls or (session) on a session stream over h2c.
 func boundClient(t testing.TB, eps []string, session bool) *testClient {
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	cfg := client.Config{Timeout: boundTimeout, HTTPClient: &http.Client{Transport: tr}, Session: client.SessionOff}
+	cfg := client.Config{Timeout: boundTimeout, Session: client.SessionOff}
 	if session {
-		var p http.Protocols
-		p.SetUnencryptedHTTP2(true)
-		tr.Protocols, cfg.Session = &p, client.SessionOn
+		cfg = onStream(t, cfg)
 	}
 	c := newClient(t, cfg, eps...)
 	t.Cleanup(func() { c.Close() })

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -21,12 +20,7 @@ func TestReservedPrefixRefused(t *testing.T) {
 	n := startNode(t)
 	unary := newClient(t, client.Config{Session: client.SessionOff, MaxBatch: 1}, n.URL)
 	batch := newClient(t, client.Config{Session: client.SessionOff}, n.URL)
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	tr.Protocols = &p
-	session := newClient(t, client.Config{Session: client.SessionOn, HTTPClient: &http.Client{Transport: tr}}, n.URL)
+	session := newClient(t, onStream(t, client.Config{}), n.URL)
 	t.Cleanup(func() { session.Close() })
 	name := leasehold.ReservedPrefix + "group/shards/worker-1"
 	ctx := ctxFor(t, callTimeout)
