@@ -234,8 +234,9 @@ func randomHex(n int) string {
 
 // call runs RPC f of the service svc picks, against the current endpoint,
 // moving on to the next and retrying while the error is Unavailable, until
-// ctx ends or the client's bound passes (see bound). The request carries the same request ID on every attempt, so a
-// retry never acts twice. perTry > 0 bounds each attempt.
+// ctx ends or the client's bound passes (see bound). The request carries
+// the same request ID on every attempt, so a retry never acts twice.
+// perTry > 0 bounds each attempt.
 func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration, svc func(*endpoint) S,
 	f func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 	msg *Req) (*Res, error) {

@@ -113,13 +113,16 @@ func (m *Membership) assignments(ctx context.Context, s *AssignmentStream) error
 		if c.cfg.Token != "" {
 			req.Header().Set("Authorization", "Bearer "+c.cfg.Token)
 		}
-		progressed, ended, err := m.assignmentStream(ctx, octx, &c.nodes[i], req, s, &from)
+		progressed, opened, ended, err := m.assignmentStream(ctx, octx, &c.nodes[i], req, s, &from)
 		if ended || ctx.Err() != nil {
 			return nil
 		}
 		if progressed {
+			backoff = 20 * time.Millisecond
+		}
+		if opened {
 			stop()
-			backoff, octx = 20*time.Millisecond, ctx // open: no longer bounded
+			octx = ctx // no longer bounded
 		}
 		if octx.Err() != nil {
 			return c.ended(octx, last)
@@ -152,21 +155,23 @@ func (m *Membership) assignments(ctx context.Context, s *AssignmentStream) error
 	}
 }
 
-// assignmentStream reads one node's stream into s until it ends. Its
-// first answer must come within RequestTimeout and before octx ends.
+// assignmentStream reads one node's stream into s until it ends; opened
+// says it answered. Its first answer must come within RequestTimeout and
+// before octx ends.
 func (m *Membership) assignmentStream(ctx, octx context.Context, e *endpoint, req *connect.Request[pb.GroupsAssignmentsRequest],
-	s *AssignmentStream, from **uint64) (progressed, ended bool, err error) {
+	s *AssignmentStream, from **uint64) (progressed, opened, ended bool, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	opened := opening(octx, e.url, m.lease.c.cfg.RequestTimeout, cancel)
-	defer opened()
+	open := opening(octx, e.url, m.lease.c.cfg.RequestTimeout, cancel)
+	defer open()
 	st, err := e.groups.Assignments(ctx, req)
 	if err != nil {
-		return false, false, streamErr(ctx, err)
+		return false, false, false, streamErr(ctx, err)
 	}
 	defer st.Close()
 	for st.Receive() {
-		opened()
+		open()
+		opened = true
 		msg := st.Msg()
 		if *from != nil && !msg.Initial && msg.Index <= **from {
 			continue // nothing new (the opening mark of a resumed stream)
@@ -176,18 +181,18 @@ func (m *Membership) assignmentStream(ctx, octx context.Context, e *endpoint, re
 		select {
 		case s.updates <- u:
 		case <-ctx.Done():
-			return progressed, false, ctx.Err()
+			return progressed, opened, false, ctx.Err()
 		}
 		idx := msg.Index
 		*from, progressed = &idx, true
 		if msg.Ended {
-			return progressed, true, nil
+			return progressed, opened, true, nil
 		}
 	}
 	if err := st.Err(); err != nil {
-		return progressed, false, streamErr(ctx, err)
+		return progressed, opened, false, streamErr(ctx, err)
 	}
-	return progressed, false, fmt.Errorf("assignment stream from %s ended", e.url)
+	return progressed, opened, false, fmt.Errorf("assignment stream from %s ended", e.url)
 }
 
 func assignment(a *pb.Assignment) Assignment {

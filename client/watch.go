@@ -138,14 +138,16 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 		if c.cfg.Token != "" {
 			req.Header().Set("Authorization", "Bearer "+c.cfg.Token)
 		}
-		progressed, err := c.stream(ctx, octx, &c.nodes[i], req, w, &started)
+		progressed, opened, err := c.stream(ctx, octx, &c.nodes[i], req, w, &started)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if progressed {
 			backoff, outOfRange, warned = 20*time.Millisecond, 0, false
+		}
+		if opened {
 			stop()
-			octx = ctx // open: no longer bounded
+			octx = ctx // no longer bounded
 		}
 		if octx.Err() != nil {
 			return c.ended(octx, last)
@@ -182,20 +184,22 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 }
 
 // stream reads one node's stream into w until it ends; progressed says it
-// moved the index on (or started the watch). Its first answer must come
-// within RequestTimeout and before octx ends.
-func (c *Client) stream(ctx, octx context.Context, e *endpoint, req *connect.Request[pb.WatchRequest], w *Watch, started *bool) (progressed bool, err error) {
+// moved the index on (or started the watch), opened that it answered. Its
+// first answer must come within RequestTimeout and before octx ends.
+func (c *Client) stream(ctx, octx context.Context, e *endpoint, req *connect.Request[pb.WatchRequest], w *Watch,
+	started *bool) (progressed, opened bool, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	opened := opening(octx, e.url, c.cfg.RequestTimeout, cancel)
-	defer opened()
+	open := opening(octx, e.url, c.cfg.RequestTimeout, cancel)
+	defer open()
 	s, err := e.watch.Watch(ctx, req)
 	if err != nil {
-		return false, streamErr(ctx, err)
+		return false, false, streamErr(ctx, err)
 	}
 	defer s.Close()
 	for s.Receive() {
-		opened()
+		open()
+		opened = true
 		m := s.Msg()
 		if *started && m.Index <= w.index {
 			continue // nothing new (the opening mark of a resumed watch)
@@ -204,15 +208,15 @@ func (c *Client) stream(ctx, octx context.Context, e *endpoint, req *connect.Req
 			select {
 			case w.events <- eventOf(ev):
 			case <-ctx.Done():
-				return progressed, ctx.Err()
+				return progressed, opened, ctx.Err()
 			}
 		}
 		w.index, *started, progressed = m.Index, true, true
 	}
 	if err := s.Err(); err != nil {
-		return progressed, streamErr(ctx, err)
+		return progressed, opened, streamErr(ctx, err)
 	}
-	return progressed, fmt.Errorf("watch stream from %s ended", e.url)
+	return progressed, opened, fmt.Errorf("watch stream from %s ended", e.url)
 }
 
 func eventOf(e *pb.WatchEvent) Event {
