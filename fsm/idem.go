@@ -47,10 +47,10 @@ const idemPrefix = leasehold.ReservedPrefix + "idem/"
 func IdemResource(key string) string { return idemPrefix + key }
 
 // MaxIdemKeyLen bounds a key. It is what fitted a resource name under the
-// first, shorter prefix ("\x00idem/"): every key that was valid stays so,
-// and an attempt's resource may exceed a caller's resource name by the
-// difference.
-const MaxIdemKeyLen = leasehold.MaxResourceLen - 6
+// first, shorter prefix (snapshot_names.go): every key that was valid
+// stays so, and an attempt's resource may exceed a caller's resource name
+// by the difference.
+const MaxIdemKeyLen = leasehold.MaxResourceLen - len(legacyIdemPrefix)
 
 // IdemKeyOf is the idempotency key an attempt lease's resource stands for.
 func IdemKeyOf(resource string) (string, bool) {
