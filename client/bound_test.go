@@ -211,6 +211,7 @@ func await(t *testing.T, res <-chan timing, bound time.Duration) timing {
 func checkBound(t *testing.T, res <-chan timing, wait time.Duration, once bool, eps []string) {
 	bound := wait + boundTimeout
 	tm := await(t, res, bound)
+	t.Logf("gave up after %v (bound %v)", tm.took.Round(time.Millisecond), bound)
 	if !errors.Is(tm.err, leasehold.ErrUnavailable) {
 		t.Fatalf("after %v: %v; want an error matching leasehold.ErrUnavailable", tm.took, tm.err)
 	}
