@@ -46,8 +46,8 @@ func noQuorum(t testing.TB) []string {
 	return urls
 }
 
-// boundCase is one call made with context.Background(): it returns
-// the call's error (FailOpen: whether it got a lease some other way).
+// boundCase is one call made with context.Background(), returning its
+// error.
 type boundCase struct {
 	name    string
 	wait    time.Duration // asked of the server: the bound is wait + Timeout
