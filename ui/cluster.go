@@ -49,7 +49,7 @@ func (d *Dashboard) clusterPage(w http.ResponseWriter, r *http.Request, s *sessi
 		d.failAPI(w, r, s, err)
 		return
 	}
-	d.render(w, http.StatusOK, "cluster", page{session: s, Title: "Cluster", Nav: "cluster", Data: rows})
+	d.render(w, http.StatusOK, "cluster", page{session: s, Title: "Cluster", Nav: "cluster", Data: rows, Live: liveURL("cluster", nil)})
 }
 
 func (d *Dashboard) clusterRows(w http.ResponseWriter, r *http.Request, s *session) {
