@@ -82,6 +82,19 @@
     return labels;
   }
 
+  // Counts step by whole numbers.
+  const counts = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 1e7, 1e8, 1e9];
+
+  // lone are the points with no neighbour, which a line cannot show.
+  function lone(u, si) {
+    const d = u.data[si];
+    const out = [];
+    for (let i = 0; i < d.length; i++) {
+      if (d[i] != null && d[i - 1] == null && d[i + 1] == null) out.push(i);
+    }
+    return out;
+  }
+
   function options(c, span, fig) {
     return {
       width: 440,
@@ -98,11 +111,12 @@
           fill: "rgba(37, 99, 235, 0.12)",
           width: 1.5,
           value: (u, v) => (v == null ? "—" : fmtNum(v) + " " + c.unit),
+          points: { show: true, size: 5, filter: lone },
         },
       ],
       axes: [
         { values: (u, splits) => ticks(fig, "x", splits.map((s) => fmtTime(s, splits.length > 1 && splits[1] - splits[0] < 60))) },
-        { label: c.unit, size: 56, values: (u, splits) => ticks(fig, "y", splits.map(fmtNum)) },
+        { label: c.unit, size: 56, incrs: c.unit === "seconds" ? undefined : counts, values: (u, splits) => ticks(fig, "y", splits.map(fmtNum)) },
       ],
       legend: { live: true },
     };
