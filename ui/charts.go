@@ -320,7 +320,7 @@ func (d *Dashboard) chartsPage(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	d.render(w, http.StatusOK, "charts", page{session: s, Title: "Charts", Nav: "charts", Live: liveURL("charts", nil),
-		Data: struct{ Step, JSON string }{fmtDur(d.cfg.SampleEvery), chartsJSONText(c)}})
+		Data: struct{ Step, Span, JSON string }{fmtDur(d.cfg.SampleEvery), fmtDur(d.cfg.SampleEvery * time.Duration(d.cfg.Samples)), chartsJSONText(c)}})
 }
 
 // chartsData is the charts' JSON, which a page polls when its event

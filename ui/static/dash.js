@@ -115,7 +115,7 @@
         },
       ],
       axes: [
-        { values: (u, splits) => ticks(fig, "x", splits.map((s) => fmtTime(s, splits.length > 1 && splits[1] - splits[0] < 60))) },
+        { space: 80, values: (u, splits) => ticks(fig, "x", splits.map((s) => fmtTime(s, splits.length > 1 && splits[1] - splits[0] < 60))) },
         { label: c.unit, size: 56, incrs: c.unit === "seconds" ? undefined : counts, values: (u, splits) => ticks(fig, "y", splits.map(fmtNum)) },
       ],
       legend: { live: true },
