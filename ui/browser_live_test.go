@@ -331,7 +331,9 @@ func TestDashboardLiveInABrowser(t *testing.T) {
 		}
 		shot(t, ctx, "elections")
 	})
-	if d := time.Since(start); d > 60*time.Second {
-		t.Errorf("the live browser tests took %v; keep them under a minute", d)
+	// About 40 s with -race on an idle machine; the bound leaves a loaded
+	// one room and still catches a wait that runs to its timeout.
+	if d := time.Since(start); d > 90*time.Second {
+		t.Errorf("the live browser tests took %v; keep them near 40 s", d)
 	}
 }

@@ -66,26 +66,6 @@ func (d *Dashboard) leases(r *http.Request, s *session) (leasesData, error) {
 	return data, nil
 }
 
-func (d *Dashboard) leasesPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := d.leases(r, s)
-	if err != nil {
-		d.failAPI(w, r, s, err)
-		return
-	}
-	d.render(w, http.StatusOK, "leases", page{session: s, Title: "Leases", Nav: "leases", Data: data, Live: liveURL("leases", r.URL.Query())})
-}
-
-// leaseRows is the table's body alone, which the page polls when its event
-// stream fails.
-func (d *Dashboard) leaseRows(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := d.leases(r, s)
-	if err != nil {
-		d.failAPI(w, r, s, err)
-		return
-	}
-	d.fragment(w, "leases", "rows", page{session: s, Data: data})
-}
-
 // waiterRow is one queued acquire.
 type waiterRow struct {
 	Resources        []string

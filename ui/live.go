@@ -38,10 +38,10 @@ type liveView struct {
 }
 
 var liveViews = map[string]liveView{
-	"leases":    {parts: (*Dashboard).leasesLive, watch: pagePrefix, every: 5 * time.Second},
-	"elections": {parts: (*Dashboard).electionsLive, watch: pagePrefix, every: 5 * time.Second},
+	"leases":    {parts: leasesTable.live, watch: pagePrefix, every: 5 * time.Second},
+	"elections": {parts: electionsTable.live, watch: pagePrefix, every: 5 * time.Second},
 	"lease":     {parts: (*Dashboard).timelineLive, watch: pageResource, renewed: true},
-	"cluster":   {parts: (*Dashboard).clusterLive, every: 2 * time.Second},
+	"cluster":   {parts: clusterTable.live, every: 2 * time.Second},
 	"charts":    {parts: (*Dashboard).chartsLive, samples: true, nodeWide: true},
 	"queue":     {parts: (*Dashboard).chartsLive, samples: true},
 	"group":     {parts: (*Dashboard).chartsLive, samples: true},
@@ -311,22 +311,6 @@ func sseEvents(parts map[string]string) string {
 }
 
 // The views' parts.
-
-func (d *Dashboard) leasesLive(r *http.Request, s *session) (map[string]string, error) {
-	data, err := d.leases(r, s)
-	if err != nil {
-		return nil, err
-	}
-	return d.part("leases", "rows", s, data)
-}
-
-func (d *Dashboard) clusterLive(r *http.Request, s *session) (map[string]string, error) {
-	rows, err := d.nodes(r, s)
-	if err != nil {
-		return nil, err
-	}
-	return d.part("cluster", "rows", s, rows)
-}
 
 func (d *Dashboard) chartsLive(r *http.Request, s *session) (map[string]string, error) {
 	c, err := d.chartsFor(r, s)

@@ -79,34 +79,6 @@ func termHealth(now time.Time, l *pb.Lock) (bool, string) {
 	return true, "ok: " + text
 }
 
-func (d *Dashboard) electionsPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := d.elections(r, s)
-	if err != nil {
-		d.failAPI(w, r, s, err)
-		return
-	}
-	d.render(w, http.StatusOK, "elections", page{session: s, Title: "Elections", Nav: "elections", Data: data, Live: liveURL("elections", r.URL.Query())})
-}
-
-// electionRows is the table's body alone, which the page polls when its
-// event stream fails.
-func (d *Dashboard) electionRows(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := d.elections(r, s)
-	if err != nil {
-		d.failAPI(w, r, s, err)
-		return
-	}
-	d.fragment(w, "elections", "rows", page{session: s, Data: data})
-}
-
-func (d *Dashboard) electionsLive(r *http.Request, s *session) (map[string]string, error) {
-	data, err := d.elections(r, s)
-	if err != nil {
-		return nil, err
-	}
-	return d.part("elections", "rows", s, data)
-}
-
 // idemRow is one idempotency key. Its stored result is never shown: it is
 // the application's data (a payment's answer), not the operator's.
 type idemRow struct {
