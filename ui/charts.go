@@ -2,6 +2,7 @@ package ui
 
 import (
 	"errors"
+	"maps"
 
 	"connectrpc.com/connect"
 	"encoding/json"
@@ -94,8 +95,10 @@ func newSampler(reg prometheus.Gatherer, groups func(int) map[string]uint64, ste
 func (s *sampler) read() reading {
 	out := reading{node: make([]float64, len(chartSeries)), res: map[track][]float64{}}
 	if s.groups != nil {
-		for name, n := range s.groups(maxCharted) {
-			out.res[track{"group", name}] = []float64{float64(n)}
+		counts := s.groups(maxCharted)
+		names := slices.Sorted(maps.Keys(counts))
+		for _, name := range names[:min(len(names), maxCharted)] { // the bound holds whatever the source returns
+			out.res[track{"group", name}] = []float64{float64(counts[name])}
 		}
 	}
 	mfs, err := s.reg.Gather()

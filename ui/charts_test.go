@@ -2,6 +2,7 @@ package ui
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -81,15 +82,7 @@ func TestSamplerChartsEachQueueAndGroup(t *testing.T) {
 	oldest := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "leasehold_queue_oldest_age_seconds"}, []string{"queue"})
 	reg.MustRegister(depth, oldest)
 	rebalances := map[string]uint64{}
-	s := newSampler(reg, func(limit int) map[string]uint64 {
-		out := map[string]uint64{}
-		for k, v := range rebalances {
-			if len(out) < limit {
-				out[k] = v
-			}
-		}
-		return out
-	}, 6)
+	s := newSampler(reg, func(int) map[string]uint64 { return maps.Clone(rebalances) }, 6) // past the limit too
 	t0 := time.Unix(1_800_000_000, 0)
 	s.take(t0)
 	depth.WithLabelValues("orders").Set(7)
