@@ -28,8 +28,7 @@ type history struct {
 
 // grant is one acknowledged lease grant.
 type grant struct {
-	seq      int64     // order in which the test learned of it
-	at       time.Time // when it learned of it
+	seq      int64 // order in which the test learned of it
 	phase    int
 	resource string
 	leaseID  uint64
@@ -44,14 +43,13 @@ type write struct {
 	version  uint64
 	resource string
 	token    uint64
-	sent     time.Time // when this process sent it (zero: another process did)
 }
 
 func (h *history) granted(resource string, leaseID, token uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
-	h.grants = append(h.grants, grant{seq: h.seq, at: time.Now(), phase: h.phase, resource: resource, leaseID: leaseID, token: token})
+	h.grants = append(h.grants, grant{seq: h.seq, phase: h.phase, resource: resource, leaseID: leaseID, token: token})
 }
 
 func (h *history) wrote(w write) {
@@ -185,13 +183,9 @@ func tokensReused(grants []grant, n *counts) int {
 }
 
 // staleWrites counts fenced writes applied after a newer grant on their
-// resource: the write's lease had already passed to someone else. Either
-// the write was sent after the test learned of a grant with a larger
-// token, or its version v (the log index that applied it) is above a
-// grant's token t' that is above its own token t, t < t' < v. The index
-// rule alone goes blind once tokens run ahead of the log's indexes (a new
-// leader raises them to its token floor, 1,024 or more ahead), which is
-// why the time rule is there.
+// resource: token t, version v (the log index that applied it) and a
+// grant of the resource with a token in (t, v) — the write's lease had
+// already passed to someone else when it was applied.
 func staleWrites(grants []grant, writes []write, n *counts) int {
 	stale := 0
 	for _, w := range writes {
@@ -199,8 +193,7 @@ func staleWrites(grants []grant, writes []write, n *counts) int {
 			continue
 		}
 		for _, g := range grants {
-			after := g.token < w.version || (!w.sent.IsZero() && w.sent.After(g.at))
-			if g.resource == w.resource && g.token > w.token && after {
+			if g.resource == w.resource && g.token > w.token && g.token < w.version {
 				stale++
 				n.example("stale write accepted: %s fenced by %s token %d applied at %d, after token %d was granted",
 					w.key, w.resource, w.token, w.version, g.token)

@@ -95,10 +95,9 @@ func (w *workload) run(ctx context.Context, c *client.Client, h *history, resour
 // putFenced writes value at key fenced by (resource, token) and records
 // the write if it is acknowledged.
 func putFenced(ctx context.Context, c *client.Client, h *history, key string, value []byte, resource string, token uint64) error {
-	sent := time.Now()
 	v, err := c.Put(ctx, key, value, client.Fence(resource, token))
 	if err == nil {
-		h.wrote(write{key: key, value: value, version: v, resource: resource, token: token, sent: sent})
+		h.wrote(write{key: key, value: value, version: v, resource: resource, token: token})
 	}
 	return err
 }
