@@ -269,7 +269,10 @@ func (b *guardedBody) refuse(limit string, err error) error {
 	if limit != "" {
 		b.g.refused(limit)
 	}
-	if b.rc != nil {
+	// Not once the handler returned (a session's reader may still be
+	// reading a message sent before): its ResponseWriter is gone, and
+	// HTTP/2's panics on a deadline set after the handler.
+	if b.rc != nil && !errors.Is(err, errAnswered) {
 		stopReading(b.rc)
 	}
 	b.deadline, b.refusal = false, api.ToConnect(err)
@@ -285,6 +288,9 @@ func stopReading(rc *http.ResponseController) { rc.SetReadDeadline(time.Now().Ad
 
 const refusedDrain = 250 * time.Millisecond
 
+// errAnswered refuses what a body brings after its handler returned.
+var errAnswered = errors.New("the request was answered")
+
 // charge takes n bytes of the budget for b, or names the limit it would
 // pass and refuses them.
 func (g *bodyGuard) charge(b *guardedBody, n int64) (limit string, err error) {
@@ -293,7 +299,7 @@ func (g *bodyGuard) charge(b *guardedBody, n int64) (limit string, err error) {
 	switch {
 	case b.done:
 		// The handler returned: nothing reads this body any more.
-		return "", errors.New("the request was answered")
+		return "", errAnswered
 	case g.budget > 0 && g.held+n > g.budget:
 		return "max_inflight_body_bytes", leasehold.Errorf(leasehold.CodeLimit,
 			"this node is already reading %d bytes of request bodies (limit max_inflight_body_bytes); retry shortly or on another node", g.held)
