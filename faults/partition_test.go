@@ -82,7 +82,10 @@ func runPartition(t *testing.T, pc *partitionCluster, name string, fault partiti
 	n := load.counts(windows)
 	finish(t, "partition-"+name, h, pc.observer, expect{}, err)
 	seen, _ := h.count(context.Background(), nil) // what the history shows by itself
-	row := partitionRow{scenario: name, partitionCounts: n, acked: seen.acked, stale: seen.stale, lostEverywhere: len(lostEverywhere)}
+	// Stale writes: the load's by send time (checkStale), the rest (the
+	// regrant's) by log index; both see the load's before a token floor.
+	n.stale = max(n.stale, seen.stale)
+	row := partitionRow{scenario: name, partitionCounts: n, acked: seen.acked, lostEverywhere: len(lostEverywhere)}
 	t.Logf("%s: %d holds, exclusion %d, token order %d, isolated side answered %d, late calls %d, fail-closed %v (late %d)",
 		name, n.holds, n.exclusion, n.order, n.isolatedOK, n.lateCalls, n.failClosed, n.lateFailClose)
 	var bad []string
@@ -92,7 +95,7 @@ func runPartition(t *testing.T, pc *partitionCluster, name string, fault partiti
 	}{
 		{"overlapping holds", n.exclusion}, {"tokens out of order", n.order}, {"calls answered on the cut-off side", n.isolatedOK},
 		{"calls that outlived their bound", n.lateCalls}, {"leases that outlived the fail-closed bound", n.lateFailClose},
-		{"acknowledged writes missing on some node", len(lostEverywhere)},
+		{"acknowledged writes missing on some node", len(lostEverywhere)}, {"stale writes accepted", n.stale},
 	} {
 		if f.n > 0 {
 			bad = append(bad, fmt.Sprintf("%s = %d", f.what, f.n))
@@ -111,31 +114,80 @@ func runPartition(t *testing.T, pc *partitionCluster, name string, fault partiti
 // the cut-off side to lapse, and for the majority to take them over.
 var holdFault = time.Duration(rounds(1, 3)) * (2*partitionTTL + time.Second)
 
-// cutFor cuts host off (cut makes the cut) while a client on it holds a
-// lease, checks that the majority (every other host) goes on
-// acknowledging writes, keeps the cut for holdFault, and heals it. The
-// holder's lease must have ended by then.
+// cutFor cuts the leader's host off (cut makes the cut) and checks what
+// the failure semantics promise on both sides: on the cut-off side, a
+// client's lease ends by failClosedBound; on the majority, a lease granted
+// just before the cut and never renewed outlives the leader change, so
+// that a waiter next to the new leader gets it only after its holder's
+// deadline (invariant 5); and the majority goes on acknowledging writes.
+// The cut holds for holdFault.
 func cutFor(pc *partitionCluster, load *contention, host string, cut func()) (cutOff, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), progressTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*progressTimeout)
 	defer cancel()
-	hd, err := startHolder(ctx, pc.hostClient(load.t, pc.host(host), client.SessionDefault), load.h, host,
-		fmt.Sprintf("%s/held-%d", load.prefix, time.Now().UnixNano()))
+	t, majority := load.t, pc.others(host)
+	cutOffHolder, err := startHolder(ctx, pc.hostClient(t, pc.host(host), client.SessionDefault), load.h, host,
+		fmt.Sprintf("%s/cut-off-%d", load.prefix, time.Now().UnixNano()), true)
+	if err != nil {
+		return cutOff{}, err
+	}
+	kept := fmt.Sprintf("%s/kept-%d", load.prefix, time.Now().UnixNano())
+	keeper, err := startHolder(ctx, pc.hostClient(t, pc.host(majority[0]), client.SessionOff), load.h, majority[0], kept, false)
 	if err != nil {
 		return cutOff{}, err
 	}
 	cut()
 	w := cutOff{hosts: []string{host}, from: time.Now()}
 	until := w.from.Add(holdFault)
-	majority := pc.others(host)
-	err = load.waitAcks(6, progressTimeout, majority...)
+	// The waiter's acquire is one unary call (SessionOff), sent once the
+	// majority has a new leader.
+	next, err := pc.waitAfterTakeover(ctx, load, host, majority[1], kept)
+	if err == nil {
+		err = next.wait(load.h, kept)
+	}
+	if err == nil {
+		err = load.waitAcks(6, progressTimeout, majority...)
+	}
 	time.Sleep(time.Until(until)) // the fault's length, not a wait for an event
 	pc.lab.Net.Heal()
 	w.to = time.Now()
-	hd.record(load)
+	cutOffHolder.record(load)
+	keeper.record(load)
+	if next != nil && next.lease != nil {
+		t.Logf("after the leader change the waiter on %s got %s %v after its holder's deadline",
+			majority[1], kept, next.at.Sub(keeper.lease.Deadline()).Round(time.Millisecond))
+		next.release(ctx, load, kept)
+	}
 	if err != nil {
 		return w, fmt.Errorf("the majority %v while %s was cut off: %w", majority, host, err)
 	}
 	return w, nil
+}
+
+// waitAfterTakeover waits until a node other than old leads (as the
+// majority sees it), then puts a client of host in line for resource
+// there.
+func (pc *partitionCluster) waitAfterTakeover(ctx context.Context, load *contention, old, host, resource string) (*waiter, error) {
+	var urls []string
+	for _, n := range pc.nodes {
+		if n.ID != old {
+			urls = append(urls, n.URL)
+		}
+	}
+	seen := newClient(load.t, "", urls...)
+	if err := checkFor(progressTimeout, func() error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		ms, err := seen.Members(ctx)
+		for _, m := range ms {
+			if m.Leader && m.ID != old {
+				return nil
+			}
+		}
+		return fmt.Errorf("no new leader yet (%v)", err)
+	}); err != nil {
+		return nil, err
+	}
+	return startWaiter(ctx, pc.hostClient(load.t, pc.host(host), client.SessionOff), seen, host, resource)
 }
 
 // isolateLeader cuts the leader's host off from both others.

@@ -80,6 +80,20 @@ func (w *contention) waitAcks(n int, timeout time.Duration, hosts ...string) err
 	})
 }
 
+// add records a hold the scenario itself kept.
+func (w *contention) add(h hold) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.holds = append(w.holds, h)
+}
+
+// violation records what the scenario itself saw go wrong.
+func (w *contention) violation(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.violations = append(w.violations, fmt.Sprintf(format, args...))
+}
+
 func (w *contention) record(c call, err error) {
 	c.returned, c.ok = time.Now(), err == nil
 	w.mu.Lock()
@@ -97,6 +111,7 @@ func (w *contention) counts(windows []cutOff) partitionCounts {
 	checkExclusion(holds, &n)
 	checkCalls(holds, calls, &n)
 	checkCutOff(holds, calls, windows, w.ttl, &n)
+	checkStale(holds, calls, &n)
 	for _, v := range w.violations {
 		n.lateFailClose++
 		n.example("%s", v)
@@ -155,16 +170,14 @@ func (w *contention) work(ctx context.Context, c *client.Client, host, name, pre
 			l.Release(rctx)
 			cancel()
 		}
-		w.mu.Lock()
-		w.holds = append(w.holds, hd)
-		w.mu.Unlock()
+		w.add(hd)
 	}
 }
 
 // put writes key fenced by (resource, token), within one attempt's
 // time, recording the call and, if acknowledged, the write.
 func (w *contention) put(ctx context.Context, c *client.Client, host, key, resource string, token uint64) error {
-	cl := call{host: host, what: "put " + key, sent: time.Now(), bound: partitionRequestTimeout}
+	cl := call{host: host, what: "put " + key, sent: time.Now(), bound: partitionRequestTimeout, resource: resource, token: token}
 	ctx, cancel := context.WithTimeout(ctx, cl.bound)
 	defer cancel()
 	err := putFenced(ctx, c, w.h, key, []byte("value of "+key), resource, token)
