@@ -92,3 +92,27 @@ func TestPartitionCheckersSeeLateCallsAndLeases(t *testing.T) {
 		t.Errorf("lateCalls %d, lateFailClose %d; want 1, 1\n%v", n.lateCalls, n.lateFailClose, n.examples)
 	}
 }
+
+// After a leader change tokens run ahead of the log's indexes (the token
+// floor), so only the send time shows that a write came after a newer
+// grant.
+func TestPartitionCheckersSeeStaleWritesBySendTime(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	holds := []hold{
+		{resource: "a", leaseID: 1, token: 5, start: at(0), end: at(900)},
+		{resource: "a", leaseID: 2, token: 1030, start: at(1000), end: at(2000)},
+	}
+	calls := []call{
+		{resource: "a", token: 5, sent: at(500), ok: true},     // while it held: fine
+		{resource: "a", token: 5, sent: at(1500), ok: true},    // after token 1030's grant: stale
+		{resource: "a", token: 5, sent: at(1600)},              // refused: fine
+		{resource: "a", token: 1030, sent: at(1500), ok: true}, // the holder: fine
+		{sent: at(1500), ok: true},                             // not fenced
+	}
+	var n partitionCounts
+	checkStale(holds, calls, &n)
+	if n.stale != 1 {
+		t.Errorf("stale %d, want 1\n%v", n.stale, n.examples)
+	}
+}

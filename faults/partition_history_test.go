@@ -32,6 +32,9 @@ type call struct {
 	sent, returned time.Time
 	bound          time.Duration // its context's timeout
 	ok             bool
+	// resource and token fence a put (resource empty: not a fenced put)
+	resource string
+	token    uint64
 }
 
 // cutOff is a window in which hosts could reach no other host.
@@ -52,6 +55,7 @@ type partitionCounts struct {
 	lateCalls     int             // calls that outlived their bound
 	failClosed    []time.Duration // per lease lost on the cut-off side: from the cut to its end
 	lateFailClose int             // leases that ended past their deadline, or past the bound after a cut, or not at all
+	stale         int             // fenced puts accepted though sent after a newer token's grant was answered
 	examples      []string
 }
 
@@ -147,6 +151,29 @@ func checkCutOff(holds []hold, calls []call, windows []cutOff, ttl time.Duration
 				n.lateFailClose++
 				n.example("fail-closed late: lease %d on %s (%s) ended %v after the cut (bound %v)",
 					h.leaseID, h.host, h.resource, took, failClosedBound(ttl))
+			}
+		}
+	}
+}
+
+// checkStale counts fenced puts accepted although they were sent after
+// the grant of a larger token on their resource was answered: the fence
+// takes only the current holder's token, and tokens only grow, so such a
+// put must be refused. It orders by the test's clock, not by log index:
+// once a new leader raises tokens to its token floor (1,024 or more above
+// the log's indexes) a token no longer compares with the version that
+// applied a write, and the history's index rule misses every stale write.
+func checkStale(holds []hold, calls []call, n *partitionCounts) {
+	for _, c := range calls {
+		if !c.ok || c.resource == "" {
+			continue
+		}
+		for _, h := range holds {
+			if h.resource == c.resource && h.token > c.token && h.start.Before(c.sent) {
+				n.stale++
+				n.example("stale write accepted: %s on %s with token %d, sent %s, after token %d (lease %d, %s) was granted at %s",
+					c.what, c.host, c.token, c.sent.Format(clockFmt), h.token, h.leaseID, h.host, h.start.Format(clockFmt))
+				break
 			}
 		}
 	}

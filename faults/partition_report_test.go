@@ -13,7 +13,7 @@ import (
 type partitionRow struct {
 	scenario string
 	partitionCounts
-	acked, stale, lostEverywhere int
+	acked, lostEverywhere int
 }
 
 // partitionTable is the scenarios × figures table, as the README shows it.
