@@ -317,4 +317,9 @@ func TestBodyReadAfterTheHandlerReturnedSetsNoDeadline(t *testing.T) {
 	if _, err := io.ReadAll(b); err == nil {
 		t.Fatal("the body was read after the handler returned")
 	}
+	b.g.timeout = time.Second // the next message's deadline, and its lifting
+	b.refusal = nil
+	b.setDeadline()
+	b.deadline = true
+	b.liftDeadline()
 }
