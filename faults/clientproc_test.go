@@ -248,6 +248,17 @@ type clientOutput struct {
 	released       *clientEvent
 }
 
+func (o clientOutput) String() string {
+	s := fmt.Sprintf("lease %d (token %d), %d events: %d writes acknowledged, %d refused", o.leaseID, o.token, len(o.events), len(o.acks), o.refused)
+	if o.lost != nil {
+		s += ", lease lost: " + o.lost.args[0]
+	}
+	if o.released != nil {
+		s += ", released: " + o.released.args[0]
+	}
+	return s
+}
+
 // count is the number of events of kind.
 func (o clientOutput) count(kind string) int {
 	n := 0
@@ -304,7 +315,7 @@ func (p *clientProc) waitOutput(timeout time.Duration, what string, ok func(clie
 			if p.Exited() {
 				return fmt.Errorf("client process exited (%v) before %s: %s", p.Err, what, lastLines(p.Stderr(), 4))
 			}
-			return fmt.Errorf("client process has not %s yet: %+v", what, o)
+			return fmt.Errorf("client process has not %s yet: %s", what, o)
 		}
 		return nil
 	})
