@@ -27,11 +27,14 @@ import (
 // puts both beliefs on its own real clock: A believes from its grant until
 // its safe deadline (clock.Skewed.RealAt of lease.Deadline), B from its
 // grant. Exclusion is violated when A still believes at the instant B
-// starts to. Fencing: after B writes, A's fenced write must be refused.
+// starts to; the client's safety margin (invariant 3), when A's deadline
+// comes after the leader's countdown of its lease runs out (read from the
+// leader in-process). Fencing: after B writes, A's fenced write must be
+// refused.
 //
 // The allowance (client.Config Drift 10ms, DriftRatio 0.02) keeps A's
-// deadline before the server's expiry while leader rate / client rate ≤
-// 1 / (1 − 0.02 − 10ms/TTL) (covered): 1.0256 for a 2s TTL, 1.0239 for 3s.
+// deadline before the leader's expiry while leader rate / client rate ≤
+// 1 / (1 − 0.02 − 10ms/TTL) (covered): 1.0256 for a 2s TTL, 1.0215 for 10s.
 // Rates of 1 ± 1% (1.0202 at worst) are inside it; 1 ± 5% (1.105) and
 // 1 ± 20% (1.5) are not, and there the checker must find violations.
 
@@ -132,6 +135,7 @@ func (c *skewClient) String() string {
 type handover struct {
 	holder       *skewClient
 	aUntil       time.Time // A's safe deadline
+	leaderUntil  time.Time // when the leader's countdown of A's lease runs out
 	bFrom        time.Time // B's grant
 	staleRefused bool      // A's fenced write after B's was refused as stale
 	believed     bool      // ... while A still believed it held the resource
@@ -140,6 +144,12 @@ type handover struct {
 // margin is how long before B's grant A stopped believing; below 0 both
 // believed at once.
 func (h handover) margin() time.Duration { return h.bFrom.Sub(h.aUntil) }
+
+// slack is how long before the leader's expiry A's safe deadline came;
+// below 0 A believed past it (invariant 3 broken). Unlike margin it leaves
+// out the next holder's round trips, so it shows a short overlap on a
+// loaded machine too.
+func (h handover) slack() time.Duration { return h.leaderUntil.Sub(h.aUntil) }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -153,13 +163,17 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // handOver runs one pair on resource: holder A takes it for ttl and does
 // not renew; B (on the real clock), from bAfter after A's grant, waits for
 // it, writes fenced, then A writes fenced with its old token.
-func handOver(ctx context.Context, a *skewClient, b *client.Client, resource string, ttl, bAfter time.Duration, granted func()) (handover, error) {
+func handOver(ctx context.Context, a *skewClient, b *client.Client, resource string, ttl, bAfter time.Duration,
+	leaderExpiry func(lease uint64) (time.Time, error), granted func()) (handover, error) {
 	h := handover{holder: a}
 	la, err := a.Acquire(ctx, resource, client.TTL(ttl), client.ManualRenew())
 	if err != nil {
 		return h, fmt.Errorf("A acquire %s: %w", resource, err)
 	}
 	h.aUntil = a.clock.RealAt(la.Deadline())
+	if h.leaderUntil, err = leaderExpiry(la.ID()); err != nil {
+		return h, fmt.Errorf("%s: %w", resource, err)
+	}
 	if _, err := a.Put(ctx, resource+"/a", []byte("a"), client.Fence(resource, la.Token())); err != nil {
 		return h, fmt.Errorf("A's fenced write while it holds %s: %w", resource, err)
 	}
@@ -209,9 +223,13 @@ type skewPhase struct {
 type expectation int
 
 const (
-	holds   expectation = iota // no violation: within the allowance
-	caught                     // at least one violation: far beyond it
-	measure                    // either, near the boundary: reported only
+	holds expectation = iota // no violation: within the allowance
+	// caught: beyond the allowance, the checker must find a holder whose
+	// deadline outlived the leader's countdown.
+	caught
+	// caughtBoth: far beyond it, also two holders believing at once.
+	caughtBoth
+	measure // either, near the boundary: reported only
 )
 
 // phaseFigures are a phase's figures for one kind of holder.
@@ -219,7 +237,9 @@ type phaseFigures struct {
 	phase, holder  string
 	leaderRate     float64
 	pairs          int
-	violations     int
+	pastExpiry     int // A believed past the leader's expiry
+	minSlack       time.Duration
+	violations     int // A and B believed at once
 	minMargin      time.Duration
 	staleRefused   int
 	believedRefuse int // stale writes refused while A still believed
@@ -256,6 +276,14 @@ func runSkewPhase(t *testing.T, sc *skewCluster, p skewPhase) []phaseFigures {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*p.ttl+30*time.Second)
 	defer cancel()
+	leaderClock, leader := sc.clocks[p.leader], sc.Node(sc.index(p.leader))
+	leaderExpiry := func(lease uint64) (time.Time, error) {
+		d, ok := leader.Cluster.ExpiresIn(lease)
+		if !ok {
+			return time.Time{}, fmt.Errorf("the leader %s has no countdown for lease %d", p.leader, lease)
+		}
+		return leaderClock.RealAt(leaderClock.Now().Add(d)), nil
+	}
 
 	var (
 		mu      sync.Mutex
@@ -274,7 +302,7 @@ func runSkewPhase(t *testing.T, sc *skewCluster, p skewPhase) []phaseFigures {
 				defer once()
 				r := fmt.Sprintf("skew/%s/%d-%d", p.name, hi, k)
 				sleepCtx(ctx, time.Duration(k)*20*time.Millisecond) // a round trip of its own for each A
-				h, err := handOver(ctx, a, b.Client, r, p.ttl, time.Duration(0.7*float64(p.ttl)/rates[p.leader]), once)
+				h, err := handOver(ctx, a, b.Client, r, p.ttl, time.Duration(0.7*float64(p.ttl)/rates[p.leader]), leaderExpiry, once)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -301,9 +329,13 @@ func runSkewPhase(t *testing.T, sc *skewCluster, p skewPhase) []phaseFigures {
 
 	var figs []phaseFigures
 	for _, a := range holders {
-		f := phaseFigures{phase: p.name, holder: a.String(), leaderRate: rates[p.leader], minMargin: time.Hour}
+		f := phaseFigures{phase: p.name, holder: a.String(), leaderRate: rates[p.leader], minMargin: time.Hour, minSlack: time.Hour}
 		for _, h := range results[a] {
 			f.pairs++
+			f.minSlack = min(f.minSlack, h.slack())
+			if h.slack() < 0 {
+				f.pastExpiry++
+			}
 			f.minMargin = min(f.minMargin, h.margin())
 			if h.margin() < 0 {
 				f.violations++
@@ -319,12 +351,19 @@ func runSkewPhase(t *testing.T, sc *skewCluster, p skewPhase) []phaseFigures {
 		if f.staleRefused != f.pairs {
 			t.Errorf("%s, %s: %d of %d stale writes accepted after the next holder's", p.name, a, f.pairs-f.staleRefused, f.pairs)
 		}
-		switch p.expect(a) {
-		case caught:
-			if f.violations == 0 {
-				t.Errorf("%s, %s: the checker found no violation beyond the allowance (closest margin %v)", p.name, a, f.minMargin)
+		switch want := p.expect(a); want {
+		case caught, caughtBoth:
+			if f.pastExpiry == 0 {
+				t.Errorf("%s, %s: beyond the allowance the checker found no deadline past the leader's expiry (closest %v)", p.name, a, f.minSlack)
+			}
+			if want == caughtBoth && f.violations == 0 {
+				t.Errorf("%s, %s: far beyond the allowance the checker found no two holders at once (closest margin %v)", p.name, a, f.minMargin)
 			}
 		case holds:
+			if f.pastExpiry > 0 {
+				t.Errorf("%s, %s: %d of %d holders believed past the leader's expiry, by up to %v (invariant 3 broken within the allowance)",
+					p.name, a, f.pastExpiry, f.pairs, -f.minSlack)
+			}
 			if f.violations > 0 {
 				t.Errorf("%s, %s: %d of %d pairs believed they held at once, by up to %v (exclusion broken within the allowance)",
 					p.name, a, f.violations, f.pairs, -f.minMargin)
@@ -354,7 +393,7 @@ func TestClockSkewRates(t *testing.T) {
 		// send, the server's countdown from the commit; the next holder
 		// believes once its answer is back): a long TTL shows it, and the
 		// allowance is what keeps the holders beside it apart.
-		{name: "1%", x: 0.01, leader: "n2", ttl: 8 * time.Second, pairs: 2, noAllowance: true,
+		{name: "1%", x: 0.01, leader: "n2", ttl: 10 * time.Second, pairs: 2, noAllowance: true,
 			expect: func(c *skewClient) expectation {
 				if c.rate < 1 && !c.allowance {
 					return caught
@@ -364,7 +403,12 @@ func TestClockSkewRates(t *testing.T) {
 		{name: "1%-slow-leader", x: 0.01, leader: "n3", ttl: 2 * time.Second, pairs: 2, expect: allHold},
 		{name: "1%-leader-killed", x: 0.01, leader: "n2", kill: true, ttl: 2 * time.Second, pairs: 2, expect: allHold},
 		{name: "5%", x: 0.05, leader: "n2", ttl: 4 * time.Second, pairs: 3, expect: slowHolderCaught},
-		{name: "20%", x: 0.20, leader: "n2", ttl: 2 * time.Second, pairs: 2, expect: slowHolderCaught},
+		{name: "20%", x: 0.20, leader: "n2", ttl: 2 * time.Second, pairs: 2, expect: func(c *skewClient) expectation {
+			if c.rate < 1 {
+				return caughtBoth
+			}
+			return holds
+		}},
 	}
 	if fullSkew {
 		// The boundary, finer: at a 2s TTL the allowance covers a leader
@@ -386,13 +430,15 @@ func TestClockSkewRates(t *testing.T) {
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "phase\tleader rate\tholder\tpairs\tboth believed\tclosest margin\tstale refused (while A believed)")
+	fmt.Fprintln(tw, "phase\tleader rate\tholder\tpairs\tpast expiry\tclosest slack\tboth believed\tclosest margin\tstale refused (while A believed)")
 	for _, f := range figs {
-		fmt.Fprintf(tw, "%s\t%.4g\t%s\t%d\t%d\t%v\t%d/%d (%d)\n", f.phase, f.leaderRate, f.holder, f.pairs, f.violations,
-			f.minMargin.Round(100*time.Microsecond), f.staleRefused, f.pairs, f.believedRefuse)
+		fmt.Fprintf(tw, "%s\t%.4g\t%s\t%d\t%d\t%v\t%d\t%v\t%d/%d (%d)\n", f.phase, f.leaderRate, f.holder, f.pairs,
+			f.pastExpiry, f.minSlack.Round(100*time.Microsecond), f.violations, f.minMargin.Round(100*time.Microsecond),
+			f.staleRefused, f.pairs, f.believedRefuse)
 	}
 	tw.Flush()
-	t.Logf("clock skew: a margin below 0 is a violation (both believed they held)\n%s", b.String())
+	t.Logf("clock skew: past expiry, A's safe deadline after the leader's expiry of its lease (slack below 0); "+
+		"both believed, A still believing when B's grant came back (margin below 0)\n%s", b.String())
 }
 
 // TestClockSkewWallStep steps the leader's wall clock by +1h and -1h while
