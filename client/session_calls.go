@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/leasehold/leasehold/api"
 )
 
 // onSession sends a unary call's request msg on the session stream, if the
@@ -20,7 +22,15 @@ func onSession[Res any](ctx context.Context, c *Client, msg any) (res *Res, ok b
 	if s == nil {
 		return nil, false, nil
 	}
-	op, waits := sessionCallOf(msg)
+	m, isProto := msg.(proto.Message)
+	if !isProto {
+		return nil, false, nil
+	}
+	// The procedure table (package api) says which calls the stream
+	// carries, and in which field: Extend, with no request ID to make a
+	// resend act once, is not one of them. A Begin or a Receive with a
+	// wait may wait past RequestTimeout.
+	op, waits := api.SessionOpOf(m)
 	if op == nil {
 		return nil, false, nil
 	}
@@ -34,66 +44,9 @@ func onSession[Res any](ctx context.Context, c *Client, msg any) (res *Res, ok b
 		}
 		return nil, true, err
 	}
-	res, ok = sessionAnswerOf(r).(*Res)
+	res, ok = any(api.AnswerOf(r)).(*Res)
 	if !ok || res == nil {
 		return nil, true, fmt.Errorf("leasehold: the node answered a %T on the session stream with %v", msg, r)
 	}
 	return res, true, nil
-}
-
-// sessionCallOf is the session op that carries a unary request, or nil for
-// one the stream does not carry (Extend has no request ID to make a
-// retry act once). waits says it may wait past RequestTimeout: a
-// Begin or a Receive with a wait.
-func sessionCallOf(msg any) (op *pb.SessionOp, waits bool) {
-	switch m := msg.(type) {
-	case *pb.QueuesSendRequest:
-		return &pb.SessionOp{Call: &pb.SessionOp_QueueSend{QueueSend: m}}, false
-	case *pb.QueuesSendBatchRequest:
-		return &pb.SessionOp{Call: &pb.SessionOp_QueueSendBatch{QueueSendBatch: m}}, false
-	case *pb.QueuesReceiveRequest:
-		return &pb.SessionOp{Call: &pb.SessionOp_QueueReceive{QueueReceive: m}}, m.GetWait().AsDuration() > 0
-	case *pb.QueuesAckRequest:
-		return &pb.SessionOp{Call: &pb.SessionOp_QueueAck{QueueAck: m}}, false
-	case *pb.QueuesNackRequest:
-		return &pb.SessionOp{Call: &pb.SessionOp_QueueNack{QueueNack: m}}, false
-	case *pb.QueuesAckBatchRequest:
-		return &pb.SessionOp{Call: &pb.SessionOp_QueueAckBatch{QueueAckBatch: m}}, false
-	case *pb.IdempotencyBeginRequest:
-		return &pb.SessionOp{Call: &pb.SessionOp_IdemBegin{IdemBegin: m}}, m.GetWait().AsDuration() > 0
-	case *pb.IdempotencyCompleteRequest:
-		return &pb.SessionOp{Call: &pb.SessionOp_IdemComplete{IdemComplete: m}}, false
-	case *pb.IdempotencyAbandonRequest:
-		return &pb.SessionOp{Call: &pb.SessionOp_IdemAbandon{IdemAbandon: m}}, false
-	case *pb.GroupsAckRevocationRequest:
-		return &pb.SessionOp{Call: &pb.SessionOp_GroupAckRevocation{GroupAckRevocation: m}}, false
-	}
-	return nil, false
-}
-
-// sessionAnswerOf is the unary response a session result carries.
-func sessionAnswerOf(r *pb.SessionResult) any {
-	switch a := r.GetCall().(type) {
-	case *pb.SessionResult_QueueSend:
-		return a.QueueSend
-	case *pb.SessionResult_QueueSendBatch:
-		return a.QueueSendBatch
-	case *pb.SessionResult_QueueReceive:
-		return a.QueueReceive
-	case *pb.SessionResult_QueueAck:
-		return a.QueueAck
-	case *pb.SessionResult_QueueNack:
-		return a.QueueNack
-	case *pb.SessionResult_QueueAckBatch:
-		return a.QueueAckBatch
-	case *pb.SessionResult_IdemBegin:
-		return a.IdemBegin
-	case *pb.SessionResult_IdemComplete:
-		return a.IdemComplete
-	case *pb.SessionResult_IdemAbandon:
-		return a.IdemAbandon
-	case *pb.SessionResult_GroupAckRevocation:
-		return a.GroupAckRevocation
-	}
-	return nil
 }

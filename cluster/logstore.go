@@ -92,3 +92,16 @@ func (l *tailSafeLog) DeleteRange(lo, hi uint64) error {
 	}
 	return l.WAL.StoreLogs(keep)
 }
+
+// newestSnapshot lists only the newest snapshot to raft. When raft cannot
+// restore the newest at startup it falls back to an older one, whose log
+// entries may be compacted away: it then panics reading them ("log not
+// found"). The check before startup verifies every snapshot's checksum;
+// with only the newest listed, a snapshot that passes it but does not
+// restore is an error from raft.NewRaft, not a panic.
+type newestSnapshot struct{ *raft.FileSnapshotStore }
+
+func (s newestSnapshot) List() ([]*raft.SnapshotMeta, error) {
+	metas, err := s.FileSnapshotStore.List()
+	return metas[:min(len(metas), 1)], err
+}

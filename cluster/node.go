@@ -144,9 +144,10 @@ func (n *Node) start() error {
 	// raft-wal v0.4 does not close a meta store it opened itself, so an
 	// in-process restart would block on its file lock: own it here.
 	n.meta = &metadb.BoltMetaDB{}
-	// Damage is refused first: repairTail only clears what a failed
-	// write left after the last commit, which the check accepts.
-	if err := verifyDataDir(cfg.DataDir, n.meta); err != nil {
+	// Damage is refused first: repairTail only clears what a crash or a
+	// failed write left after the log's last write, which the check accepts.
+	check, err := verifyDataDir(cfg.DataDir, n.meta)
+	if err != nil {
 		return err
 	}
 	floor, err := openTokenFloor(cfg.DataDir)
@@ -154,8 +155,17 @@ func (n *Node) start() error {
 		return err
 	}
 	n.floor, n.m.floor = floor, floor
-	if err := repairTail(walDir, n.meta, segSize); err != nil {
+	if check.log != nil {
+		if err := clearCleanStop(n.meta); err != nil {
+			return err
+		}
+	}
+	dropped, err := repairTail(n.meta, segSize, check.log)
+	if err != nil {
 		return err
+	}
+	if dropped != "" {
+		n.log.Warn("cleared the unfinished last write a crash or a failed append left in the log (it was never acknowledged)", "bytes", dropped)
 	}
 	w, err := raftwal.Open(walDir, raftwal.WithLogger(newHclog(n.log, "wal")), raftwal.WithMetaStore(n.meta),
 		raftwal.WithSegmentSize(segSize))
@@ -163,10 +173,11 @@ func (n *Node) start() error {
 		return openLogError(cfg.DataDir, segSize, err)
 	}
 	n.wal = w
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl)
+	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl)
 	if err != nil {
 		return fmt.Errorf("cluster: open snapshots: %w", err)
 	}
+	snaps := newestSnapshot{files}
 	adv := cfg.Advertise
 	if adv == "" {
 		adv = cfg.RaftAddr
@@ -251,6 +262,9 @@ func (n *Node) Close() error {
 		n.floor.wait()
 		if err == nil {
 			err = n.settleFloor()
+		}
+		if err == nil {
+			err = n.markCleanStop()
 		}
 		n.closeErr = errors.Join(err, n.shutdown())
 	})

@@ -54,6 +54,8 @@ func openTokenFloor(dir string) (*tokenFloor, error) {
 }
 
 // ReadTokenFloor returns the token floor saved in a data dir, 0 if none.
+// A file that does not hold a number of tokens is a *DamageError (the
+// floor cannot be known: `leasehold recover` saves one again).
 func ReadTokenFloor(dir string) (uint64, error) {
 	path := filepath.Join(dir, TokenFloorFile)
 	b, err := os.ReadFile(path)
@@ -68,8 +70,12 @@ func ReadTokenFloor(dir string) (uint64, error) {
 		err = fmt.Errorf("above the largest token %d", uint64(fsm.MaxTokenFloor))
 	}
 	if err != nil {
-		return 0, fmt.Errorf("cluster: token floor file %s is damaged (%q is not a number of tokens); "+
-			"it must hold a number above every token ever issued: see README, \"Failure semantics\"", path, b)
+		if len(b) > 40 {
+			b = b[:40]
+		}
+		return 0, &DamageError{File: path, Offset: -1, DataDir: dir, Reason: fmt.Sprintf(
+			"the token floor file is damaged (%q is not a number of tokens); it must hold a number above every token "+
+				"ever issued, and `leasehold recover` saves one again from the log and snapshots", b)}
 	}
 	return v, nil
 }

@@ -40,13 +40,13 @@ func BenchmarkVerifyLog100k(b *testing.B) {
 	w.Close()
 	var size int64
 	for b.Loop() {
-		lc, err := verifyLog(walDir, meta)
-		if err != nil || lc.lastGood != entries {
-			b.Fatalf("verify: %v, intact up to %d", err, lc.lastGood)
+		ls, err := scanLog(walDir, meta)
+		if err != nil || ls.damage != nil || ls.last() != entries {
+			b.Fatalf("verify: %v %v, intact up to %d", err, ls.damage, ls.last())
 		}
 		size = 0
-		for _, s := range lc.segs {
-			size += s.goodEnd
+		for _, s := range ls.segs {
+			size += s.end
 		}
 	}
 	meta.Close()
@@ -60,14 +60,14 @@ func TestShortEmptyTailIsNotDamage(t *testing.T) {
 	cfg, _ := damagedNode(t, 1<<20, false)
 	segs := segments(t, cfg.DataDir)
 	tail := segs[len(segs)-1]
-	sc := checkSegment(filepath.Join(cfg.DataDir, "wal"), tail, false)
-	if sc.damage != nil || len(sc.entries) == 0 {
-		t.Fatalf("intact tail: %v, %d entries", sc.damage, len(sc.entries))
+	sc := scanSegment(filepath.Join(cfg.DataDir, "wal"), tail)
+	if sc.damage != nil || len(sc.writes) == 0 {
+		t.Fatalf("intact tail: %v, %d writes", sc.damage, len(sc.writes))
 	}
 	if err := os.Truncate(segPath(cfg.DataDir, tail), 0); err != nil {
 		t.Fatal(err)
 	}
-	if sc := checkSegment(filepath.Join(cfg.DataDir, "wal"), tail, false); sc.damage != nil {
+	if sc := scanSegment(filepath.Join(cfg.DataDir, "wal"), tail); sc.damage != nil && !sc.torn {
 		t.Fatalf("an empty short tail is reported as damage: %v", sc.damage)
 	}
 }

@@ -11,20 +11,29 @@ import (
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 )
 
 const testSegSize = 64 << 10
 
-// openTestWAL opens the raft-wal log in dir as a node does: repairTail
-// first. closeWAL closes it and its meta store.
+// openTestWAL opens the raft-wal log in dir as a node does: the check,
+// then repairTail. closeWAL closes it and its meta store.
 func openTestWAL(t *testing.T, dir string) (w *raftwal.WAL, closeWAL func()) {
 	t.Helper()
 	meta := &metadb.BoltMetaDB{}
-	if err := repairTail(dir, meta, testSegSize); err != nil {
+	ls, err := scanLog(dir, meta)
+	if err == nil && ls.damage != nil {
+		err = ls.damage
+	}
+	if err == nil {
+		_, err = repairTail(meta, testSegSize, ls)
+	}
+	if err != nil {
 		meta.Close()
 		t.Fatal(err)
 	}
-	w, err := raftwal.Open(dir, raftwal.WithMetaStore(meta), raftwal.WithSegmentSize(testSegSize))
+	w, err = raftwal.Open(dir, raftwal.WithMetaStore(meta), raftwal.WithSegmentSize(testSegSize))
 	if err != nil {
 		meta.Close()
 		t.Fatal(err)
@@ -32,8 +41,9 @@ func openTestWAL(t *testing.T, dir string) (w *raftwal.WAL, closeWAL func()) {
 	return w, func() { w.Close(); meta.Close() }
 }
 
+// testEntry is a no-op entry with a payload (the check decodes commands).
 func testEntry(i uint64) *raft.Log {
-	return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: fmt.Appendf(nil, "entry %d %0500d", i, 0)}
+	return &raft.Log{Index: i, Term: 1, Type: raft.LogNoop, Data: fmt.Appendf(nil, "entry %d %0500d", i, 0)}
 }
 
 // checkAppendAndRead appends entry last+1 and reads back 1..last+1.
@@ -73,16 +83,13 @@ func TestReopenAfterShortSealingWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr, err := scanFrames(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	committed := fileScan(t, onlySegment(t, dir)).end
 	var junk []byte
-	junk = binary.LittleEndian.AppendUint32(append(junk, walFrameEntry, 0, 0, 0), 8)
+	junk = binary.LittleEndian.AppendUint32(append(junk, frameEntry, 0, 0, 0), 8)
 	junk = append(junk, "uncommit"...)
-	junk = binary.LittleEndian.AppendUint32(append(junk, walFrameIndex, 0, 0, 0), 8)
-	junk = binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(junk, 32), uint32(fr.committed))
-	if _, err := f.WriteAt(junk, fr.committed); err != nil {
+	junk = binary.LittleEndian.AppendUint32(append(junk, frameIndex, 0, 0, 0), 8)
+	junk = binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(junk, 32), uint32(committed))
+	if _, err := f.WriteAt(junk, committed); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -110,16 +117,7 @@ func TestReopenAfterUnrecordedSeal(t *testing.T) {
 			if err := w.StoreLogs([]*raft.Log{testEntry(last)}); err != nil {
 				t.Fatal(err)
 			}
-			f, err := os.Open(seg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fr, err := scanFrames(f)
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sealed = fr.indexStart > 0
+			sealed = sealsAt(fileScan(t, seg).writes)
 			if last > 10000 {
 				t.Fatal("the first segment never sealed")
 			}
@@ -150,6 +148,21 @@ func TestReopenAfterUnrecordedSeal(t *testing.T) {
 	defer closeWAL()
 	checkAppendAndRead(t, w, last)
 	t.Logf("%d entries in the sealed segment", last)
+}
+
+// fileScan reads a segment file as the check does, its metadata taken
+// from its own header (the log's metadata store may be open).
+func fileScan(t *testing.T, path string) *segScan {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < segHeaderLen {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	si := types.SegmentInfo{BaseIndex: binary.LittleEndian.Uint64(b[8:]), ID: binary.LittleEndian.Uint64(b[16:]), Codec: binary.LittleEndian.Uint64(b[24:])}
+	if got := filepath.Join(filepath.Dir(path), segment.FileName(si)); got != path {
+		t.Fatalf("%s: its header names %s", path, got)
+	}
+	return scanSegment(filepath.Dir(path), si)
 }
 
 // onlySegment returns the path of dir's one segment file.

@@ -113,7 +113,8 @@ func Start(cfg Config) (*Node, error) {
 	var dash *ui.Dashboard
 	if !cfg.NoDashboard {
 		dash, err = ui.New(ui.Config{API: srv.Handler(), Identify: identify(scfg.Auth), Metrics: reg,
-			Secure: scfg.TLS != nil, Logger: scfg.Logger})
+			Secure: scfg.TLS != nil, Logger: scfg.Logger,
+			GroupRebalances: func(limit int) map[string]uint64 { return service.GroupRebalances(cn, limit) }})
 		if err != nil {
 			closeListeners()
 			cn.Close()
@@ -197,6 +198,7 @@ func identify(auth *server.Authenticator) func(string) (ui.Viewer, error) {
 		if err != nil {
 			return ui.Viewer{}, err
 		}
-		return ui.Viewer{Name: p.Name, CanView: p.Role >= server.RoleOperator, CanAct: p.Role >= server.RoleAdmin}, nil
+		return ui.Viewer{Name: p.Name, CanView: p.Role >= server.RoleOperator, CanAct: p.Role >= server.RoleAdmin,
+			Prefixes: p.Prefixes}, nil
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -41,7 +42,7 @@ func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksReque
 		if err != nil {
 			return nil, err
 		}
-		out.Locks = []*pb.Lock{lockPB(now, l, true)}
+		out.Locks = []*pb.Lock{visibleLock(ctx, lockPB(now, l, true))}
 		return connect.NewResponse(out), nil
 	}
 	locks, next, err := s.svc.Locks(ctx, after, limit, m.Prefix)
@@ -49,7 +50,7 @@ func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksReque
 		return nil, err
 	}
 	for _, l := range locks {
-		out.Locks = append(out.Locks, lockPB(now, l, false))
+		out.Locks = append(out.Locks, visibleLock(ctx, lockPB(now, l, false)))
 	}
 	if next != 0 {
 		out.NextPageToken = strconv.FormatUint(next, 10)
@@ -58,14 +59,25 @@ func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksReque
 }
 
 func locksParams(m *pb.LocksRequest) (after uint64, limit int, err error) {
-	if err := leasehold.ValidateName("resource", m.Resource, leasehold.MaxResourceLen, false); err != nil {
-		return 0, 0, err
+	if m.Resource != "" {
+		if err := fsm.ValidateForcedResource(m.Resource); err != nil { // leasehold's own names too
+			return 0, 0, err
+		}
 	}
 	if m.Resource != "" && (m.Prefix != "" || m.PageSize != 0 || m.PageToken != "") {
 		return 0, 0, leasehold.Errorf(leasehold.CodeInvalid,
 			"resource names one resource: give it without prefix, page_size or page_token")
 	}
 	return listParams(&pb.ListRequest{Prefix: m.Prefix, PageSize: m.PageSize, PageToken: m.PageToken})
+}
+
+// visibleLock is l as the caller of ctx may see it (scope.go).
+func visibleLock(ctx context.Context, l *pb.Lock) *pb.Lock {
+	l.LeaseResources = visible(ctx, l.LeaseResources)
+	for _, w := range l.WaiterList {
+		w.Resources = visible(ctx, w.Resources)
+	}
+	return l
 }
 
 // lockPB describes a lock as an operator sees it; wall times only serve
@@ -183,9 +195,20 @@ func (h *adminAPI) Audit(ctx context.Context, req *connect.Request[pb.AuditReque
 	if err != nil {
 		return nil, err
 	}
-	recs, truncated, err := s.svc.Audit(ctx, since, limit)
+	p := principalOf(ctx)
+	ask := limit
+	if p.limited() {
+		ask = math.MaxInt // the newest limit of those it may see
+	}
+	recs, truncated, err := s.svc.Audit(ctx, since, ask)
 	if err != nil {
 		return nil, err
+	}
+	if p.limited() {
+		recs = slices.DeleteFunc(recs, func(a service.AuditRecord) bool { return !p.allows(a.Resource) })
+		if truncated = len(recs) > limit; truncated {
+			recs = recs[len(recs)-limit:]
+		}
 	}
 	out := &pb.AuditResponse{Truncated: truncated}
 	for _, a := range recs {

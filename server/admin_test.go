@@ -610,6 +610,15 @@ func TestMetricsScenario(t *testing.T) {
 		// The watch history keeps every event: 2 grants, the renewal,
 		// the expiry, the put and the forced release.
 		`leasehold_watch_history_events`: 6,
+		// Every call, by its row of the procedure table and its code.
+		`leasehold_requests_total{code=ok,procedure=Leases.Acquire}`:                2,
+		`leasehold_requests_total{code=already_exists,procedure=Leases.Acquire}`:    1,
+		`leasehold_requests_total{code=ok,procedure=Leases.Renew}`:                  1,
+		`leasehold_requests_total{code=failed_precondition,procedure=Leases.Renew}`: 1,
+		`leasehold_requests_total{code=not_found,procedure=Leases.Release}`:         1,
+		`leasehold_requests_total{code=ok,procedure=KV.Put}`:                        1,
+		`leasehold_requests_total{code=aborted,procedure=KV.Put}`:                   1,
+		`leasehold_requests_total{code=ok,procedure=Admin.ForceRelease}`:            1,
 	}
 	for key, d := range want {
 		got := after[key] - before[key]

@@ -79,15 +79,17 @@ func (h clusterAPI) Status(ctx context.Context, req *connect.Request[pb.StatusRe
 // the caller's credentials.
 func (h clusterAPI) askStatus(in connect.AnyRequest) service.AskStatus {
 	return func(ctx context.Context, addr string) (service.NodeStatus, error) {
-		resp, err := client[pb.StatusRequest, pb.StatusResponse](h.s.fwd, addr, leaseholdv1connect.ClusterStatusProcedure).
-			CallUnary(ctx, forwarded(h.s.fwd, in, &pb.StatusRequest{Local: true}))
+		f := h.s.fwd
+		resp, err := f.caller(addr, api.Lookup(leaseholdv1connect.ClusterStatusProcedure)).
+			CallUnary(ctx, &pb.StatusRequest{Local: true}, f.forwardHeader(in.Header(), in.Peer().Addr))
 		if err != nil {
 			return service.NodeStatus{}, api.FromConnect(err)
 		}
-		if n := len(resp.Msg.Nodes); n != 1 {
+		nodes := resp.Any().(*pb.StatusResponse).Nodes
+		if n := len(nodes); n != 1 {
 			return service.NodeStatus{}, fmt.Errorf("answered %d statuses for one node", n)
 		}
-		return statusOf(resp.Msg.Nodes[0]), nil
+		return statusOf(nodes[0]), nil
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -134,17 +135,19 @@ func (s *Server) releaseAnswer(cmd *service.Release, res service.Result, err err
 func (h leases) Get(ctx context.Context, req *connect.Request[pb.GetRequest]) (*connect.Response[pb.GetResponse], error) {
 	s := h.s
 	r := req.Msg.Resource
-	if err := leasehold.ValidateName("resource", r, leasehold.MaxResourceLen, true); err != nil {
+	if err := fsm.ValidateForcedResource(r); err != nil { // leasehold's own names too
 		return nil, err
 	}
 	now, err := s.svc.Holding(ctx, r)
-	out := &pb.GetResponse{Resource: r, Holder: leasePB(now.Holder, now.ExpiresIn), LockDelay: durPB(now.LockDelay),
-		Limit: uint32(now.Limit)}
+	out := &pb.GetResponse{Resource: r, Holder: visibleLease(ctx, leasePB(now.Holder, now.ExpiresIn)),
+		LockDelay: durPB(now.LockDelay), Limit: uint32(now.Limit)}
 	for i := range now.Slots {
-		out.Slots = append(out.Slots, leasePB(&now.Slots[i].Lease, now.Slots[i].ExpiresIn))
+		out.Slots = append(out.Slots, visibleLease(ctx, leasePB(&now.Slots[i].Lease, now.Slots[i].ExpiresIn)))
 	}
 	for _, w := range now.Waiters {
-		out.Waiters = append(out.Waiters, waiterPB(w))
+		pw := waiterPB(w)
+		pw.Resources = visible(ctx, pw.Resources)
+		out.Waiters = append(out.Waiters, pw)
 	}
 	if err != nil {
 		return nil, err
@@ -161,7 +164,7 @@ func (h leases) List(ctx context.Context, req *connect.Request[pb.ListRequest]) 
 	page, more, err := s.svc.List(ctx, after, limit, req.Msg.Prefix)
 	out := &pb.ListResponse{}
 	for i := range page {
-		out.Leases = append(out.Leases, leasePB(&page[i].Lease, page[i].ExpiresIn))
+		out.Leases = append(out.Leases, visibleLease(ctx, leasePB(&page[i].Lease, page[i].ExpiresIn)))
 	}
 	if more {
 		out.NextPageToken = strconv.FormatUint(page[len(page)-1].Lease.ID, 10)

@@ -12,8 +12,11 @@ import (
 )
 
 // rateKey carries, in a request's context, the client its acquisitions are
-// charged to (the token's name, or the peer's IP without auth). The guard
-// sets it; a forwarded request has none, as it was charged where it arrived.
+// charged to: the token's name, or without auth the caller's IP address
+// (the one a forwarding node names: trust.go). The guard sets it on every
+// request, so a request is charged on the node it arrives at and again,
+// forwarded, on the leader, to the same caller: the leader's bucket holds
+// each caller to its rate across the cluster.
 type rateKey struct{}
 
 // charge takes n acquisitions that passed validation from the rate of the

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/service"
@@ -68,18 +70,22 @@ type Config struct {
 	// MetricsApart leaves /metrics off the API listener: ServeMetrics
 	// serves it on a listener of its own.
 	MetricsApart bool
-	// MaxRequestBytes bounds a request body (default
-	// DefaultMaxRequestBytes). A body that says it is larger is refused
-	// before a byte of it is read. For this and the limits below, 0 means
-	// the default and a negative value no limit.
+	// MaxRequestBytes bounds a request body, or a message of a stream, in
+	// the bytes it decodes to (default DefaultMaxRequestBytes). A body that
+	// says it is larger is refused before a byte of it is read. For this
+	// and the limits below, 0 means the default and a negative value no
+	// limit.
 	MaxRequestBytes int
-	// MaxInflightBodyBytes bounds the bytes that the bodies of all requests
-	// in flight may hold together (default DefaultMaxInflightBodyBytes); a
-	// request over it is refused at once with ResourceExhausted.
+	// MaxInflightBodyBytes bounds the decoded bytes that the bodies of all
+	// requests in flight may hold together, charged as they arrive (default
+	// DefaultMaxInflightBodyBytes); one IP address may hold a quarter of it,
+	// or MaxRequestBytes if more. A request over either is refused at once
+	// with ResourceExhausted.
 	MaxInflightBodyBytes int64
 	// BodyTimeout bounds the time a request body may take to arrive after
-	// its headers (default DefaultBodyTimeout). A waiting Acquire's wait
-	// comes after its body and is not bounded by it.
+	// its headers, and a session stream's message after its first byte
+	// (default DefaultBodyTimeout). A waiting Acquire's wait comes after
+	// its body and is not bounded by it.
 	BodyTimeout time.Duration
 	// MaxConns bounds the open API connections, and MaxConnsPerClient those
 	// from one IP address (defaults DefaultMaxConns and
@@ -101,9 +107,9 @@ const (
 	// as protobuf or compact JSON), with room to spare.
 	DefaultMaxRequestBytes = 8 << 20
 	// DefaultMaxInflightBodyBytes is two of the largest requests. A
-	// decoded request can take twelve times its body (measured: 16 bodies
-	// of 8 MiB at once peak at 210 MB of RSS with this budget), while the
-	// usual request is under a kilobyte.
+	// decoded request can take twelve times its body (measured: 16 to 320
+	// bodies of 8 MiB at once, plain or gzip, peak at 125 to 210 MB of RSS
+	// with this budget), while the usual request is under a kilobyte.
 	DefaultMaxInflightBodyBytes = 2 * DefaultMaxRequestBytes
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultMaxConns             = 4096
@@ -123,6 +129,7 @@ type Server struct {
 	maxConns, maxConnsPerClient int
 	forwardOnce                 sync.Once
 	mux                         *http.ServeMux // the API listener's routes
+	clients                     http.Handler   // mux as clients reach it: forwarding headers stripped
 	metricsMux                  *http.ServeMux // /metrics, for ServeMetrics
 	mu                          sync.Mutex     // guards metricsSrv
 	metricsSrv                  *http.Server   // set by ServeMetrics
@@ -145,10 +152,12 @@ type Server struct {
 	// sessions counts open session streams; sessionIdle ends idle ones.
 	sessions    sessionCount
 	sessionIdle time.Duration
-	// The handlers whose calls a session stream also carries.
-	queues queuesAPI
-	idem   idemAPI
-	groups groupsAPI
+	// calls are the handlers of the calls a session stream carries, by
+	// procedure (bindCalls).
+	calls map[string]api.Handler
+	// peers serves the requests other nodes forward over the raft port
+	// (trust.go), http those of the API listener.
+	peers *http.Server
 }
 
 // New builds a server. It registers node gauges and Go runtime metrics on
@@ -189,7 +198,7 @@ func New(cfg Config) (*Server, error) {
 	)
 
 	mux := http.NewServeMux()
-	interceptors := []connect.Interceptor{s.fwd.forwardAndMap(), &guard{auth: cfg.Auth, base: s.base},
+	interceptors := []connect.Interceptor{newRequestCounter(cfg.Registry), s.fwd.forwardAndMap(), &guard{auth: cfg.Auth, base: s.base},
 		leaderHint(cfg.Node, cfg.AdvertiseURL)}
 	if cfg.TracerProvider != nil {
 		// Outermost, so that a forward to the leader is a child of the call.
@@ -197,38 +206,46 @@ func New(cfg Config) (*Server, error) {
 		interceptors = append([]connect.Interceptor{serverSpans(s.fwd.tracer, cfg.NodeID)}, interceptors...)
 	}
 	guard := connect.WithInterceptors(interceptors...)
-	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
 	// Replies are small: compressing them costs more CPU than it saves.
-	codecs := []connect.HandlerOption{connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8 << 10)}
+	// Requests are inflated by the body guard (bodies), not by connect.
+	codecs := []connect.HandlerOption{connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8 << 10), gzipHere}
 	for _, c := range jsonCodecs() {
 		codecs = append(codecs, connect.WithCodec(c))
 	}
 	codec := connect.WithHandlerOptions(codecs...)
-	bodies := &bodyGuard{max: int64(cfg.MaxRequestBytes), budget: cfg.MaxInflightBodyBytes, timeout: cfg.BodyTimeout,
-		errors: connect.NewErrorWriter(codec), refused: s.refused}
+	bodies := newBodyGuard(cfg.MaxInflightBodyBytes, int64(cfg.MaxRequestBytes), cfg.BodyTimeout,
+		connect.NewErrorWriter(codec), s.refused)
+	large, small, session := requestLimits(int64(cfg.MaxRequestBytes))
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_inflight_body_bytes",
-		Help: "Bytes of request bodies held by requests in flight (limit max_inflight_body_bytes)."},
-		func() float64 { return float64(bodies.held.Load()) }))
+		Help: "Bytes of request bodies in flight, as they decode (limit max_inflight_body_bytes)."},
+		func() float64 { return float64(bodies.inFlight()) }))
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_sessions",
 		Help: "Session streams this node serves (Go clients' lease, queue and idempotency calls)."},
 		func() float64 { return float64(s.sessions.count()) }))
-	mount := func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(h)) }
-	mount(leaseholdv1connect.NewLeasesHandler(leases{s}, guard, large, codec))
-	mount(leaseholdv1connect.NewClusterHandler(clusterAPI{s}, guard, small, codec))
-	mount(leaseholdv1connect.NewKVHandler(kvAPI{s}, guard, large, codec))
-	mount(leaseholdv1connect.NewAdminHandler(&adminAPI{s}, guard, small, codec))
-	mount(leaseholdv1connect.NewElectionsHandler(elections{s}, guard, small, codec))
-	mount(leaseholdv1connect.NewWatchHandler(watchAPI{s}, guard, small, codec))
+	impls := map[string]any{} // each service's handlers, by service name
+	mount := func(lim bodyLimit) func(string, http.Handler) {
+		return func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(lim, h)) }
+	}
+	mountLarge, mountSmall := mount(large), mount(small)
+	mountLarge(handlerOf(impls, leaseholdv1connect.NewLeasesHandler, leases{s}, guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewClusterHandler, clusterAPI{s}, guard, codec))
+	mountLarge(handlerOf(impls, leaseholdv1connect.NewKVHandler, kvAPI{s}, guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewAdminHandler, &adminAPI{s}, guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewElectionsHandler, elections{s}, guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewWatchHandler, watchAPI{s}, guard, codec))
 	if cfg.Hub != nil {
 		registerWatchMetrics(cfg.Registry, cfg.Hub)
 	}
-	s.idem, s.queues, s.groups = newIdemAPI(s, cfg.Registry), newQueuesAPI(s, cfg.MaxQueueBodyBytes), newGroupsAPI(s, cfg.Registry)
-	mount(leaseholdv1connect.NewIdempotencyHandler(s.idem, guard, large, codec))
-	mount(leaseholdv1connect.NewQueuesHandler(s.queues, guard, large, codec))
-	mount(leaseholdv1connect.NewGroupsHandler(s.groups, guard, small, codec))
-	// Not through bodies: a session's body is a stream that lasts as long
-	// as the client, bounded per message, by ops unanswered and by idle time.
-	mux.Handle(leaseholdv1connect.NewSessionsHandler(sessionsAPI{s}, guard, large, codec))
+	mountLarge(handlerOf(impls, leaseholdv1connect.NewIdempotencyHandler, newIdemAPI(s, cfg.Registry), guard, codec))
+	mountLarge(handlerOf(impls, leaseholdv1connect.NewQueuesHandler, newQueuesAPI(s, cfg.MaxQueueBodyBytes), guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewGroupsHandler, newGroupsAPI(s, cfg.Registry), guard, codec))
+	// A session's body is a stream that lasts as long as the client:
+	// bounded per message, by ops unanswered and by idle time.
+	mount(session)(handlerOf(impls, leaseholdv1connect.NewSessionsHandler, sessionsAPI{s}, guard, codec))
+	var err error
+	if s.calls, err = bindCalls(impls); err != nil {
+		return nil, err
+	}
 	metrics := http.Handler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MetricsAuth {
 		if cfg.Auth == nil {
@@ -253,17 +270,32 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.mux = mux
 	s.hosts, s.authed = newHostCheck(cfg.AdvertiseURL, cfg.AllowHosts, connect.NewErrorWriter(codec)), cfg.Auth != nil
-	s.http = &http.Server{
-		Handler:           s.hostChecked(mux),
-		Protocols:         &protocols,
+	s.clients = fromClients(mux)
+	s.http = s.httpServer(s.hostChecked(s.clients), cfg.Logger)
+	s.http.Protocols, s.http.TLSConfig = &protocols, cfg.TLS
+	s.peers = s.httpServer(mux, cfg.Logger)
+	return s, nil
+}
+
+// httpServer is an http.Server of h with the node's bounds.
+func (s *Server) httpServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return s.base },
-		TLSConfig:         cfg.TLS,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       s.baseContext,
 	}
-	return s, nil
+}
+
+// handlerOf builds the handler of one service from impl (an H), and keeps
+// impl among impls for the session stream's calls (bindCalls).
+func handlerOf[H, I any](impls map[string]any, newHandler func(H, ...connect.HandlerOption) (string, http.Handler),
+	impl I, opts ...connect.HandlerOption) (string, http.Handler) {
+	path, h := newHandler(any(impl).(H), opts...)
+	impls[strings.Trim(path, "/")] = impl
+	return path, h
 }
 
 func (c *Config) setDefaults() {
@@ -319,9 +351,10 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ready: leader " + id + " at " + addr + "\n"))
 }
 
-// Handler is the server's HTTP handler without the Host check, for
-// callers in this process (the dashboard), tests and embedding.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler is the server's HTTP handler as the API listener serves it,
+// without the Host check: for callers in this process (the dashboard),
+// tests and embedding.
+func (s *Server) Handler() http.Handler { return s.clients }
 
 // Mount serves h for the paths under pattern on the API listener, beside
 // the API (the dashboard: its handler calls the API through Handler, so it
@@ -349,8 +382,9 @@ func (s *Server) hostChecked(h http.Handler) http.Handler {
 func (s *Server) Serve(l net.Listener) error {
 	s.forwardOnce.Do(func() {
 		// Forwarded requests arrive over the raft port, already inside its
-		// TLS when raft TLS is on.
-		go s.http.Serve(s.node.ForwardListener())
+		// TLS when raft TLS is on: the only requests whose node headers
+		// count (trust.go).
+		go s.peers.Serve(nodeListener{s.node.ForwardListener()})
 	})
 	l = limitConns(l, s.maxConns, s.maxConnsPerClient, s.refused)
 	var err error
@@ -399,9 +433,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.metricsSrv.Close() // scrapes are quick and harmless to cut
 	}
 	s.mu.Unlock()
+	peers := make(chan error, 1)
+	go func() { peers <- s.peers.Shutdown(ctx) }()
 	err := s.http.Shutdown(ctx)
-	if err != nil {
+	if err = errors.Join(err, <-peers); err != nil {
 		s.http.Close()
+		s.peers.Close()
 	}
 	return err
 }

@@ -49,7 +49,7 @@ func (h sessionsAPI) Session(ctx context.Context, stream *connect.BidiStream[pb.
 	defer s.sessions.close(key)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ss := &session{s: s, ctx: ctx, stream: stream, hdr: stream.RequestHeader(),
+	ss := &session{s: s, ctx: ctx, stream: stream, fwdHdr: s.fwd.forwardHeader(stream.RequestHeader(), stream.Peer().Addr),
 		ops: map[uint64]context.CancelFunc{}, wake: make(chan struct{}, 1), failed: make(chan error, 1)}
 	return ss.run(cancel)
 }
@@ -59,7 +59,7 @@ type session struct {
 	s      *Server
 	ctx    context.Context // ends with the stream: every op's context derives from it
 	stream *connect.BidiStream[pb.SessionRequest, pb.SessionResponse]
-	hdr    http.Header
+	fwdHdr http.Header // of the requests relayed to the leader
 
 	mu     sync.Mutex
 	ops    map[uint64]context.CancelFunc // unanswered ops, by op id
@@ -159,8 +159,8 @@ func (ss *session) handle(m *pb.SessionRequest) {
 	}
 	var admitted []sessionOp
 	for _, op := range ops {
-		if c := op.GetCall(); c != nil {
-			ss.startCall(op, c)
+		if op.GetCall() != nil {
+			ss.startCall(op)
 			continue
 		}
 		if err := ss.allowed(op.GetOp()); err != nil {
@@ -206,13 +206,9 @@ func (ss *session) admit(op *pb.SessionOp) (sessionOp, error) {
 	return sessionOp{id: id, op: op.GetOp(), ctx: ctx}, nil
 }
 
-// allowed checks a worker's prefixes, as the guard does for a unary call.
+// allowed checks op as the guard checks a Batch of it alone.
 func (ss *session) allowed(op *pb.BatchOp) error {
-	p, ok := ss.ctx.Value(principalKey{}).(Principal)
-	if !ok || p.Role != RoleWorker {
-		return nil
-	}
-	return p.mayTouch(op.GetAcquire().GetResources())
+	return principalOf(ss.ctx).authorize(leaseholdv1connect.LeasesBatchProcedure, &pb.BatchRequest{Ops: []*pb.BatchOp{op}})
 }
 
 // commit runs ops as one Batch, and waits for those that queued.
@@ -264,10 +260,12 @@ func (ss *session) commit(ops []sessionOp) {
 // unary calls would: one Batch, then an Acquire for each one queued.
 func (ss *session) relay(addr string, ops []sessionOp, msgs []*pb.BatchOp) {
 	s := ss.s
-	batch := client[pb.BatchRequest, pb.BatchResponse](s.fwd, addr, leaseholdv1connect.LeasesBatchProcedure)
-	resp, err := relay(batch.CallUnary(ss.ctx, forwardedWith(s.fwd, ss.hdr, &pb.BatchRequest{Ops: msgs})))
-	if err == nil && len(resp.Msg.GetResults()) != len(ops) {
-		err = leasehold.Errorf(leasehold.CodeUnavailable, "the leader answered %d ops with %d results; send them again", len(ops), len(resp.Msg.GetResults()))
+	resp, err := s.fwd.call(ss.ctx, addr, api.Lookup(leaseholdv1connect.LeasesBatchProcedure), &pb.BatchRequest{Ops: msgs}, ss.fwdHdr)
+	var results []*pb.BatchResult
+	if err == nil {
+		if results = resp.Any().(*pb.BatchResponse).GetResults(); len(results) != len(ops) {
+			err = leasehold.Errorf(leasehold.CodeUnavailable, "the leader answered %d ops with %d results; send them again", len(ops), len(results))
+		}
 	}
 	if err != nil {
 		ss.lost(err)
@@ -276,20 +274,19 @@ func (ss *session) relay(addr string, ops []sessionOp, msgs []*pb.BatchOp) {
 	ss.mu.Lock()
 	ss.leader = resp.Header().Get(LeaderHeader)
 	ss.mu.Unlock()
+	acquire := api.Lookup(leaseholdv1connect.LeasesAcquireProcedure)
 	for i, o := range ops {
-		res := resp.Msg.GetResults()[i]
-		if !res.GetQueued() {
+		if res := results[i]; !res.GetQueued() {
 			ss.answer(o.id, res)
 			continue
 		}
-		acquire := client[pb.AcquireRequest, pb.AcquireResponse](s.fwd, addr, leaseholdv1connect.LeasesAcquireProcedure)
 		ss.work.Add(1)
 		go func() {
 			defer ss.work.Done()
-			r, err := relay(acquire.CallUnary(o.ctx, forwardedWith(s.fwd, ss.hdr, o.op.GetAcquire())))
+			r, err := s.fwd.call(o.ctx, addr, acquire, o.op.GetAcquire(), ss.fwdHdr)
 			var res *pb.BatchResult
 			if err == nil {
-				res = &pb.BatchResult{Result: &pb.BatchResult_Acquire{Acquire: r.Msg}}
+				res = &pb.BatchResult{Result: &pb.BatchResult_Acquire{Acquire: r.Any().(*pb.AcquireResponse)}}
 			}
 			ss.settle(o.id, res, err)
 		}()

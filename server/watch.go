@@ -21,7 +21,7 @@ type watchAPI struct{ s *Server }
 
 func (h watchAPI) Watch(ctx context.Context, req *connect.Request[pb.WatchRequest], stream *connect.ServerStream[pb.WatchResponse]) error {
 	s, m := h.s, req.Msg
-	wr, err := watchRequest(ctx, m)
+	wr, err := watchRequest(m)
 	if err != nil {
 		return api.ToConnect(err)
 	}
@@ -43,7 +43,7 @@ func (h watchAPI) Watch(ctx context.Context, req *connect.Request[pb.WatchReques
 		return err
 	}
 	for b := range w.Batches() {
-		if err := stream.Send(batchPB(b)); err != nil {
+		if err := stream.Send(visibleBatch(ctx, batchPB(b))); err != nil {
 			return err
 		}
 		last = b.Index
@@ -58,9 +58,9 @@ func (h watchAPI) Watch(ctx context.Context, req *connect.Request[pb.WatchReques
 	return ctx.Err()
 }
 
-// watchRequest checks a watch request: its prefixes, which a worker may
-// only draw within its own.
-func watchRequest(ctx context.Context, m *pb.WatchRequest) (service.WatchRequest, error) {
+// watchRequest checks a watch request's prefixes (the guard holds a token
+// to its own).
+func watchRequest(m *pb.WatchRequest) (service.WatchRequest, error) {
 	wr := service.WatchRequest{Prefixes: m.Prefixes, From: m.GetFromIndex(), Now: m.FromIndex == nil, Renewed: m.Renewed}
 	if len(m.Prefixes) > maxWatchPrefixes {
 		return wr, leasehold.Errorf(leasehold.CodeInvalid, "prefixes has %d entries; the limit is %d", len(m.Prefixes), maxWatchPrefixes)
@@ -75,19 +75,16 @@ func watchRequest(ctx context.Context, m *pb.WatchRequest) (service.WatchRequest
 	if all {
 		wr.Prefixes = nil
 	}
-	if p, ok := ctx.Value(principalKey{}).(Principal); ok && p.Role == RoleWorker {
-		if all {
-			return wr, leasehold.Errorf(leasehold.CodePermission,
-				"token %q may watch only within its prefixes %q: name them (or prefixes inside them)", p.Name, p.Prefixes)
-		}
-		for _, pre := range wr.Prefixes {
-			if !p.allows(pre) {
-				return wr, leasehold.Errorf(leasehold.CodePermission,
-					"token %q may not watch %q: it is outside the token's prefixes %q", p.Name, pre, p.Prefixes)
-			}
-		}
-	}
 	return wr, nil
+}
+
+// visibleBatch is b as the caller of ctx may see it: a lease's resources
+// outside its prefixes are left out of its events.
+func visibleBatch(ctx context.Context, b *pb.WatchResponse) *pb.WatchResponse {
+	for _, e := range b.Events {
+		e.Resources = visible(ctx, e.Resources)
+	}
+	return b
 }
 
 func batchPB(b service.Batch) *pb.WatchResponse {

@@ -184,7 +184,8 @@ func newAuth() *cobra.Command {
 		},
 	}
 	token.Flags().StringVar(&role, "role", "worker", "worker, operator or admin")
-	token.Flags().StringSliceVar(&prefixes, "prefix", nil, "resource/key prefixes a worker may touch (repeatable)")
+	token.Flags().StringSliceVar(&prefixes, "prefix", nil,
+		"the token sees and touches only names (resources, keys, queues, groups, elections) under these prefixes (repeatable; a worker needs one, \"\" for all; an operator or admin with one may not change membership or take snapshots)")
 	cmd.AddCommand(token)
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/server"
 
 	"github.com/leasehold/leasehold/internal/testutil"
 )
@@ -22,6 +23,7 @@ type Cluster struct {
 	t       testing.TB
 	Net     *Network
 	opts    []Option
+	srv     []func(*server.Config) // for every node's server
 	mu      sync.Mutex
 	nodes   []*Node // nil while stopped
 	ids     []string
@@ -37,7 +39,17 @@ type Cluster struct {
 // Start boots a cluster of n voters and waits for a leader.
 func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
+	return StartServers(t, n, nil, opts...)
+}
+
+// StartServers is Start with srv applied to every node's server config
+// (nil: none).
+func StartServers(t testing.TB, n int, srv func(*server.Config), opts ...Option) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t, Net: NewNetwork(), opts: opts}
+	if srv != nil {
+		c.srv = append(c.srv, srv)
+	}
 	var peers []cluster.Peer
 	for i := range n {
 		c.ids = append(c.ids, fmt.Sprintf("n%d", i+1))
@@ -121,13 +133,13 @@ func (c *Cluster) start(i int, extra ...Option) {
 	c.mu.Unlock()
 	if first[0] != nil {
 		cfg.RaftListener = first[0]
-		n, err = OpenOn(cfg, first[1])
+		n, err = OpenOn(cfg, first[1], c.srv...)
 	} else {
 		// A restart listens on the node's addresses again; the ports of its
 		// previous run may linger briefly.
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			n, err = Open(cfg, c.api[i])
+			n, err = Open(cfg, c.api[i], c.srv...)
 			if err == nil || time.Now().After(deadline) {
 				break
 			}
