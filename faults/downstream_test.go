@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -21,19 +22,38 @@ const downstreamTable = `CREATE TABLE downstream (id bigserial PRIMARY KEY, key 
 // pgWriter writes a row to downstream in a transaction that pgfence checks
 // first.
 type pgWriter struct {
+	dsn   string
 	conn  *pgx.Conn
 	guard *pgfence.Guard
 }
 
+// idleTxTimeout ends the session of a writer stopped inside its
+// transaction (Postgres's idle_in_transaction_session_timeout), as
+// examples/ledger does: its row lock on the fence's mark would otherwise
+// keep the next holder from claiming the resource until the test's end.
+const idleTxTimeout = listTTL
+
 func newPGWriter(ctx context.Context, dsn string) (writer, error) {
-	conn, err := pgx.Connect(ctx, dsn)
+	w := &pgWriter{dsn: dsn, guard: &pgfence.Guard{}}
+	return w, w.connect(ctx)
+}
+
+func (w *pgWriter) connect(ctx context.Context) error {
+	cfg, err := pgx.ParseConfig(w.dsn)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &pgWriter{conn: conn, guard: &pgfence.Guard{}}, nil
+	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleTxTimeout.Milliseconds(), 10)
+	w.conn, err = pgx.ConnectConfig(ctx, cfg)
+	return err
 }
 
 func (w *pgWriter) write(ctx context.Context, key, resource string, token uint64) (uint64, error) {
+	if w.conn.IsClosed() { // its session ended while it was stopped: its next write goes to the fence again
+		if err := w.connect(ctx); err != nil {
+			return 0, err
+		}
+	}
 	tx, err := w.conn.Begin(ctx)
 	if err != nil {
 		return 0, err
