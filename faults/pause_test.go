@@ -59,9 +59,9 @@ var resumeAfter = time.Duration(rounds(4, 30)) * time.Second
 // TestResumeAfterLongStop stops a worker process for many TTLs, while two
 // other holders take the resource in turn and the last gives it back:
 // when the worker resumes it finds out at once that its lease is gone (its
-// deadline passed long ago, so it does not even try to renew), stops its
-// work, and nothing it sent with its old token is accepted, though nobody
-// holds the resource now.
+// deadline passed long ago, so it does not even try to renew) and stops
+// its work before it sends another write, though nobody holds the
+// resource now; the writes it made before the stop were all in its lease.
 func TestResumeAfterLongStop(t *testing.T) {
 	n := startOne(t)
 	c := newClient(t, "", n.url)
