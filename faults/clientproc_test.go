@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+	hist "github.com/leasehold/leasehold/internal/history"
 )
 
 // A client process is this test binary re-executed with clientModeEnv set:
@@ -86,7 +87,7 @@ func startClientProc(t testing.TB, resource string, endpoints []string) *clientP
 // clientOutput is what a client process printed so far.
 type clientOutput struct {
 	leaseID, token uint64 // 0 until granted
-	acks           []write
+	acks           []hist.Write
 	refused        int
 }
 
@@ -105,7 +106,7 @@ func (p *clientProc) output() clientOutput {
 		case "ack":
 			v, err := strconv.ParseUint(f[2], 10, 64)
 			if err == nil {
-				o.acks = append(o.acks, write{key: f[1], value: []byte(f[1]), version: v, resource: p.resource, token: o.token})
+				o.acks = append(o.acks, hist.Write{Key: f[1], Value: []byte(f[1]), Version: v, Resource: p.resource, Token: o.token})
 			}
 		case "refused":
 			o.refused++
