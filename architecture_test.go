@@ -43,6 +43,7 @@ var mayImport = map[string][]string{
 	"internal/smalldisk":     {},
 	"internal/testutil":      {"internal/freeport"},
 	"internal/procs":         {"internal/freeport"}, // StartServeCluster picks the nodes' ports
+	"internal/netfault":      {"internal/freeport"}, // a loopback lab's ports
 	"internal/pgtest":        {"internal/freeport"},
 	"internal/testcluster":   {".", "api", "client", "cluster", "embed", "server", "service", "internal/testutil"},
 	"integration":            {},
