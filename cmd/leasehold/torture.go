@@ -60,7 +60,7 @@ operations that show it.`,
 	fl.IntVar(&f.workers, "workers", 8, "concurrent workers (each its own client), besides 3 group members")
 	fl.StringVar(&f.prefix, "prefix", "", "prefix of every name the run makes (default torture/RUNID/)")
 	fl.IntVar(&f.local, "local", 0, "start this many nodes (3 or 5) in a temp dir and inject --faults into them")
-	fl.StringVar(&f.faults, "faults", "pause,kill,skew", "with --local: fault classes, comma-separated: "+strings.Join(torture.FaultClasses, ", "))
+	fl.StringVar(&f.faults, "faults", "pause,kill,partition,skew", "with --local: fault classes, comma-separated: "+strings.Join(torture.FaultClasses, ", "))
 	fl.StringVar(&f.faultCmd, "fault-cmd", "", "run this shell command between phases (your own fault: kill a pod, ...)")
 	durationVar(fl, &f.faultEvery, "fault-every", 10*time.Second, "a phase: half quiet, then a fault held for up to the other half")
 	fl.StringVar(&f.history, "history", "", "write every operation to this file, one JSON line each")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/leasehold/leasehold/client"
@@ -39,12 +40,14 @@ func (w *worker) member(ctx context.Context) {
 }
 
 // own works on partition until its context ends, and records the hold.
+// A member's partitions run at once: own uses nothing of w's but its
+// client and the recorder (both safe for concurrent use).
 func (w *worker) own(ctx context.Context, group, member string, partition int, epoch uint64) {
 	res := fmt.Sprintf("%s#%d", group, partition)
 	start := w.rec.now()
 	w.rec.grant(history.Grant{Resource: res, Token: epoch})
-	for sleep(ctx, time.Duration(100+w.rng.IntN(300))*time.Millisecond) {
-		key := w.run.name("partitioned/p%d/%s-%d", partition, member, w.seq())
+	for n := 0; sleep(ctx, time.Duration(100+rand.IntN(300))*time.Millisecond); n++ {
+		key := w.run.name("partitioned/p%d/%s-e%d-%d", partition, member, epoch, n)
 		value := []byte(fmt.Sprintf("by %s with epoch %d", member, epoch))
 		var version uint64
 		op, err := w.call(primGroup, "put_fenced", key, map[string]any{"partition": partition, "epoch": epoch}, func() (map[string]any, error) {

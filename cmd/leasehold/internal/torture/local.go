@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/freeport"
+	"github.com/leasehold/leasehold/internal/netfault"
 )
 
 // localCluster is N `leasehold serve` processes that torture started
@@ -26,6 +27,7 @@ type localCluster struct {
 	bin, dir string
 	nodes    []*localNode
 	status   *client.Client
+	lab      *netfault.Lab // nodes in network namespaces, links through proxies (nil: plain loopback)
 }
 
 // localNode is one serve process: restartable with the same flags.
@@ -33,7 +35,8 @@ type localNode struct {
 	ID, URL  string
 	RaftAddr string
 	args     []string
-	rate     float64 // clock rate (1: real time)
+	rate     float64        // clock rate (1: real time)
+	host     *netfault.Host // its network namespace, if in a lab
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -43,29 +46,40 @@ type localNode struct {
 
 // startLocal starts n nodes bootstrapped as one cluster and waits until a
 // leader serves. rates, if not empty, gives each node's clock rate (see
-// serve's hidden --test-clock-rate).
-func startLocal(ctx context.Context, bin string, n int, rates []float64) (*localCluster, error) {
+// serve's hidden --test-clock-rate). With partitions, each node runs in a
+// network namespace of its own and every link between two nodes passes
+// through a netfault proxy (this needs root); the API stays reachable
+// from here, as for a client beside every node.
+func startLocal(ctx context.Context, bin string, n int, rates []float64, partitions bool) (*localCluster, error) {
 	dir, err := os.MkdirTemp("", "leasehold-torture-")
 	if err != nil {
 		return nil, err
 	}
 	c := &localCluster{bin: bin, dir: dir}
+	if partitions {
+		if c.lab, err = netfault.NewNetnsLab(n, []string{"api", "raft"}, uint64(time.Now().UnixNano())); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("the partition faults need network namespaces: %w", err)
+		}
+	}
 	var peers, urls []string
 	for i := range n {
-		api, err := freeport.Addr()
+		api, raft, err := c.addrs(i)
 		if err != nil {
-			return nil, err
-		}
-		raft, err := freeport.Addr()
-		if err != nil {
+			c.close()
 			return nil, err
 		}
 		nd := &localNode{ID: fmt.Sprintf("n%d", i+1), URL: "http://" + api, RaftAddr: raft, rate: 1}
 		if i < len(rates) {
 			nd.rate = rates[i]
 		}
-		nd.args = []string{"serve", "--node-id", nd.ID, "--data-dir", filepath.Join(dir, nd.ID),
-			"--api-addr", api, "--raft-addr", raft, "--log-level", "warn", "--dashboard=false"}
+		nd.args = append(nd.args, "serve", "--node-id", nd.ID, "--data-dir", filepath.Join(dir, nd.ID),
+			"--api-addr", api, "--raft-addr", raft, "--log-level", "warn", "--dashboard=false")
+		if c.lab != nil {
+			nd.host = c.lab.Hosts[i]
+			// Its addresses are the namespace's own, not loopback ones.
+			nd.args = append(nd.args, "--insecure")
+		}
 		if nd.rate != 1 {
 			nd.args = append(nd.args, "--test-clock-rate", strconv.FormatFloat(nd.rate, 'f', -1, 64))
 		}
@@ -94,6 +108,20 @@ func startLocal(ctx context.Context, bin string, n int, rates []float64) (*local
 	return c, nil
 }
 
+// addrs are node i's API and raft addresses: its namespace's, or free
+// loopback ports.
+func (c *localCluster) addrs(i int) (api, raft string, err error) {
+	if c.lab != nil {
+		h := c.lab.Hosts[i]
+		return h.Listen("api"), h.Listen("raft"), nil
+	}
+	if api, err = freeport.Addr(); err != nil {
+		return "", "", err
+	}
+	raft, err = freeport.Addr()
+	return api, raft, err
+}
+
 // URLs are the nodes' API URLs.
 func (c *localCluster) URLs() []string {
 	var out []string
@@ -110,7 +138,11 @@ func (c *localCluster) start(nd *localNode) error {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(c.bin, nd.args...)
+	name, args := c.bin, nd.args
+	if nd.host != nil {
+		name, args = nd.host.Command(c.bin, nd.args...)
+	}
+	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = childEnv()
 	if err := cmd.Start(); err != nil {
@@ -285,6 +317,9 @@ func (c *localCluster) close() {
 	}
 	if c.status != nil {
 		c.status.Close()
+	}
+	if c.lab != nil {
+		c.lab.Close()
 	}
 	os.RemoveAll(c.dir)
 }

@@ -15,14 +15,15 @@ import (
 
 // run is one torture run in progress.
 type run struct {
-	cfg       Config
-	rec       *recorder
-	local     *localCluster // nil against --endpoints
-	endpoints []string
-	admin     *client.Client
-	queue     string // the run's queue and group (empty: not made)
-	group     string
-	logMu     sync.Mutex
+	cfg        Config
+	rec        *recorder
+	local      *localCluster // nil against --endpoints
+	endpoints  []string
+	admin      *client.Client
+	queue      string // the run's queue and group (empty: not made)
+	group      string
+	partitions int // partition faults so far
+	logMu      sync.Mutex
 }
 
 // name is a name of the run's, under its prefix.
@@ -56,7 +57,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.faulty(FaultSkew) {
 			rates = []float64{1, 1 + cfg.SkewRate, 1 - cfg.SkewRate}
 		}
-		lc, err := startLocal(ctx, cfg.Bin, cfg.Local, rates)
+		lc, err := startLocal(ctx, cfg.Bin, cfg.Local, rates, cfg.faulty(FaultPartition))
 		if err != nil {
 			return nil, fmt.Errorf("start %d local nodes: %w", cfg.Local, err)
 		}
