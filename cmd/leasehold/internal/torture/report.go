@@ -60,7 +60,7 @@ func (r *Report) Violated() int { return len(r.Violations) }
 func (r *run) report(vs []history.Violation) *Report {
 	rec := r.rec
 	rep := &Report{Prefix: r.cfg.Prefix, Duration: r.cfg.Duration.String(), Violations: vs, FaultsByClass: map[string]int{},
-		Excerpt: map[int64]Op{}}
+		Excerpt: map[int64]Op{}, FaultLog: []faultRecord{}, Primitives: []PrimitiveFigures{}}
 	rep.Target = strings.Join(r.endpoints, ",")
 	if r.local != nil {
 		rep.Target = fmt.Sprintf("%d local nodes (%s)", r.cfg.Local, rep.Target)
