@@ -24,32 +24,20 @@ func (r *run) check(ctx context.Context, w *worker) *Report {
 	drained := r.queue != "" && r.drain(ctx, w)
 	lost := r.readBack(ctx, w)
 
-	rec := r.rec
-	rec.mu.Lock()
-	grants := append([]history.Grant(nil), rec.grants...)
-	writes := append([]history.Write(nil), rec.writes...)
-	holds := map[string][]history.Hold{}
-	for k, v := range rec.holds {
-		holds[k] = append([]history.Hold(nil), v...)
-	}
-	sends, delivered, acks := append([]history.QueueSend(nil), rec.qSends...), append([]history.QueueDelivery(nil), rec.qDelivered...),
-		append([]history.QueueAck(nil), rec.qAcks...)
-	completes, answers := append([]history.IdemComplete(nil), rec.completes...), append([]history.IdemAnswer(nil), rec.answers...)
-	rec.mu.Unlock()
-
+	rec := r.rec.records()
 	var vs []history.Violation
 	vs = append(vs, lost...)
-	vs = append(vs, history.StaleWrites(grants, writes)...)
+	vs = append(vs, history.StaleWrites(rec.grants, rec.writes)...)
 	for _, prim := range []string{primLease, primElection, primGroup, primIdem} {
-		vs = append(vs, history.Exclusion(holds[prim])...)
+		vs = append(vs, history.Exclusion(rec.holds[prim])...)
 	}
 	if r.queue != "" {
-		vs = append(vs, history.QueueOrder(sends, delivered, acks, drained)...)
+		vs = append(vs, history.QueueOrder(rec.qSends, rec.qDelivered, rec.qAcks, drained)...)
 	}
-	vs = append(vs, history.IdemOnce(completes, answers)...)
+	vs = append(vs, history.IdemOnce(rec.completes, rec.answers)...)
 	r.logf("checking: porcupine on the KV/Txn history")
 	path := filepath.Join(os.TempDir(), fmt.Sprintf("leasehold-torture-kv-%d.html", time.Now().UnixNano()))
-	lin, kv := rec.txn.Check(2*time.Minute, path)
+	lin, kv := r.rec.txn.Check(2*time.Minute, path)
 	vs = append(vs, kv...)
 
 	rep := r.report(vs)
@@ -87,9 +75,7 @@ func (r *run) drain(ctx context.Context, w *worker) bool {
 func (r *run) readBack(ctx context.Context, w *worker) []history.Violation {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	r.rec.mu.Lock()
-	writes := append([]history.Write(nil), r.rec.writes...)
-	r.rec.mu.Unlock()
+	writes := r.rec.records().writes
 	var (
 		mu  sync.Mutex
 		out []history.Violation

@@ -1,11 +1,10 @@
 package torture
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
-
-	"context"
 )
 
 const barWidth = 30
@@ -31,9 +30,7 @@ func (r *run) progress(ctx context.Context) {
 		}
 		elapsed := time.Duration(r.rec.now())
 		frac := min(elapsed.Seconds()/r.cfg.Duration.Seconds(), 1)
-		r.rec.mu.Lock()
-		faults := len(r.rec.faults)
-		r.rec.mu.Unlock()
+		faults := len(r.rec.records().faults)
 		status := fmt.Sprintf("%.0fs/%v  %d operations  %d faults", elapsed.Seconds(), r.cfg.Duration, r.rec.count(), faults)
 		if r.cfg.Progress != nil {
 			full := int(frac * barWidth)

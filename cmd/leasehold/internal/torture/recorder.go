@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"maps"
 	"sync"
 	"time"
 
@@ -55,10 +56,15 @@ type recorder struct {
 	ops    []Op
 	stats  map[string]*primStats
 
+	recs records
+	txn  *history.TxnHistory // safe for concurrent use itself
+}
+
+// records are the typed records the checkers read.
+type records struct {
 	grants     []history.Grant // leases and partition epochs, for stale writes
 	writes     []history.Write
 	holds      map[string][]history.Hold // by primitive
-	txn        *history.TxnHistory
 	qSends     []history.QueueSend
 	qDelivered []history.QueueDelivery
 	qAcks      []history.QueueAck
@@ -68,7 +74,7 @@ type recorder struct {
 }
 
 func newRecorder(w io.Writer) *recorder {
-	r := &recorder{start: time.Now(), stats: map[string]*primStats{}, holds: map[string][]history.Hold{},
+	r := &recorder{start: time.Now(), stats: map[string]*primStats{}, recs: records{holds: map[string][]history.Hold{}},
 		txn: history.NewTxnHistory()}
 	if w != nil {
 		r.out = bufio.NewWriter(w)
@@ -146,58 +152,36 @@ func (r *recorder) count() int64 {
 	return n
 }
 
-func (r *recorder) grant(g history.Grant) {
+// keep appends v to one of r's lists, under r's lock.
+func keep[T any](r *recorder, list *[]T, v T) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.grants = append(r.grants, g)
+	*list = append(*list, v)
 }
 
-func (r *recorder) wrote(w history.Write) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.writes = append(r.writes, w)
-}
+func (r *recorder) grant(g history.Grant)             { keep(r, &r.recs.grants, g) }
+func (r *recorder) wrote(w history.Write)             { keep(r, &r.recs.writes, w) }
+func (r *recorder) sent(s history.QueueSend)          { keep(r, &r.recs.qSends, s) }
+func (r *recorder) delivered(d history.QueueDelivery) { keep(r, &r.recs.qDelivered, d) }
+func (r *recorder) acked(a history.QueueAck)          { keep(r, &r.recs.qAcks, a) }
+func (r *recorder) completed(c history.IdemComplete)  { keep(r, &r.recs.completes, c) }
+func (r *recorder) answered(a history.IdemAnswer)     { keep(r, &r.recs.answers, a) }
+func (r *recorder) fault(f faultRecord)               { keep(r, &r.recs.faults, f) }
 
 func (r *recorder) hold(prim string, h history.Hold) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.holds[prim] = append(r.holds[prim], h)
+	r.recs.holds[prim] = append(r.recs.holds[prim], h)
 }
 
-func (r *recorder) sent(s history.QueueSend) {
+// records is what has been recorded so far. The lists only grow, so the
+// copy's slices stay as they are.
+func (r *recorder) records() records {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.qSends = append(r.qSends, s)
-}
-
-func (r *recorder) delivered(d history.QueueDelivery) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.qDelivered = append(r.qDelivered, d)
-}
-
-func (r *recorder) acked(a history.QueueAck) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.qAcks = append(r.qAcks, a)
-}
-
-func (r *recorder) completed(c history.IdemComplete) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.completes = append(r.completes, c)
-}
-
-func (r *recorder) answered(a history.IdemAnswer) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.answers = append(r.answers, a)
-}
-
-func (r *recorder) fault(f faultRecord) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.faults = append(r.faults, f)
+	c := r.recs
+	c.holds = maps.Clone(r.recs.holds)
+	return c
 }
 
 // at is t (a reading of this process's clock) as recorder time.

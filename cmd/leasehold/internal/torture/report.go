@@ -94,16 +94,17 @@ func (r *run) report(vs []history.Violation) *Report {
 			}
 		}
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	for _, f := range rec.faults {
+	recs := rec.records()
+	for _, f := range recs.faults {
 		rep.Faults++
 		rep.FaultsByClass[f.Class]++
 		if f.Err != "" || (f.Exit != nil && *f.Exit != 0) {
 			rep.FaultErrors++
 		}
 	}
-	rep.FaultLog = append(rep.FaultLog, rec.faults...)
+	rep.FaultLog = append(rep.FaultLog, recs.faults...)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
 	for prim, s := range rec.stats {
 		rep.Operations += s.ops
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
