@@ -112,6 +112,19 @@ func TestTortureCatchesUnfencedWrites(t *testing.T) {
 	}
 }
 
+// TestTortureCatchesSkewBeyondAllowance runs the nodes on clocks 25% off
+// real time, far beyond the client's drift allowance (2% and 10ms), with
+// leadership moved between the fast and the slow one: a leader whose
+// clock runs fast expires leases before their holders' safe deadlines,
+// and torture must see the holders overlap, exit 1, and show them.
+func TestTortureCatchesSkewBeyondAllowance(t *testing.T) {
+	stdout, stderr, code := torture(t, 3*time.Minute, "--local", "3", "--duration", "30s", "--faults", "skew",
+		"--skew-rate", "0.25", "--fault-every", "6s")
+	if code != 1 || !strings.Contains(stdout, "double_owner: ") {
+		t.Fatalf("torture exited %d, want 1 with a double owner shown\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
+
 // TestTortureFaultCmd runs torture against a node it did not start, with
 // a fault command: the command runs between phases, its status and output
 // are recorded, and the run removes every key it made.

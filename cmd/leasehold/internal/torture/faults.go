@@ -118,6 +118,7 @@ func (r *run) inject(ctx context.Context, phase int, class string, leader bool) 
 		}
 	case FaultSkew:
 		err = r.moveLeader(ctx, &f)
+		sleep(context.WithoutCancel(ctx), hold) // the new leader's clock rules the leases for a while
 	case FaultPartition:
 		err = r.partition(ctx, &f, target, hold)
 	}
@@ -154,7 +155,7 @@ func (r *run) moveLeader(ctx context.Context, f *faultRecord) error {
 		return fmt.Errorf("no node on another clock rate than %s", old.ID)
 	}
 	f.Target = old.ID
-	f.What = fmt.Sprintf("leadership from %s (clock rate %v) to %s (clock rate %v)", old.ID, old.rate, to.ID, to.rate)
+	f.What = fmt.Sprintf("leadership from %s (clock rate %v) to %s (clock rate %v), kept there half a phase", old.ID, old.rate, to.ID, to.rate)
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return lc.status.TransferLeader(tctx, to.ID)
