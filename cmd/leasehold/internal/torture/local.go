@@ -59,7 +59,7 @@ func startLocal(ctx context.Context, bin string, n int, rates []float64, partiti
 	if partitions {
 		if c.lab, err = netfault.NewNetnsLab(n, []string{"api", "raft"}, uint64(time.Now().UnixNano())); err != nil {
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("the partition faults need network namespaces: %w", err)
+			return nil, fmt.Errorf("the partition faults need network namespaces (run as root, or leave partition out of --faults): %w", err)
 		}
 	}
 	var peers, urls []string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +59,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rates = []float64{1, 1 + cfg.SkewRate, 1 - cfg.SkewRate}
 		}
 		lc, err := startLocal(ctx, cfg.Bin, cfg.Local, rates, cfg.faulty(FaultPartition))
+		if err != nil && strings.Contains(err.Error(), "address already in use") {
+			// A free port picked was taken before a node bound it.
+			lc, err = startLocal(ctx, cfg.Bin, cfg.Local, rates, cfg.faulty(FaultPartition))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("start %d local nodes: %w", cfg.Local, err)
 		}
