@@ -1,17 +1,23 @@
 //go:build ignore
 
-// slowclients checks that slow clients from one address cannot take a
-// leasehold node's file descriptors: it starts `BIN serve` on loopback with
+// slowclients checks that slow clients from one address cannot lock
+// others out of a leasehold node: it starts `BIN serve` on loopback with
 // at most NOFILE open files, opens N connections from 127.0.0.1 that send
-// one header byte every 5s, and then asks /healthz and Acquire from
-// 127.0.0.2. Linux only (prlimit, 127.0.0.0/8 on lo).
+// one header byte every 5s, and BODIES requests from 127.0.0.1 that
+// declare a Content-Length of 8 MiB, send SENT bytes of it at once and
+// then one byte a second; it
+// then asks /healthz and Acquire from 127.0.0.2, and times ACQUIRES
+// acquire-and-release pairs from there (p50, p99, and their answers).
+// Linux only (prlimit, 127.0.0.0/8 on lo).
 //
 //	go build -o /tmp/leasehold ./cmd/leasehold
 //	go run scripts/slowclients.go -bin /tmp/leasehold -nofile 1024 -n 2000
+//	go run scripts/slowclients.go -bin /tmp/leasehold -n 0 -bodies 64 -acquires 500 [-sent 7340032]
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +35,9 @@ func main() {
 	bin := flag.String("bin", "leasehold", "the leasehold binary")
 	nofile := flag.Int("nofile", 1024, "the node's limit of open files")
 	n := flag.Int("n", 2000, "slow connections from 127.0.0.1")
+	bodies := flag.Int("bodies", 0, "slow request bodies from 127.0.0.1")
+	acquires := flag.Int("acquires", 100, "timed acquires from 127.0.0.2")
+	sent := flag.Int("sent", 1, "bytes of each slow body sent at once")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "slowclients-")
@@ -51,7 +61,7 @@ func main() {
 	}
 
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: 5 * time.Second}
-	var conns []net.Conn
+	var conns, slowBodies []net.Conn
 	failed := 0
 	for range *n {
 		c, err := d.Dial("tcp", api)
@@ -62,21 +72,19 @@ func main() {
 		conns = append(conns, c)
 		io.WriteString(c, "P")
 	}
-	stop := make(chan struct{})
-	go func() { // one more byte every 5s, on every connection
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				for _, c := range conns {
-					io.WriteString(c, "O")
-				}
-			}
+	for range *bodies {
+		c, err := d.Dial("tcp", api)
+		if err != nil {
+			failed++
+			continue
 		}
-	}()
+		fmt.Fprintf(c, "POST /leasehold.v1.Leases/Batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{%s",
+			8<<20, strings.Repeat(" ", *sent-1))
+		slowBodies = append(slowBodies, c)
+	}
+	stop := make(chan struct{})
+	go every(stop, 5*time.Second, conns, "O")
+	go every(stop, time.Second, slowBodies, " ")
 	time.Sleep(time.Second) // let the node accept what it will
 	open := 0
 	for _, c := range conns {
@@ -85,13 +93,65 @@ func main() {
 			open++
 		}
 	}
-	fmt.Printf("%d slow connections from 127.0.0.1 (%d dials failed), %d still open after 1s; node limited to %d files\n",
-		*n, failed, open, *nofile)
+	fmt.Printf("%d slow connections and %d slow bodies of 8 MiB (%d bytes sent at once) from 127.0.0.1 (%d dials failed), %d connections still open after 1s; node limited to %d files\n",
+		*n, *bodies, *sent, failed, open, *nofile)
 	fmt.Printf("from 127.0.0.2: /healthz %s, /readyz %s, Acquire %s\n", get(other, url+"/healthz"), get(other, url+"/readyz"),
 		post(other, url+"/leasehold.v1.Leases/Acquire", `{"resources":["slow/x"],"ttl":"10s"}`))
+	timeAcquires(other, url, *acquires)
 	close(stop)
-	for _, c := range conns {
+	for _, c := range append(conns, slowBodies...) {
 		c.Close()
+	}
+}
+
+// timeAcquires acquires and releases a resource n times from c, one after
+// another, and prints the latency of the acquires and their answers.
+func timeAcquires(c *http.Client, url string, n int) {
+	var took []time.Duration
+	answers := map[string]int{}
+	for i := range n {
+		start := time.Now()
+		res, err := c.Post(url+"/leasehold.v1.Leases/Acquire", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"resources":["slow/%d"],"ttl":"10s"}`, i)))
+		took = append(took, time.Since(start))
+		if err != nil {
+			answers["failed"]++
+			continue
+		}
+		var lease struct {
+			Lease  struct{ ID string }
+			Secret string
+		}
+		json.NewDecoder(res.Body).Decode(&lease)
+		res.Body.Close()
+		answers[res.Status]++
+		if res.StatusCode == http.StatusOK {
+			post(c, url+"/leasehold.v1.Leases/Release", fmt.Sprintf(`{"leaseId":%q,"secret":%q}`, lease.Lease.ID, lease.Secret))
+		}
+	}
+	if n == 0 {
+		return
+	}
+	slices.Sort(took)
+	pct := func(p float64) time.Duration {
+		return took[min(len(took)-1, int(p*float64(len(took))))].Round(10 * time.Microsecond)
+	}
+	fmt.Printf("%d acquires from 127.0.0.2: p50 %v, p99 %v, max %v; answers %v\n", n, pct(0.5), pct(0.99), took[len(took)-1], answers)
+}
+
+// every writes s on each of conns every period, until stop is closed.
+func every(stop <-chan struct{}, period time.Duration, conns []net.Conn, s string) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			for _, c := range conns {
+				io.WriteString(c, s)
+			}
+		}
 	}
 }
 

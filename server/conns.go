@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net"
 	"sync"
 )
@@ -32,7 +33,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip := clientIP(c.RemoteAddr())
+		ip := clientIP(c.RemoteAddr().String())
 		if reason := l.admit(ip); reason != "" {
 			l.refused(reason)
 			c.Close()
@@ -66,15 +67,34 @@ func (l *connLimiter) done(ip string) {
 	}
 }
 
-func clientIP(a net.Addr) string {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.IP.String()
-	}
-	host, _, err := net.SplitHostPort(a.String())
+// clientIP is the IP address of addr, a remote address ("ip:port").
+func clientIP(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return a.String()
+		return addr
 	}
 	return host
+}
+
+// nodeListener is the listener of requests that other nodes forward to
+// this one (over the raft port): they were charged to their callers where
+// they arrived.
+type nodeListener struct{ net.Listener }
+
+type fromNodeKey struct{}
+
+// baseContext is the parent context of the requests that arrive on l.
+func (s *Server) baseContext(l net.Listener) context.Context {
+	if _, ok := l.(nodeListener); ok {
+		return context.WithValue(s.base, fromNodeKey{}, true)
+	}
+	return s.base
+}
+
+// fromNode says the request of ctx came from another node.
+func fromNode(ctx context.Context) bool {
+	v, _ := ctx.Value(fromNodeKey{}).(bool)
+	return v
 }
 
 // limitedConn gives its place back when closed (once: net/http may close

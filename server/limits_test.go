@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -74,7 +75,7 @@ func TestBodyTooLargeRefusedBeforeRead(t *testing.T) {
 	postHead(t, c, "/leasehold.v1.Leases/Batch", 16<<20)
 	status, body := readReply(t, c, 10*time.Second)
 	if status != http.StatusTooManyRequests || !strings.Contains(body, "resource_exhausted") ||
-		!strings.Contains(body, "may hold 65536 bytes (limit max_request_bytes); this one is 16777216 bytes") {
+		!strings.Contains(body, "may hold 65536 bytes once decoded (limit max_request_bytes); this one is 16777216 bytes") {
 		t.Fatalf("16 MiB announced: status %d %s, want 429 resource_exhausted naming max_request_bytes", status, body)
 	}
 	// A body of unknown length (chunked, as gRPC sends) ends at the limit.
@@ -97,8 +98,9 @@ func TestBodyTooLargeRefusedBeforeRead(t *testing.T) {
 	}
 }
 
-// The bodies of all requests in flight share one budget; a request that
-// would go over it is refused at once, not queued.
+// The bodies of all requests in flight share one budget, charged as their
+// bytes arrive; a request that would go over it is refused at once, not
+// queued.
 func TestBodyBudgetRefusesAtOnce(t *testing.T) {
 	t.Parallel()
 	n := testcluster.StartServerNode(t, func(c *server.Config) {
@@ -109,10 +111,11 @@ func TestBodyBudgetRefusesAtOnce(t *testing.T) {
 	body := padded(`{"resource":"budget/x"}`, size)
 	slow := rawConn(t, n, "127.0.0.1")
 	postHead(t, slow, "/leasehold.v1.Leases/Get", size)
-	io.WriteString(slow, body[:100]) // and the rest later: it holds 60 KiB of the budget
+	const sent = size - 100
+	io.WriteString(slow, body[:sent]) // and the rest later: it holds what came of the budget
 
 	eventually(t, 10*time.Second, "the first body's bytes were not counted in flight", func() bool {
-		return metricValue(t, n, "leasehold_inflight_body_bytes") == size
+		return metricValue(t, n, "leasehold_inflight_body_bytes") == sent
 	})
 	c := rawConn(t, n, "127.0.0.2")
 	postHead(t, c, "/leasehold.v1.Leases/Get", size)
@@ -121,7 +124,7 @@ func TestBodyBudgetRefusesAtOnce(t *testing.T) {
 		!strings.Contains(reply, "max_inflight_body_bytes") {
 		t.Fatalf("a second 60 KiB body with a budget of 100 KiB: status %d %s, want 429 naming max_inflight_body_bytes", status, reply)
 	}
-	io.WriteString(slow, body[100:])
+	io.WriteString(slow, body[sent:])
 	if status, reply := readReply(t, slow, 10*time.Second); status != http.StatusOK {
 		t.Fatalf("the first body, completed: status %d %s", status, reply)
 	}
@@ -145,6 +148,95 @@ func TestSlowBodyTimesOut(t *testing.T) {
 	status, body := readReply(t, c, 15*time.Second)
 	if status != http.StatusGatewayTimeout || !strings.Contains(body, "deadline_exceeded") || !strings.Contains(body, "did not arrive within 1s") {
 		t.Fatalf("trickled body: status %d %s after %v, want 504 deadline_exceeded", status, body, time.Since(start))
+	}
+}
+
+// Slow bodies from one address do not lock other callers out: bodies
+// that declare the largest size and trickle hold only the bytes that came,
+// and one address holds at most its share of the budget, whatever it
+// sends.
+func TestSlowBodiesDoNotLockOthersOut(t *testing.T) {
+	t.Parallel()
+	const limit = 64 << 10
+	// The share is a quarter of the budget or one request of the largest
+	// size, if more: here 64 KiB of 128.
+	n := testcluster.StartServerNode(t, func(c *server.Config) {
+		c.MaxRequestBytes = limit
+		c.MaxInflightBodyBytes = 2 * limit
+	})
+	const start = `{"ops":[`
+	for range 2 {
+		c := rawConn(t, n, "127.0.0.1")
+		postHead(t, c, "/leasehold.v1.Leases/Batch", limit)
+		io.WriteString(c, start) // and nothing more
+	}
+	eventually(t, 10*time.Second, "the trickling bodies hold more than what came", func() bool {
+		return metricValue(t, n, "leasehold_inflight_body_bytes") == 2*int64(len(start))
+	})
+	other := leaseholdv1connect.NewLeasesClient(clientFrom(t, "127.0.0.2"), n.URL)
+	mustRelease(t, other, mustAcquire(t, other, &pb.AcquireRequest{Resources: []string{"slow/x"}, Ttl: dur(time.Minute)}))
+
+	// 50 KiB of a 60 KiB body from 127.0.0.1, and then of a second one.
+	body := padded(`{"resource":"slow/x"}`, 60<<10)
+	const sent = 50 << 10
+	first := rawConn(t, n, "127.0.0.1")
+	postHead(t, first, "/leasehold.v1.Leases/Get", len(body))
+	io.WriteString(first, body[:sent])
+	eventually(t, 10*time.Second, "the first body's bytes were not charged", func() bool {
+		return metricValue(t, n, "leasehold_inflight_body_bytes") == 2*int64(len(start))+sent
+	})
+	second := rawConn(t, n, "127.0.0.1")
+	postHead(t, second, "/leasehold.v1.Leases/Get", len(body))
+	io.WriteString(second, body[:sent])
+	if status, reply := readReply(t, second, 10*time.Second); status != http.StatusTooManyRequests ||
+		!strings.Contains(reply, "127.0.0.1 is already sending") || !strings.Contains(reply, "limit max_inflight_body_bytes_per_client: 65536") {
+		t.Fatalf("a second body from 127.0.0.1 past its share: status %d %s, want 429 naming max_inflight_body_bytes_per_client", status, reply)
+	}
+	// Another address still sends a body as large.
+	if status, reply := postJSON(t, clientFrom(t, "127.0.0.2"), n, "/leasehold.v1.Leases/Get", body); status != http.StatusOK {
+		t.Fatalf("a 60 KiB body from 127.0.0.2: status %d %v", status, reply)
+	}
+	io.WriteString(first, body[sent:])
+	if status, reply := readReply(t, first, 10*time.Second); status != http.StatusOK {
+		t.Fatalf("the first body, completed: status %d %s", status, reply)
+	}
+	wantMetric(t, n, `leasehold_refused_total{limit="max_inflight_body_bytes_per_client"}`)
+}
+
+// A session stream is bounded in time per message: one that stalls inside
+// a message is ended at the body timeout, while one that is idle between
+// messages for longer lives on.
+func TestSessionMessageTimesOut(t *testing.T) {
+	t.Parallel()
+	const bodyTimeout = time.Second
+	n := testcluster.StartServerNode(t, func(c *server.Config) { c.BodyTimeout = bodyTimeout })
+
+	idle := openSession(t, n, "")
+	idle.send([]*pb.SessionOp{sop(1, opAcquire(&pb.AcquireRequest{Resources: []string{"st/idle"}, Ttl: dur(time.Minute)}))})
+	_, got := idle.next(1)
+	time.Sleep(3 * bodyTimeout) // idle between messages for longer than the body timeout
+	lease := got[1].GetAcquire().GetLease()
+	idle.send([]*pb.SessionOp{sop(2, opRelease(&pb.ReleaseRequest{LeaseId: lease.GetId(), Secret: got[1].GetAcquire().GetSecret()}))})
+	if _, got := idle.next(1); got[2].GetError() != nil {
+		t.Fatalf("a release after an idle while: %v", got[2].GetError())
+	}
+
+	// A message of 100 bytes of which 10 come.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write(append([]byte{0, 0, 0, 0, 100}, make([]byte, 10)...))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, n.URL+"/leasehold.v1.Sessions/Session", pr)
+	req.Header.Set("Content-Type", "application/connect+proto")
+	res, err := h2cClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	reply, _ := io.ReadAll(res.Body)
+	if !strings.Contains(string(reply), "deadline_exceeded") || !strings.Contains(string(reply), "a message of this stream did not arrive within 1s") {
+		t.Fatalf("a stalled session message: %q, want deadline_exceeded naming the body timeout", reply)
 	}
 }
 

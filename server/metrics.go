@@ -80,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leasehold_refused_total", Help: "Connections and requests refused to protect the node, by limit: max_conns, max_conns_per_client, max_request_bytes, max_inflight_body_bytes, body_timeout.",
+			Name: "leasehold_refused_total", Help: "Connections and requests refused to protect the node, by limit: max_conns, max_conns_per_client, max_request_bytes, max_inflight_body_bytes, max_inflight_body_bytes_per_client, body_timeout, max_sessions.",
 		}, []string{"limit"}),
 		Txns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_kv_txns_total", Help: "KV transactions answered by this node, by the branch that ran: then (every compare held) or else.",

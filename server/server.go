@@ -70,18 +70,22 @@ type Config struct {
 	// MetricsApart leaves /metrics off the API listener: ServeMetrics
 	// serves it on a listener of its own.
 	MetricsApart bool
-	// MaxRequestBytes bounds a request body (default
-	// DefaultMaxRequestBytes). A body that says it is larger is refused
-	// before a byte of it is read. For this and the limits below, 0 means
-	// the default and a negative value no limit.
+	// MaxRequestBytes bounds a request body, or a message of a stream, in
+	// the bytes it decodes to (default DefaultMaxRequestBytes). A body that
+	// says it is larger is refused before a byte of it is read. For this
+	// and the limits below, 0 means the default and a negative value no
+	// limit.
 	MaxRequestBytes int
-	// MaxInflightBodyBytes bounds the bytes that the bodies of all requests
-	// in flight may hold together (default DefaultMaxInflightBodyBytes); a
-	// request over it is refused at once with ResourceExhausted.
+	// MaxInflightBodyBytes bounds the decoded bytes that the bodies of all
+	// requests in flight may hold together, charged as they arrive (default
+	// DefaultMaxInflightBodyBytes); one IP address may hold a quarter of it,
+	// or MaxRequestBytes if more. A request over either is refused at once
+	// with ResourceExhausted.
 	MaxInflightBodyBytes int64
 	// BodyTimeout bounds the time a request body may take to arrive after
-	// its headers (default DefaultBodyTimeout). A waiting Acquire's wait
-	// comes after its body and is not bounded by it.
+	// its headers, and a session stream's message after its first byte
+	// (default DefaultBodyTimeout). A waiting Acquire's wait comes after
+	// its body and is not bounded by it.
 	BodyTimeout time.Duration
 	// MaxConns bounds the open API connections, and MaxConnsPerClient those
 	// from one IP address (defaults DefaultMaxConns and
@@ -103,9 +107,9 @@ const (
 	// as protobuf or compact JSON), with room to spare.
 	DefaultMaxRequestBytes = 8 << 20
 	// DefaultMaxInflightBodyBytes is two of the largest requests. A
-	// decoded request can take twelve times its body (measured: 16 bodies
-	// of 8 MiB at once peak at 210 MB of RSS with this budget), while the
-	// usual request is under a kilobyte.
+	// decoded request can take twelve times its body (measured: 16 to 320
+	// bodies of 8 MiB at once, plain or gzip, peak at 125 to 210 MB of RSS
+	// with this budget), while the usual request is under a kilobyte.
 	DefaultMaxInflightBodyBytes = 2 * DefaultMaxRequestBytes
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultMaxConns             = 4096
@@ -202,38 +206,42 @@ func New(cfg Config) (*Server, error) {
 		interceptors = append([]connect.Interceptor{serverSpans(s.fwd.tracer, cfg.NodeID)}, interceptors...)
 	}
 	guard := connect.WithInterceptors(interceptors...)
-	large, small := connect.WithReadMaxBytes(cfg.MaxRequestBytes), connect.WithReadMaxBytes(64<<10)
 	// Replies are small: compressing them costs more CPU than it saves.
-	codecs := []connect.HandlerOption{connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8 << 10)}
+	// Requests are inflated by the body guard (bodies), not by connect.
+	codecs := []connect.HandlerOption{connect.WithCodec(protoCodec{}), connect.WithCompressMinBytes(8 << 10), gzipHere}
 	for _, c := range jsonCodecs() {
 		codecs = append(codecs, connect.WithCodec(c))
 	}
 	codec := connect.WithHandlerOptions(codecs...)
-	bodies := &bodyGuard{max: int64(cfg.MaxRequestBytes), budget: cfg.MaxInflightBodyBytes, timeout: cfg.BodyTimeout,
-		errors: connect.NewErrorWriter(codec), refused: s.refused}
+	bodies := newBodyGuard(cfg.MaxInflightBodyBytes, int64(cfg.MaxRequestBytes), cfg.BodyTimeout,
+		connect.NewErrorWriter(codec), s.refused)
+	large, small, session := requestLimits(int64(cfg.MaxRequestBytes))
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_inflight_body_bytes",
-		Help: "Bytes of request bodies held by requests in flight (limit max_inflight_body_bytes)."},
-		func() float64 { return float64(bodies.held.Load()) }))
+		Help: "Bytes of request bodies in flight, as they decode (limit max_inflight_body_bytes)."},
+		func() float64 { return float64(bodies.inFlight()) }))
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_sessions",
 		Help: "Session streams this node serves (Go clients' lease, queue and idempotency calls)."},
 		func() float64 { return float64(s.sessions.count()) }))
 	impls := map[string]any{} // each service's handlers, by service name
-	mount := func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(h)) }
-	mount(handlerOf(impls, leaseholdv1connect.NewLeasesHandler, leases{s}, guard, large, codec))
-	mount(handlerOf(impls, leaseholdv1connect.NewClusterHandler, clusterAPI{s}, guard, small, codec))
-	mount(handlerOf(impls, leaseholdv1connect.NewKVHandler, kvAPI{s}, guard, large, codec))
-	mount(handlerOf(impls, leaseholdv1connect.NewAdminHandler, &adminAPI{s}, guard, small, codec))
-	mount(handlerOf(impls, leaseholdv1connect.NewElectionsHandler, elections{s}, guard, small, codec))
-	mount(handlerOf(impls, leaseholdv1connect.NewWatchHandler, watchAPI{s}, guard, small, codec))
+	mount := func(lim bodyLimit) func(string, http.Handler) {
+		return func(path string, h http.Handler) { mux.Handle(path, bodies.wrap(lim, h)) }
+	}
+	mountLarge, mountSmall := mount(large), mount(small)
+	mountLarge(handlerOf(impls, leaseholdv1connect.NewLeasesHandler, leases{s}, guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewClusterHandler, clusterAPI{s}, guard, codec))
+	mountLarge(handlerOf(impls, leaseholdv1connect.NewKVHandler, kvAPI{s}, guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewAdminHandler, &adminAPI{s}, guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewElectionsHandler, elections{s}, guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewWatchHandler, watchAPI{s}, guard, codec))
 	if cfg.Hub != nil {
 		registerWatchMetrics(cfg.Registry, cfg.Hub)
 	}
-	mount(handlerOf(impls, leaseholdv1connect.NewIdempotencyHandler, newIdemAPI(s, cfg.Registry), guard, large, codec))
-	mount(handlerOf(impls, leaseholdv1connect.NewQueuesHandler, newQueuesAPI(s, cfg.MaxQueueBodyBytes), guard, large, codec))
-	mount(handlerOf(impls, leaseholdv1connect.NewGroupsHandler, newGroupsAPI(s, cfg.Registry), guard, small, codec))
-	// Not through bodies: a session's body is a stream that lasts as long
-	// as the client, bounded per message, by ops unanswered and by idle time.
-	mux.Handle(handlerOf(impls, leaseholdv1connect.NewSessionsHandler, sessionsAPI{s}, guard, large, codec))
+	mountLarge(handlerOf(impls, leaseholdv1connect.NewIdempotencyHandler, newIdemAPI(s, cfg.Registry), guard, codec))
+	mountLarge(handlerOf(impls, leaseholdv1connect.NewQueuesHandler, newQueuesAPI(s, cfg.MaxQueueBodyBytes), guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewGroupsHandler, newGroupsAPI(s, cfg.Registry), guard, codec))
+	// A session's body is a stream that lasts as long as the client:
+	// bounded per message, by ops unanswered and by idle time.
+	mount(session)(handlerOf(impls, leaseholdv1connect.NewSessionsHandler, sessionsAPI{s}, guard, codec))
 	var err error
 	if s.calls, err = bindCalls(impls); err != nil {
 		return nil, err
@@ -277,7 +285,7 @@ func (s *Server) httpServer(h http.Handler, log *slog.Logger) *http.Server {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return s.base },
+		BaseContext:       s.baseContext,
 	}
 }
 
@@ -376,7 +384,7 @@ func (s *Server) Serve(l net.Listener) error {
 		// Forwarded requests arrive over the raft port, already inside its
 		// TLS when raft TLS is on: the only requests whose node headers
 		// count (trust.go).
-		go s.peers.Serve(s.node.ForwardListener())
+		go s.peers.Serve(nodeListener{s.node.ForwardListener()})
 	})
 	l = limitConns(l, s.maxConns, s.maxConnsPerClient, s.refused)
 	var err error
