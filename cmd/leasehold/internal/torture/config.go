@@ -73,8 +73,9 @@ type Config struct {
 	FaultEvery time.Duration
 	// History, if set, receives every operation as a JSON line.
 	History io.Writer
-	// Progress, if set, is a terminal for a progress bar; Log, if set,
-	// gets plain progress lines instead.
+	// Progress, if set, is a terminal for a progress bar. Log, if set,
+	// gets the run's messages (each fault, the checks) and, without
+	// Progress, a progress line every 10s.
 	Progress io.Writer
 	Log      io.Writer
 	// UnsafeSkipFence makes the stale writes go unfenced: a resource that

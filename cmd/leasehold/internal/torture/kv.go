@@ -116,8 +116,11 @@ func (w *worker) kvTask(ctx context.Context) {
 		out.Unknown = true
 		w.reread[g] = in.Then[0]
 	default:
-		// A definite refusal of a well-formed transaction: nothing
-		// applied, but it is not an answer the model knows.
+		if errors.Is(err, leasehold.ErrLimit) {
+			return // refused for backpressure: nothing applied, nothing to check
+		}
+		// A well-formed transaction refused otherwise is an answer the
+		// model does not know.
 		w.rec.txn.Bad(history.CheckBadRecord, op.ID, "txn t%d refused: %v", in.ID, err)
 		out.Unknown = true
 	}
