@@ -10,10 +10,13 @@ import (
 // one rule, and one history that keeps them all.
 func TestExclusionCaught(t *testing.T) {
 	ms := func(n int) int64 { return int64(n) * int64(time.Millisecond) }
+	var lease uint64
 	hold := func(token uint64, sent, ack, end int64, released bool) Hold {
-		return Hold{Resource: "r", Owner: "c", Token: token, Lease: token, Sent: sent, Ack: ack, LastOK: sent, End: end,
+		lease++ // each hold a lease of its own
+		return Hold{Resource: "r", Owner: "c", Token: token, Lease: lease, Sent: sent, Ack: ack, LastOK: sent, End: end,
 			TTL: time.Second, Released: released}
 	}
+	twice := func(h Hold) []Hold { return []Hold{h, h} }
 	for _, tc := range []struct {
 		name  string
 		holds []Hold
@@ -25,6 +28,7 @@ func TestExclusionCaught(t *testing.T) {
 		{"overlap", []Hold{hold(5, 0, ms(10), ms(100), true), hold(9, ms(20), ms(50), ms(200), true)}, CheckOverlap},
 		{"lapsed before its TTL", []Hold{hold(5, 0, ms(10), ms(100), false), hold(9, ms(300), ms(400), ms(500), true)}, CheckTTL},
 		{"token 0", []Hold{hold(0, 0, ms(10), ms(100), true)}, CheckBadRecord},
+		{"one hold recorded twice", twice(hold(5, 0, ms(10), ms(100), true)), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Exclusion(tc.holds)
