@@ -76,8 +76,9 @@ func (w *worker) call(prim, name, key string, in map[string]any, f func() (map[s
 	return op, err
 }
 
-// classify names an error's result: a definite refusal, or no answer
-// (the operation may have taken effect, or may yet).
+// classify names an error's result: a definite refusal (a wait that ran
+// out is one: its end is a log entry too), or no answer (the operation
+// may have taken effect, or may yet).
 func classify(err error) string {
 	if err == nil {
 		return resultOK
@@ -86,7 +87,7 @@ func classify(err error) string {
 		return resultRefused
 	}
 	switch leasehold.CodeOf(err) {
-	case leasehold.CodeUnavailable, leasehold.CodeCanceled, leasehold.CodeUnknown, leasehold.CodeWaitTimeout:
+	case leasehold.CodeUnavailable, leasehold.CodeCanceled, leasehold.CodeUnknown:
 		return resultUnknown
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
