@@ -26,8 +26,8 @@ type faultRecord struct {
 	Err    string `json:"err,omitempty"`
 }
 
-// faultLoop runs phases until ctx ends: FaultEvery of quiet load, then
-// a fault of the next class held for up to half a phase, then healed.
+// faultLoop runs phases until ctx ends: half of FaultEvery of quiet load,
+// then a fault of the next class held for up to the other half, then healed.
 func (r *run) faultLoop(ctx context.Context) {
 	var classes []string
 	for _, f := range r.cfg.Faults {
