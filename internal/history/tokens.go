@@ -8,6 +8,7 @@ type Grant struct {
 	Resource string
 	Lease    uint64
 	Token    uint64
+	At       int64 // when the grant's answer arrived, on the recorder's monotonic clock (0: unknown)
 }
 
 // Write is one acknowledged KV put at Version (the log index that applied
@@ -20,6 +21,7 @@ type Write struct {
 	Version  uint64
 	Resource string
 	Token    uint64
+	Sent     int64 // when it was sent, on the clock of Grant.At (0: unknown, say another process sent it)
 }
 
 // TokensReused finds grants (in the order they were learned) whose token
@@ -47,10 +49,12 @@ func TokensReused(grants []Grant) []Violation {
 }
 
 // StaleWrites finds fenced writes applied after a newer grant on their
-// resource: token t, version v and a grant of the resource with a token
-// in (t, v) — the write's lease had already passed to someone else when
-// it was applied. Tokens and versions are both log indexes, so they
-// compare.
+// resource, a grant of the resource with a token above the write's that
+// either (a) is below the write's version, the log index that applied it
+// (tokens and versions are both log indexes, so they compare), or (b) was
+// answered before the write was sent. (a) alone goes blind after a leader
+// change: a new leader raises tokens above its log's indexes (the token
+// floor), and a stale write's version is then below the newer token.
 func StaleWrites(grants []Grant, writes []Write) []Violation {
 	var out []Violation
 	for _, w := range writes {
@@ -58,7 +62,10 @@ func StaleWrites(grants []Grant, writes []Write) []Violation {
 			continue
 		}
 		for _, g := range grants {
-			if g.Resource == w.Resource && g.Token > w.Token && g.Token < w.Version {
+			if g.Resource != w.Resource || g.Token <= w.Token {
+				continue
+			}
+			if g.Token < w.Version || (g.At != 0 && w.Sent != 0 && w.Sent > g.At) {
 				out = append(out, violation(CheckStaleWrite, ops(g.Op, w.Op),
 					"%s fenced by %s token %d applied at %d, after token %d was granted",
 					w.Key, w.Resource, w.Token, w.Version, g.Token))

@@ -38,3 +38,19 @@ func TestStaleWritesCaught(t *testing.T) {
 		t.Errorf("StaleWrites = %v, want the write of k3 after grant 9 (ops 2 and 4)", got)
 	}
 }
+
+// After a leader change tokens run ahead of the log's indexes (the token
+// floor): a stale write's version is then below the newer token, and only
+// its send time shows it came after the newer grant.
+func TestStaleWritesCaughtAfterTokensWereRaised(t *testing.T) {
+	grants := []Grant{{Resource: "a", Token: 5, At: 100}, {Resource: "a", Token: 1030, Op: 2, At: 1000}}
+	writes := []Write{
+		{Key: "k1", Resource: "a", Token: 5, Version: 20, Sent: 500},         // before the next grant: fine
+		{Key: "k2", Resource: "a", Token: 5, Version: 40, Sent: 2000, Op: 4}, // after it: stale
+		{Key: "k3", Resource: "a", Token: 5, Version: 41},                    // sent by another process: unknown
+	}
+	got := StaleWrites(grants, writes)
+	if len(got) != 1 || len(got[0].Ops) != 2 || got[0].Ops[0] != 2 || got[0].Ops[1] != 4 {
+		t.Errorf("StaleWrites = %v, want the write of k2 sent after grant 1030 (ops 2 and 4)", got)
+	}
+}

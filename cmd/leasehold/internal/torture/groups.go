@@ -45,7 +45,7 @@ func (w *worker) member(ctx context.Context) {
 func (w *worker) own(ctx context.Context, group, member string, partition int, epoch uint64) {
 	res := fmt.Sprintf("%s#%d", group, partition)
 	start := w.rec.now()
-	w.rec.grant(history.Grant{Resource: res, Token: epoch})
+	w.rec.grant(history.Grant{Resource: res, Token: epoch, At: start})
 	for n := 0; sleep(ctx, time.Duration(100+rand.IntN(300))*time.Millisecond); n++ {
 		key := w.run.name("partitioned/p%d/%s-e%d-%d", partition, member, epoch, n)
 		value := []byte(fmt.Sprintf("by %s with epoch %d", member, epoch))
@@ -58,7 +58,7 @@ func (w *worker) own(ctx context.Context, group, member string, partition int, e
 			return map[string]any{"version": version}, err
 		})
 		if err == nil {
-			w.rec.wrote(history.Write{Op: op.ID, Key: key, Value: value, Version: version, Resource: res, Token: epoch})
+			w.rec.wrote(history.Write{Op: op.ID, Key: key, Value: value, Version: version, Resource: res, Token: epoch, Sent: op.Invoke})
 		}
 	}
 	end := w.rec.now()

@@ -36,7 +36,7 @@ func (w *worker) leaseTask(ctx context.Context) {
 	}
 	h := history.Hold{Op: acq.ID, Owner: fmt.Sprintf("w%d", w.id), Resource: res, Token: l.Token(), Lease: l.ID(),
 		Sent: acq.Invoke, Ack: acq.Return, LastOK: acq.Invoke, TTL: safeTTL(leaseTTL)}
-	w.rec.grant(history.Grant{Op: acq.ID, Resource: res, Lease: l.ID(), Token: l.Token()})
+	w.rec.grant(history.Grant{Op: acq.ID, Resource: res, Lease: l.ID(), Token: l.Token(), At: acq.Return})
 	deadline := w.rec.at(l.Deadline())
 	lost := false
 	for n := range 1 + w.rng.IntN(3) {
@@ -98,6 +98,6 @@ func (w *worker) fencedPut(ctx context.Context, name, res string, token uint64, 
 		return map[string]any{"version": version}, err
 	})
 	if err == nil {
-		w.rec.wrote(history.Write{Op: op.ID, Key: key, Value: value, Version: version, Resource: res, Token: token})
+		w.rec.wrote(history.Write{Op: op.ID, Key: key, Value: value, Version: version, Resource: res, Token: token, Sent: op.Invoke})
 	}
 }
