@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+	hist "github.com/leasehold/leasehold/internal/history"
 )
 
 // A client process is this test binary re-executed with clientModeEnv set:
@@ -242,7 +243,7 @@ type clientEvent struct {
 type clientOutput struct {
 	leaseID, token uint64 // of the last grant; 0 until granted
 	events         []clientEvent
-	acks           []write
+	acks           []hist.Write
 	refused        int
 	lost           *clientEvent
 	released       *clientEvent
@@ -292,7 +293,7 @@ func (p *clientProc) output() clientOutput {
 			if err != nil {
 				continue
 			}
-			o.acks = append(o.acks, write{key: e.args[0], value: []byte(e.args[0]), version: v, resource: p.resource, token: o.token})
+			o.acks = append(o.acks, hist.Write{Key: e.args[0], Value: []byte(e.args[0]), Version: v, Resource: p.resource, Token: o.token})
 		case e.kind == "refused" && len(e.args) == 2:
 			o.refused++
 		case e.kind == "lost" && len(e.args) == 1:

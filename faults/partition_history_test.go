@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	hist "github.com/leasehold/leasehold/internal/history"
 )
 
 // What the partition scenarios record beside the history of grants and
@@ -65,32 +67,33 @@ func (c *partitionCounts) example(format string, args ...any) {
 	}
 }
 
-// checkExclusion counts holds of one resource by different leases that
-// overlap, and successive holds (one ended before the other started)
-// whose tokens do not strictly increase.
+// checkExclusion counts, with history.Exclusion, holds of one resource
+// by different leases that overlap, and holds whose tokens do not follow
+// real time (a token issued twice, or a hold with a larger token started
+// before one with a smaller).
 func checkExclusion(holds []hold, n *partitionCounts) {
-	byResource := map[string][]hold{}
-	for _, h := range holds {
-		byResource[h.resource] = append(byResource[h.resource], h)
+	if len(holds) == 0 {
+		return
 	}
-	for r, hs := range byResource {
-		slices.SortFunc(hs, func(a, b hold) int { return a.start.Compare(b.start) })
-		for i, a := range hs {
-			for _, b := range hs[i+1:] {
-				if a.leaseID == b.leaseID {
-					continue
-				}
-				if b.start.Before(a.end) {
-					n.exclusion++
-					n.example("exclusion: %s held by lease %d (token %d, %s) until %s and by lease %d (token %d, %s) from %s",
-						r, a.leaseID, a.token, a.host, a.end.Format(clockFmt), b.leaseID, b.token, b.host, b.start.Format(clockFmt))
-				} else if b.token <= a.token {
-					n.order++
-					n.example("token order: %s held with token %d (lease %d) until %s, then with token %d (lease %d)",
-						r, a.token, a.leaseID, a.end.Format(clockFmt), b.token, b.leaseID)
-				}
-			}
+	base := holds[0].start
+	for _, h := range holds {
+		if h.start.Before(base) {
+			base = h.start
 		}
+	}
+	at := func(t time.Time) int64 { return t.Sub(base).Nanoseconds() }
+	hs := make([]hist.Hold, 0, len(holds))
+	for _, h := range holds {
+		hs = append(hs, hist.Hold{Owner: fmt.Sprintf("lease %d on %s", h.leaseID, h.host), Resource: h.resource,
+			Token: h.token, Lease: h.leaseID, Sent: at(h.start), Ack: at(h.start), End: at(h.end)})
+	}
+	for _, v := range hist.Exclusion(hs) {
+		if v.Check == hist.CheckOverlap {
+			n.exclusion++
+		} else {
+			n.order++
+		}
+		n.example("%s", v)
 	}
 }
 

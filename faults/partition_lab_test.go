@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+	hist "github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/internal/netfault"
 	"github.com/leasehold/leasehold/internal/procs"
 )
@@ -177,7 +178,7 @@ func (pc *partitionCluster) healed() error {
 // violation examples.
 func (pc *partitionCluster) readBackEverywhere(t *testing.T, prefix string, h *history) ([]string, error) {
 	h.mu.Lock()
-	writes := append([]write(nil), h.writes...)
+	writes := append([]hist.Write(nil), h.writes...)
 	h.mu.Unlock()
 	var lost []string
 	for _, n := range pc.nodes {
@@ -196,8 +197,8 @@ func (pc *partitionCluster) readBackEverywhere(t *testing.T, prefix string, h *h
 		}
 		cancel()
 		for _, w := range writes {
-			if v, ok := got[w.key]; !ok || !bytes.Equal(v, w.value) {
-				lost = append(lost, fmt.Sprintf("%s: %s (acknowledged at version %d) is not there", n.ID, w.key, w.version))
+			if v, ok := got[w.Key]; !ok || !bytes.Equal(v, w.Value) {
+				lost = append(lost, fmt.Sprintf("%s: %s (acknowledged at version %d) is not there", n.ID, w.Key, w.Version))
 			}
 		}
 	}

@@ -104,8 +104,8 @@ func TestForcedReleaseWithActiveWorker(t *testing.T) {
 	w := worker.output()
 	for _, wr := range w.acks {
 		h.wrote(wr)
-		if wr.version > forced {
-			t.Errorf("the worker's write %s was applied at %d, after the forced release at %d", wr.key, wr.version, forced)
+		if wr.Version > forced {
+			t.Errorf("the worker's write %s was applied at %d, after the forced release at %d", wr.Key, wr.Version, forced)
 		}
 	}
 	if err != nil {

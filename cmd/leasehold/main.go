@@ -97,7 +97,7 @@ func newRootOf(g *globals) *cobra.Command {
 		newWatch(g),
 		newRun(g), newWatchdog(),
 		newElect(g), newElections(g),
-		newBench(g),
+		newBench(g), newTorture(g),
 		newDoctor(g),
 		newCluster(g),
 		newLocks(g), newForceRelease(g), newAudit(g),

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/embed"
 	"github.com/leasehold/leasehold/internal/gctarget"
@@ -46,7 +47,8 @@ type serveFlags struct {
 	otlpEndpoint                             string
 	limits                                   requestLimits
 	cpuprofile                               string
-	maxConnsSet                              bool // --max-conns was given
+	clockRate                                float64 // test only: run the node's clock at this rate
+	maxConnsSet                              bool    // --max-conns was given
 }
 
 // requestLimits bound what clients may cost a node (see server.Config).
@@ -122,6 +124,8 @@ func newServe(g *globals) *cobra.Command {
 		"(default: none, or OTEL_EXPORTER_OTLP_ENDPOINT if set)")
 	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the node until it stops")
 	fl.MarkHidden("cpuprofile")
+	fl.Float64Var(&f.clockRate, "test-clock-rate", 1, "test only: the node's clock (lease countdowns, timers) runs at this rate times real time")
+	fl.MarkHidden("test-clock-rate")
 	fl.IntVar(&f.watchHistory, "watch-history", service.DefaultHubConfig().Events,
 		"change events this node keeps for watches to resume from (1000 to 10000000; about 100 bytes each, 160 for a KV or group event, plus keys and values, 64 MiB of those at most)")
 	fl.IntVar(&f.gcPercent, "gc-percent", gctarget.Percent,
@@ -165,6 +169,14 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	cfg.RaftAddr = f.raftAddr
 	cfg.Advertise = f.advertise
 	cfg.Logger = log
+	if f.clockRate != 1 {
+		if f.clockRate < 0.5 || f.clockRate > 2 {
+			return usagef("--test-clock-rate is %v; it must be 0.5 to 2", f.clockRate)
+		}
+		skewed := clock.NewSkewed()
+		skewed.SetRate(f.clockRate)
+		cfg.Clock = skewed
+	}
 	tp, err := tracerProvider(ctx, f.otlpEndpoint, f.nodeID)
 	if err != nil {
 		return err
