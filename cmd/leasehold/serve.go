@@ -133,7 +133,7 @@ func newServe(g *globals) *cobra.Command {
 func newLogger(level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+		return nil, usagef("--log-level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -142,7 +142,7 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+	return nil, usagef("--log-format %q: use text or json", format)
 }
 
 // serve runs a node; metricsAuthSet says --metrics-auth was given (else
@@ -185,11 +185,11 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		return err
 	}
 	if f.walSegmentMiB < 1 || f.walSegmentMiB > maxWALSegmentMiB {
-		return fmt.Errorf("--wal-segment-size %d: give 1 to %d (MiB)", f.walSegmentMiB, maxWALSegmentMiB)
+		return usagef("--wal-segment-size %d: give 1 to %d (MiB)", f.walSegmentMiB, maxWALSegmentMiB)
 	}
 	cfg.WALSegmentSize = f.walSegmentMiB << 20
 	if f.watchHistory < 1000 || f.watchHistory > 10_000_000 {
-		return fmt.Errorf("--watch-history %d: give 1000 to 10000000 (events)", f.watchHistory)
+		return usagef("--watch-history %d: give 1000 to 10000000 (events)", f.watchHistory)
 	}
 	if f.gcPercent < 10 || f.gcPercent > 100 {
 		return usagef("--gc-percent %d: give 10 to 100 (100 is Go's default)", f.gcPercent)
@@ -220,10 +220,10 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	// Secure by default: off loopback, demand auth (and raft TLS) unless
 	// the operator says --insecure.
 	if !f.insecure && !loopback(f.apiAddr) && auth == nil {
-		return fmt.Errorf("--api-addr %s is not a loopback address: give --auth-file (or --insecure to serve without auth)", f.apiAddr)
+		return usagef("--api-addr %s is not a loopback address: give --auth-file (or --insecure to serve without auth)", f.apiAddr)
 	}
 	if !f.insecure && !loopback(f.raftAddr) && cfg.TLS == nil {
-		return fmt.Errorf("--raft-addr %s is not a loopback address: give --raft-tls-cert/key/ca (or --insecure)", f.raftAddr)
+		return usagef("--raft-addr %s is not a loopback address: give --raft-tls-cert/key/ca (or --insecure)", f.raftAddr)
 	}
 
 	metricsAuth, err := metricsAuthFor(f, metricsAuthSet, auth != nil)
@@ -295,7 +295,8 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		if adv == "" {
 			adv = f.raftAddr
 		}
-		c, err := (&globals{endpoints: f.join, tokenFile: g.tokenFile, caFile: g.caFile, certFile: g.certFile, keyFile: g.keyFile}).client()
+		jg := &globals{endpoints: f.join, authToken: g.authToken, tokenFile: g.tokenFile, caFile: g.caFile, certFile: g.certFile, keyFile: g.keyFile}
+		c, err := jg.client()
 		if err != nil {
 			return err
 		}
@@ -349,13 +350,13 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 	for _, item := range strings.Split(s, ",") {
 		id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok || id == "" || addr == "" {
-			return nil, fmt.Errorf("--peers: %q is not ID=HOST:PORT", item)
+			return nil, usagef("--peers: %q is not ID=HOST:PORT", item)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("--peers: %q: %v", item, err)
+			return nil, usagef("--peers: %q: %v", item, err)
 		}
 		if seen[id] {
-			return nil, fmt.Errorf("--peers: node id %q appears twice", id)
+			return nil, usagef("--peers: node id %q appears twice", id)
 		}
 		seen[id] = true
 		peers = append(peers, cluster.Peer{ID: id, Addr: addr})
