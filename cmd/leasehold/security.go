@@ -55,9 +55,13 @@ func apiTLS(cert, key, clientCA string) (*tls.Config, error) {
 }
 
 // raftTLS is the node-to-node mutual TLS config: this node's certificate
-// serves and dials; the CA verifies the other side both ways.
-func raftTLS(cert, key, ca string) (*tls.Config, error) {
+// serves and dials; the CA verifies the other side both ways, and a
+// dialed node's certificate must name serverName, or else the host dialed.
+func raftTLS(cert, key, ca, serverName string) (*tls.Config, error) {
 	if cert == "" && key == "" && ca == "" {
+		if serverName != "" {
+			return nil, usagef("--raft-tls-server-name needs --raft-tls-cert, --raft-tls-key and --raft-tls-ca")
+		}
 		return nil, nil
 	}
 	if cert == "" || key == "" || ca == "" {
@@ -77,6 +81,7 @@ func raftTLS(cert, key, ca string) (*tls.Config, error) {
 		ClientCAs:    pool,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		MinVersion:   tls.VersionTLS12,
+		ServerName:   serverName,
 	}, nil
 }
 

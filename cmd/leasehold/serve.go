@@ -26,6 +26,7 @@ type serveFlags struct {
 	acquireRate                              float64
 	tlsCert, tlsKey, tlsClientCA             string
 	raftTLSCert, raftTLSKey, raftTLSCA       string
+	raftTLSServerName                        string
 	maxWaitersPerResource, maxLeasesPerOwner int
 	walSegmentMiB                            int
 	watchHistory                             int
@@ -97,6 +98,9 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.raftTLSCert, "raft-tls-cert", "", "this node's certificate for mutual TLS between nodes")
 	fl.StringVar(&f.raftTLSKey, "raft-tls-key", "", "its key")
 	fl.StringVar(&f.raftTLSCA, "raft-tls-ca", "", "the CA that signs every node's certificate")
+	fl.StringVar(&f.raftTLSServerName, "raft-tls-server-name", "", "check every other node's certificate for this name, "+
+		"instead of the host dialed: a name all nodes' certificates carry, for nodes that reach each other by changing IPs "+
+		"(a follower dials its leader at the IP the leader advertises), as in Kubernetes (deploy/kubernetes)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --api-addr")
 	fl.BoolVar(&f.metricsAuth, "metrics-auth", false, "require an operator or admin token without prefixes for /metrics "+
 		"(default: on when --auth-file is given; --metrics-auth=false opens it)")
@@ -204,7 +208,7 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	}
 	cfg.FSM.MaxWaitersPerResource = f.maxWaitersPerResource
 	cfg.FSM.MaxLeasesPerOwner = f.maxLeasesPerOwner
-	if cfg.TLS, err = raftTLS(f.raftTLSCert, f.raftTLSKey, f.raftTLSCA); err != nil {
+	if cfg.TLS, err = raftTLS(f.raftTLSCert, f.raftTLSKey, f.raftTLSCA, f.raftTLSServerName); err != nil {
 		return err
 	}
 	apiTLSCfg, err := apiTLS(f.tlsCert, f.tlsKey, f.tlsClientCA)

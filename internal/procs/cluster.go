@@ -18,9 +18,9 @@ type ServeNode struct {
 }
 
 // StartServeCluster starts three `bin serve` processes bootstrapped from
-// one peer list, with their data and output under dir, and waits until
-// each answers /readyz.
-func StartServeCluster(t testing.TB, bin, dir string) []*ServeNode {
+// one peer list, with their data and output under dir and args added to
+// each, and waits until each answers /readyz.
+func StartServeCluster(t testing.TB, bin, dir string, args ...string) []*ServeNode {
 	t.Helper()
 	nodes := make([]*ServeNode, 3)
 	var peers, raftAddrs, apiAddrs []string
@@ -32,9 +32,9 @@ func StartServeCluster(t testing.TB, bin, dir string) []*ServeNode {
 		nodes[i] = &ServeNode{ID: id, URL: "http://" + apiAddrs[i]}
 	}
 	for i, n := range nodes {
-		p, err := Start(t, dir, "leasehold-"+n.ID, ChildEnv(), bin, "serve", "--node-id", n.ID,
-			"--data-dir", filepath.Join(dir, n.ID), "--api-addr", apiAddrs[i], "--raft-addr", raftAddrs[i],
-			"--peers", strings.Join(peers, ","), "--log-level", "warn")
+		serve := append([]string{"serve", "--node-id", n.ID, "--data-dir", filepath.Join(dir, n.ID), "--api-addr", apiAddrs[i],
+			"--raft-addr", raftAddrs[i], "--peers", strings.Join(peers, ","), "--log-level", "warn"}, args...)
+		p, err := Start(t, dir, "leasehold-"+n.ID, ChildEnv(), bin, serve...)
 		if err != nil {
 			t.Fatal(err)
 		}
