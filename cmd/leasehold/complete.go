@@ -51,22 +51,28 @@ func keyNames(ctx context.Context, c *client.Client, prefix string) []string {
 	return keys
 }
 
-func queueNames(ctx context.Context, c *client.Client, prefix string) []string {
-	qs, _ := c.Queues(ctx, prefix)
-	names := make([]string, 0, len(qs))
-	for _, q := range qs {
-		names = append(names, q.Name)
+// namesOf is the name of each of items.
+func namesOf[T any](items []T, name func(T) string) []string {
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = name(it)
 	}
 	return names
 }
 
+func queueNames(ctx context.Context, c *client.Client, prefix string) []string {
+	qs, _ := c.Queues(ctx, prefix)
+	return namesOf(qs, func(q client.QueueInfo) string { return q.Name })
+}
+
 func groupNames(ctx context.Context, c *client.Client, prefix string) []string {
 	gs, _ := c.Groups(ctx, prefix)
-	names := make([]string, 0, len(gs))
-	for _, g := range gs {
-		names = append(names, g.Name)
-	}
-	return names
+	return namesOf(gs, func(g client.GroupInfo) string { return g.Name })
+}
+
+func idemNames(ctx context.Context, c *client.Client, prefix string) []string {
+	recs, _ := c.IdemList(ctx, prefix, "", completeMax)
+	return namesOf(recs, func(r client.IdemInfo) string { return r.Key })
 }
 
 func electionNames(ctx context.Context, c *client.Client, prefix string) []string {
@@ -76,15 +82,6 @@ func electionNames(ctx context.Context, c *client.Client, prefix string) []strin
 			break
 		}
 		names = append(names, e.Name)
-	}
-	return names
-}
-
-func idemNames(ctx context.Context, c *client.Client, prefix string) []string {
-	recs, _ := c.IdemList(ctx, prefix, "", completeMax)
-	names := make([]string, 0, len(recs))
-	for _, r := range recs {
-		names = append(names, r.Key)
 	}
 	return names
 }
