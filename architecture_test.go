@@ -37,6 +37,7 @@ var mayImport = map[string][]string{
 	"cmd/leasehold/internal": {".", "api", "client", "cluster", "embed", "server"},
 	"examples":               {".", "api", "client", "fence", "groups", "idempotency", "queue"},
 	"benchmarks":             {"client"},
+	"conformance":            {".", "client", "fence"}, // the Go driver and bench: the public client only
 	"internal/watchdog":      {},
 	"internal/gctarget":      {},
 	"internal/freeport":      {},

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +49,8 @@ type batchCall struct {
 
 // do sends op, with whatever else is waiting, and returns its result.
 func (co *coalescer) do(ctx context.Context, op *pb.BatchOp) (*pb.BatchResult, error) {
+	ctx, stop := co.c.bound(ctx, 0)
+	defer stop()
 	if s := co.c.session; s != nil {
 		// On the session stream, if one is open or can be.
 		if res, err := s.do(ctx, op); !errors.Is(err, errNoSession) {
@@ -83,9 +84,9 @@ func (co *coalescer) do(ctx context.Context, op *pb.BatchOp) (*pb.BatchResult, e
 	case <-ctx.Done():
 		// What the call gets is the caller's to give back (see giveBack).
 		if last := co.lastErr.Load(); last != nil {
-			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
+			return nil, co.c.ended(ctx, last)
 		}
-		return nil, ctx.Err()
+		return nil, co.c.ended(ctx, nil)
 	}
 }
 

@@ -52,6 +52,14 @@ type Config struct {
 	// DriftRatio is the share of each reported expiry treated as unsafe.
 	// Default 0.02.
 	DriftRatio float64
+	// Timeout bounds a call whose context has no deadline: it gives up
+	// after Timeout (plus the wait it asked for: Wait, PollWait) with an
+	// error matching leasehold.ErrUnavailable that names the endpoints,
+	// however many attempts fit in it. A stream (Watch, Observe,
+	// Assignments, Snapshot) is bounded so until it opens; an open one
+	// is not cut. A context's own deadline takes its place. Default 10s,
+	// as the CLI's --timeout; negative: no bound, retry until ctx ends.
+	Timeout time.Duration
 	// RequestTimeout bounds one attempt of a call that does not wait.
 	// Default 5s.
 	RequestTimeout time.Duration
@@ -124,6 +132,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.DriftRatio == 0 {
 		cfg.DriftRatio = 0.02
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 5 * time.Second
@@ -223,14 +234,17 @@ func randomHex(n int) string {
 
 // call runs RPC f of the service svc picks, against the current endpoint,
 // moving on to the next and retrying while the error is Unavailable, until
-// ctx ends. The request carries the same request ID on every attempt, so a
-// retry never acts twice. perTry > 0 bounds each attempt.
+// ctx ends or the client's bound passes (see bound). The request carries
+// the same request ID on every attempt, so a retry never acts twice.
+// perTry > 0 bounds each attempt.
 func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration, svc func(*endpoint) S,
 	f func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 	msg *Req) (*Res, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	ctx, stop := c.bound(ctx, 0)
+	defer stop()
 	if res, ok, err := onSession[Res](ctx, c, msg); ok {
 		return res, err
 	}
@@ -243,16 +257,14 @@ func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 			tctx, cancel = context.WithTimeout(ctx, perTry)
 		}
 		resp, err := f(svc(&c.nodes[i]), tctx, connect.NewRequest(msg))
+		timedOut := tctx.Err() != nil
 		cancel()
 		if err == nil {
 			c.follow(resp.Header().Get(leaderHeader))
 			return resp.Msg, nil
 		}
 		if ctx.Err() != nil {
-			if last != nil {
-				return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
-			}
-			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), api.FromConnect(err))
+			return nil, c.ended(ctx, last)
 		}
 		e := api.FromConnect(err)
 		if !connect.IsWireError(err) {
@@ -263,6 +275,9 @@ func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 				// ECONNRESET and EPIPE as Canceled) or this attempt's own
 				// timeout. The request ID makes the retry safe.
 				e = &leasehold.Error{Code: leasehold.CodeUnavailable, Message: err.Error()}
+				if timedOut {
+					e = unanswered(c.nodes[i].url, perTry)
+				}
 			}
 		}
 		if !errors.Is(e, leasehold.ErrUnavailable) {
@@ -270,7 +285,7 @@ func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 		}
 		last = e
 		if !c.moveOn(ctx, i, backoff) {
-			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), e)
+			return nil, c.ended(ctx, e)
 		}
 		backoff = min(2*backoff, time.Second)
 	}

@@ -64,7 +64,9 @@ func (s *AssignmentStream) Updates() <-chan AssignmentUpdate { return s.updates 
 
 // Err waits for the stream to end and says why: nil if ctx ended or the
 // session ended (the last update then has Ended set); ErrClosed after the
-// client's Close; or an error the servers refused the stream with.
+// client's Close; one matching leasehold.ErrUnavailable if no node
+// opened it within Config.Timeout (as Watch.Err); or an error the servers
+// refused the stream with.
 func (s *AssignmentStream) Err() error {
 	<-s.done
 	return s.err
@@ -97,6 +99,11 @@ func (m *Membership) assignments(ctx context.Context, s *AssignmentStream) error
 	c := m.lease.c
 	var from *uint64
 	backoff := 20 * time.Millisecond
+	// Until a stream first opens, it is bounded as a call is; after that
+	// it resumes until ctx ends.
+	octx, stop := c.bound(ctx, 0)
+	defer stop()
+	var last error
 	for {
 		if c.closed.Load() {
 			return ErrClosed
@@ -106,14 +113,22 @@ func (m *Membership) assignments(ctx context.Context, s *AssignmentStream) error
 		if c.cfg.Token != "" {
 			req.Header().Set("Authorization", "Bearer "+c.cfg.Token)
 		}
-		progressed, ended, err := m.assignmentStream(ctx, &c.nodes[i], req, s, &from)
+		progressed, opened, ended, err := m.assignmentStream(ctx, octx, &c.nodes[i], req, s, &from)
 		if ended || ctx.Err() != nil {
 			return nil
 		}
 		if progressed {
 			backoff = 20 * time.Millisecond
 		}
+		if opened {
+			stop()
+			octx = ctx // no longer bounded
+		}
+		if octx.Err() != nil {
+			return c.ended(octx, last)
+		}
 		e := api.FromConnect(err)
+		last = e
 		switch {
 		case errors.Is(e, leasehold.ErrOutOfRange):
 			from = nil // start over: the initial update replaces what the reader knew
@@ -130,24 +145,33 @@ func (m *Membership) assignments(ctx context.Context, s *AssignmentStream) error
 		default:
 			return e
 		}
-		if !c.moveOn(ctx, i, backoff) {
-			return nil
+		if !c.moveOn(octx, i, backoff) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return c.ended(octx, e)
 		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
 
-// assignmentStream reads one node's stream into s until it ends.
-func (m *Membership) assignmentStream(ctx context.Context, e *endpoint, req *connect.Request[pb.GroupsAssignmentsRequest],
-	s *AssignmentStream, from **uint64) (progressed, ended bool, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// assignmentStream reads one node's stream into s until it ends; opened
+// says it answered. Its first answer must come within RequestTimeout and
+// before octx ends.
+func (m *Membership) assignmentStream(ctx, octx context.Context, e *endpoint, req *connect.Request[pb.GroupsAssignmentsRequest],
+	s *AssignmentStream, from **uint64) (progressed, opened, ended bool, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	open := opening(octx, e.url, m.lease.c.cfg.RequestTimeout, cancel)
+	defer open()
 	st, err := e.groups.Assignments(ctx, req)
 	if err != nil {
-		return false, false, err
+		return false, false, false, streamErr(ctx, err)
 	}
 	defer st.Close()
 	for st.Receive() {
+		open()
+		opened = true
 		msg := st.Msg()
 		if *from != nil && !msg.Initial && msg.Index <= **from {
 			continue // nothing new (the opening mark of a resumed stream)
@@ -157,18 +181,18 @@ func (m *Membership) assignmentStream(ctx context.Context, e *endpoint, req *con
 		select {
 		case s.updates <- u:
 		case <-ctx.Done():
-			return progressed, false, ctx.Err()
+			return progressed, opened, false, ctx.Err()
 		}
 		idx := msg.Index
 		*from, progressed = &idx, true
 		if msg.Ended {
-			return progressed, true, nil
+			return progressed, opened, true, nil
 		}
 	}
 	if err := st.Err(); err != nil {
-		return progressed, false, err
+		return progressed, opened, false, streamErr(ctx, err)
 	}
-	return progressed, false, fmt.Errorf("assignment stream from %s ended", e.url)
+	return progressed, opened, false, fmt.Errorf("assignment stream from %s ended", e.url)
 }
 
 func assignment(a *pb.Assignment) Assignment {

@@ -68,6 +68,18 @@ func newClient(t testing.TB, cfg client.Config, endpoints ...string) *testClient
 	return &testClient{Client: c, Reg: reg}
 }
 
+// onStream is cfg for a client whose lease calls ride a session stream,
+// over h2c on a transport of its own (closed when the test ends).
+func onStream(t testing.TB, cfg client.Config) client.Config {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr.Protocols = &p
+	cfg.HTTPClient, cfg.Session = &http.Client{Transport: tr}, client.SessionOn
+	return cfg
+}
+
 // nodeClient is newClient for one node.
 func nodeClient(t testing.TB, n *testcluster.Node) *testClient {
 	t.Helper()

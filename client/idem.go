@@ -87,6 +87,8 @@ func (c *Client) Begin(ctx context.Context, key string, fingerprint []byte, opts
 		req.Wait = durationpb.New(o.wait)
 		perTry += o.wait
 	}
+	ctx, stop := c.bound(ctx, o.wait)
+	defer stop()
 	r, err := call(ctx, c, perTry, idemOf, leaseholdv1connect.IdempotencyClient.Begin, req)
 	if errors.Is(err, leasehold.ErrNotHolder) {
 		return nil, nil, fmt.Errorf("%w: %w", ErrFingerprintMismatch, err)

@@ -107,12 +107,14 @@ func options(opts []Option) acquireOptions {
 // is followed by a renewal, and the lease is tracked until it ends.
 func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions, secret string,
 	send func(context.Context) (*pb.AcquireResponse, error)) (*Lease, error) {
+	// Bounded by the wait plus Config.Timeout; FailOpen answers by then
+	// even if ctx allows longer.
+	bound := c.bound
 	if o.failOpen {
-		// FailOpen must answer even when the caller's ctx has no deadline.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.wait+c.cfg.RequestTimeout)
-		defer cancel()
+		bound = c.boundAnyway
 	}
+	ctx, stop := bound(ctx, o.wait)
+	defer stop()
 	// The clock starts before the first send: the grant cannot be earlier.
 	sent := time.Now()
 	resp, err := send(ctx)

@@ -89,7 +89,10 @@ func (c *Client) observe(ctx context.Context, name string, o *Observer) error {
 // currentLeader is the first answer of an Observe stream, tried on one
 // node after another while they are unavailable.
 func (c *Client) currentLeader(ctx context.Context, name string) (LeaderChange, error) {
+	ctx, stop := c.bound(ctx, 0)
+	defer stop()
 	backoff := 20 * time.Millisecond
+	var last error
 	for {
 		if c.closed.Load() {
 			return LeaderChange{}, ErrClosed
@@ -100,13 +103,15 @@ func (c *Client) currentLeader(ctx context.Context, name string) (LeaderChange, 
 			return first, nil
 		}
 		if ctx.Err() != nil {
-			return LeaderChange{}, ctx.Err()
+			return LeaderChange{}, c.ended(ctx, last)
 		}
-		if e := api.FromConnect(err); connect.IsWireError(err) && !errors.Is(e, leasehold.ErrUnavailable) {
+		e := api.FromConnect(err)
+		if connect.IsWireError(err) && !errors.Is(e, leasehold.ErrUnavailable) {
 			return LeaderChange{}, e
 		}
+		last = e
 		if !c.moveOn(ctx, i, backoff) {
-			return LeaderChange{}, ctx.Err()
+			return LeaderChange{}, c.ended(ctx, last)
 		}
 		backoff = min(2*backoff, time.Second)
 	}

@@ -49,7 +49,8 @@ func MaxHold(d time.Duration) Option { return func(o *acquireOptions) { o.maxHol
 
 // FailOpen chooses availability over safety when the store is unreachable:
 // Acquire returns a degraded lease (token 0, Degraded() true) instead of an
-// error, and a lease whose renewals cannot reach the store degrades instead
+// error — after the wait plus Config.Timeout, even if ctx allows longer —
+// and a lease whose renewals cannot reach the store degrades instead
 // of ending. Both are logged and counted. Only use it for work that is safe
 // to run twice at once.
 func FailOpen() Option { return func(o *acquireOptions) { o.failOpen = true } }

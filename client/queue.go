@@ -195,6 +195,8 @@ func (c *Client) Receive(ctx context.Context, queue string, max int, opts ...Rec
 		req.Wait = durationpb.New(o.wait)
 	}
 	perTry := c.cfg.RequestTimeout + o.wait
+	ctx, stop := c.bound(ctx, o.wait)
+	defer stop()
 	// The clock starts before the send: the deliveries cannot be older.
 	sent := time.Now()
 	r, err := call(ctx, c, perTry, queuesOf, leaseholdv1connect.QueuesClient.Receive, req)

@@ -146,7 +146,7 @@ func (s *session) doOp(ctx context.Context, op *pb.SessionOp, waits bool) (*pb.S
 		}
 		s.mu.Unlock()
 		s.poke()
-		return nil, ctx.Err()
+		return nil, s.c.ended(ctx, nil)
 	}
 }
 

@@ -38,16 +38,23 @@ var ErrSnapshotDamaged = errors.New("client: the snapshot stream does not match 
 // configured nodes, and need not be one of them; when none names a leader
 // (no quorum), the node in use answers, with a state that may lag. On an
 // error, what that writer got is incomplete or damaged. It blocks until
-// the whole state is written or ctx ends.
+// the whole state is written or ctx ends; until the header comes, it is
+// bounded as a call is (Config.Timeout).
 func (c *Client) Snapshot(ctx context.Context, open func(SnapshotInfo) (io.Writer, error)) (SnapshotInfo, error) {
-	admin := c.snapshotSource(ctx)
+	octx, stop := c.bound(ctx, 0)
+	defer stop()
+	admin := c.snapshotSource(octx)
 	req := connect.NewRequest(&pb.SnapshotRequest{})
 	if c.cfg.Token != "" { // the bearer interceptor covers unary calls only
 		req.Header().Set("Authorization", "Bearer "+c.cfg.Token)
 	}
-	s, err := admin.Snapshot(ctx, req)
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	opened := opening(octx, "", 0, cancel)
+	defer opened()
+	s, err := admin.Snapshot(sctx, req)
 	if err != nil {
-		return SnapshotInfo{}, api.FromConnect(err)
+		return SnapshotInfo{}, c.snapshotErr(octx, err)
 	}
 	defer s.Close()
 	var info SnapshotInfo
@@ -55,6 +62,7 @@ func (c *Client) Snapshot(ctx context.Context, open func(SnapshotInfo) (io.Write
 	h := sha256.New()
 	var n int64
 	for s.Receive() {
+		opened()
 		m := s.Msg()
 		if hd := m.Header; hd != nil && w == nil {
 			info = SnapshotInfo{Index: hd.Index, Term: hd.Term, Format: int(hd.Format), Size: int64(hd.Size), SHA256: hd.Sha256,
@@ -76,6 +84,9 @@ func (c *Client) Snapshot(ctx context.Context, open func(SnapshotInfo) (io.Write
 		n += int64(len(m.Data))
 	}
 	if err := s.Err(); err != nil {
+		if w == nil {
+			return info, c.snapshotErr(octx, err)
+		}
 		return info, api.FromConnect(err)
 	}
 	if w == nil {
@@ -85,4 +96,13 @@ func (c *Client) Snapshot(ctx context.Context, open func(SnapshotInfo) (io.Write
 		return info, fmt.Errorf("%w: got %d bytes with SHA-256 %s, the node sent %d bytes with %s", ErrSnapshotDamaged, n, got, info.Size, info.SHA256)
 	}
 	return info, nil
+}
+
+// snapshotErr is the error of a Snapshot stream that failed before its
+// header: the client's bound's if that ended it.
+func (c *Client) snapshotErr(octx context.Context, err error) error {
+	if octx.Err() != nil {
+		return c.ended(octx, nil)
+	}
+	return api.FromConnect(err)
 }

@@ -67,8 +67,10 @@ func (w *Watch) Events() <-chan Event { return w.events }
 // ErrClosed after the client's Close; an error matching
 // leasehold.ErrOutOfRange if no node keeps the events after the index it
 // had reached (its message names the oldest index a node can resume
-// from); or one the server refused it with (leasehold.ErrPermission,
-// leasehold.ErrInvalid).
+// from); one matching leasehold.ErrUnavailable if no node opened it
+// within Config.Timeout (for a ctx without a deadline; once open, it
+// resumes across outages until ctx ends); or one the server refused it
+// with (leasehold.ErrPermission, leasehold.ErrInvalid).
 func (w *Watch) Err() error {
 	<-w.done
 	return w.err
@@ -119,6 +121,11 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 	backoff := 20 * time.Millisecond
 	outOfRange := 0 // nodes in a row that lack the history
 	warned := false // since the last progress: one warning per outage
+	// Until a stream first opens, the watch is bounded as a call is;
+	// after that it resumes until ctx ends.
+	octx, stop := c.bound(ctx, 0)
+	defer stop()
+	var last error
 	for {
 		if c.closed.Load() {
 			return ErrClosed
@@ -131,14 +138,22 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 		if c.cfg.Token != "" {
 			req.Header().Set("Authorization", "Bearer "+c.cfg.Token)
 		}
-		progressed, err := c.stream(ctx, &c.nodes[i], req, w, &started)
+		progressed, opened, err := c.stream(ctx, octx, &c.nodes[i], req, w, &started)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if progressed {
 			backoff, outOfRange, warned = 20*time.Millisecond, 0, false
 		}
+		if opened {
+			stop()
+			octx = ctx // no longer bounded
+		}
+		if octx.Err() != nil {
+			return c.ended(octx, last)
+		}
 		e := api.FromConnect(err)
+		last = e
 		switch {
 		case errors.Is(e, leasehold.ErrOutOfRange):
 			// This node lacks the events after our index (it installed a
@@ -158,24 +173,33 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 			c.log.Warn("watch interrupted; resuming on the next endpoint from the last index seen",
 				"endpoint", c.nodes[i].url, "index", w.index, "err", e)
 		}
-		if !c.moveOn(ctx, i, backoff) {
-			return nil
+		if !c.moveOn(octx, i, backoff) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return c.ended(octx, e)
 		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
 
 // stream reads one node's stream into w until it ends; progressed says it
-// moved the index on (or started the watch).
-func (c *Client) stream(ctx context.Context, e *endpoint, req *connect.Request[pb.WatchRequest], w *Watch, started *bool) (progressed bool, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// moved the index on (or started the watch), opened that it answered. Its
+// first answer must come within RequestTimeout and before octx ends.
+func (c *Client) stream(ctx, octx context.Context, e *endpoint, req *connect.Request[pb.WatchRequest], w *Watch,
+	started *bool) (progressed, opened bool, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	open := opening(octx, e.url, c.cfg.RequestTimeout, cancel)
+	defer open()
 	s, err := e.watch.Watch(ctx, req)
 	if err != nil {
-		return false, err
+		return false, false, streamErr(ctx, err)
 	}
 	defer s.Close()
 	for s.Receive() {
+		open()
+		opened = true
 		m := s.Msg()
 		if *started && m.Index <= w.index {
 			continue // nothing new (the opening mark of a resumed watch)
@@ -184,15 +208,15 @@ func (c *Client) stream(ctx context.Context, e *endpoint, req *connect.Request[p
 			select {
 			case w.events <- eventOf(ev):
 			case <-ctx.Done():
-				return progressed, ctx.Err()
+				return progressed, opened, ctx.Err()
 			}
 		}
 		w.index, *started, progressed = m.Index, true, true
 	}
 	if err := s.Err(); err != nil {
-		return progressed, err
+		return progressed, opened, streamErr(ctx, err)
 	}
-	return progressed, fmt.Errorf("watch stream from %s ended", e.url)
+	return progressed, opened, fmt.Errorf("watch stream from %s ended", e.url)
 }
 
 func eventOf(e *pb.WatchEvent) Event {

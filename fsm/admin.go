@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -14,6 +15,12 @@ import (
 
 const KindForceRelease Kind = 10
 
+// KindForceReleaseNamed is a forced release of a name under
+// leasehold.ReservedPrefix (snapshot_names.go), which an older node knows
+// by another name: it stops at it ("upgrade it") rather than miss the
+// lease. The body is KindForceRelease's.
+const KindForceReleaseNamed Kind = 82
+
 // MaxReasonLen bounds an audit reason.
 const MaxReasonLen = 512
 
@@ -25,9 +32,15 @@ type ForceRelease struct {
 	Actor     string // the authenticated identity
 	Reason    string
 	legacy    bool // decoded from a log entry written before scoping
+	named     bool // decoded from KindForceReleaseNamed
 }
 
-func (*ForceRelease) Kind() Kind { return KindForceRelease }
+func (c *ForceRelease) Kind() Kind {
+	if c.named || strings.HasPrefix(c.Resource, leasehold.ReservedPrefix) {
+		return KindForceReleaseNamed
+	}
+	return KindForceRelease
+}
 
 func (c *ForceRelease) apply(s *State, ix uint64, now int64) Result {
 	return s.forceRelease(ix, now, c)
@@ -43,7 +56,7 @@ func (c *ForceRelease) encode(e *encoder) {
 
 func (c *ForceRelease) decode(d *decoder) {
 	c.RequestID = d.str()
-	c.Resource = d.str()
+	c.Resource = legacyName(d.str())
 	c.LeaseID = d.uvarint()
 	c.Actor = d.str()
 	c.Reason = d.str()
@@ -79,7 +92,7 @@ func encodeAudit(e *encoder, a *AuditRecord) {
 
 func decodeAudit(d *decoder) AuditRecord {
 	return AuditRecord{
-		Index: d.uvarint(), Time: nanosTime(d.varint()), Actor: d.str(), Action: d.str(), Resource: d.str(),
+		Index: d.uvarint(), Time: nanosTime(d.varint()), Actor: d.str(), Action: d.str(), Resource: legacyName(d.str()),
 		LeaseID: d.uvarint(), Token: d.uvarint(), Owner: d.str(), Operation: d.str(), Reason: d.str(),
 	}
 }

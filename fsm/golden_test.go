@@ -2,9 +2,11 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +15,13 @@ import (
 )
 
 // fsm/testdata/current-* pin the bytes of the current formats: log entries
-// of batch version 2 and a snapshot of version 13 (the log's first five
+// of batch version 2 and a snapshot of version 14 (the log's first five
 // entries were written by the code of commit 8e70a2d, the sixth, a Txn, by
 // the commit that added it; testdata/legacy-v5.snapshot.hex is the
 // snapshot of those first five, legacy-v10 of the first ten, legacy-v12
-// of the first eleven).
+// of the first eleven, legacy-v13 of all twelve, written with
+// legacy-v2.log.hex before leasehold's own leases were named under
+// leasehold.ReservedPrefix: its Joins and Begins are the old kinds).
 // They must not change while those versions stand: an old node reads what
 // a new one writes. LEASEHOLD_WRITE_GOLDEN=1 rewrites them, only when a
 // version is raised on purpose.
@@ -145,7 +149,7 @@ func goldenEntries() []*Batch {
 }
 
 func goldenPaths() (log, snap string) {
-	return "testdata/current-v2.log.hex", "testdata/current-v13.snapshot.hex"
+	return "testdata/current-v2.log.hex", "testdata/current-v14.snapshot.hex"
 }
 
 // The log entries and the snapshot the current code writes for the golden
@@ -205,16 +209,98 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	}
 }
 
+// withNewNames is a snapshot of before version 14 with each of its names
+// of leasehold's own leases (a length byte, then "\x00group/..." or
+// "\x00idem/...") replaced by the name it has now (legacyName): what this
+// version writes for the same state.
+func withNewNames(b []byte) []byte {
+	var out []byte
+	for {
+		i := -1
+		for _, p := range []string{legacyGroupPrefix, legacyIdemPrefix} {
+			if j := bytes.Index(b, []byte(p)); j > 0 && (i < 0 || j < i) {
+				i = j
+			}
+		}
+		if i < 0 {
+			return append(out, b...)
+		}
+		n := int(b[i-1]) // the fixtures' names are short: one length byte
+		name := legacyName(string(b[i : i+n]))
+		out = binary.AppendUvarint(append(out, b[:i-1]...), uint64(len(name)))
+		out = append(out, name...)
+		b = b[i+n:]
+	}
+}
+
+// A node of this version reads the version-13 snapshot of the golden
+// entries, and replays the log that made it (legacy-v2.log.hex, with the
+// old Join and Begin kinds): both give the state the current code makes
+// of the golden entries, byte for byte, leasehold's own leases named
+// under leasehold.ReservedPrefix.
+func TestReadsOldNames(t *testing.T) {
+	_, snapPath := goldenPaths()
+	current := legacySnapshotBytes(t, strings.TrimPrefix(snapPath, "testdata/"))
+	v13 := legacySnapshotBytes(t, "legacy-v13.snapshot.hex")
+	if bytes.Contains(current, []byte(legacyGroupPrefix)) || !bytes.Contains(v13, []byte(legacyGroupPrefix)) ||
+		!bytes.Contains(v13, []byte(legacyIdemPrefix)) {
+		t.Fatal("the fixtures do not hold the names they are meant to: the test proves nothing")
+	}
+	old, err := Restore(v13, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(old.Snapshot(), current) {
+		t.Fatalf("a restored version-13 snapshot writes\n%x\nwant\n%x", old.Snapshot(), current)
+	}
+	for _, r := range []string{GroupMemberResource("shards", "w2"), IdemResource("pay/2")} {
+		if _, held := old.holders[r]; !held || !strings.HasPrefix(r, leasehold.ReservedPrefix) {
+			t.Errorf("%q is not held after the restore: %v", r, old.Counts())
+		}
+	}
+	replay := New(DefaultConfig(), nil)
+	raw, err := os.ReadFile("testdata/legacy-v2.log.hex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKinds := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		ixs, hx, _ := strings.Cut(line, " ")
+		ix, _ := strconv.ParseUint(ixs, 10, 64)
+		data, err := hex.DecodeString(hx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := DecodeBatch(data)
+		if err != nil {
+			t.Fatalf("entry %d: %v", ix, err)
+		}
+		for _, c := range b.Cmds {
+			if k := c.Kind(); k == KindGroupJoin || k == KindIdemBegin {
+				oldKinds++
+			}
+		}
+		replay.Apply(ix, b)
+	}
+	if oldKinds == 0 {
+		t.Fatal("legacy-v2.log.hex has no Join or Begin of the old kinds: the test proves nothing")
+	}
+	if !bytes.Equal(replay.Snapshot(), current) {
+		t.Fatal("replaying the log written before the reserved names gives another state than the current code's")
+	}
+}
+
 // A node of this version reads the version-12 snapshot of the first
-// eleven golden entries: it writes the same bytes again, as version 13 (a
-// dedup record of the ID kinds, absent there, is what version 13 changed).
+// eleven golden entries: it writes the same bytes again, as version 14 (a
+// dedup record of the ID kinds, absent there, is what version 13 changed;
+// the names of leasehold's own leases, version 14).
 func TestReadsSnapshotVersion12(t *testing.T) {
 	v12 := legacySnapshotBytes(t, "legacy-v12.snapshot.hex")
 	old, err := Restore(v12, DefaultConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]byte(snapMagic+string(rune(snapVersion))), v12[len(snapMagic)+1:]...)
+	want := withNewNames(append([]byte(snapMagic+string(rune(snapVersion))), v12[len(snapMagic)+1:]...))
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-12 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -231,6 +317,7 @@ func TestReadsSnapshotVersion10(t *testing.T) {
 	}
 	want := append([]byte(snapMagic+string(rune(snapVersion))), v10[len(snapMagic)+1:]...)
 	want = append(want, 0) // no queue receipts
+	want = withNewNames(want)
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-10 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -247,6 +334,7 @@ func TestReadsSnapshotVersion9(t *testing.T) {
 	}
 	want := append([]byte(snapMagic+string(rune(snapVersion))), v9[len(snapMagic)+1:]...)
 	want = append(want, 0, 0, 0) // no semaphores (leases, waiters), no queue receipts
+	want = withNewNames(want)
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-9 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -263,6 +351,7 @@ func TestReadsSnapshotVersion8(t *testing.T) {
 	}
 	want := append([]byte(snapMagic+string(rune(snapVersion))), v8[len(snapMagic)+1:]...)
 	want = append(want, 0, 0, 0, 0) // no groups, no semaphores (leases, waiters), no queue receipts
+	want = withNewNames(want)
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-8 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -279,6 +368,7 @@ func TestReadsSnapshotVersion7(t *testing.T) {
 	}
 	want := append([]byte(snapMagic+string(rune(snapVersion))), v7[len(snapMagic)+1:]...)
 	want = append(want, 0, 0, 0, 0, 0) // no queues, no groups, no semaphores (leases, waiters), no queue receipts
+	want = withNewNames(want)
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-7 snapshot writes\n%x\nwant\n%x", got, want)
 	}

@@ -3,7 +3,6 @@ package fsm
 import (
 	"maps"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -28,10 +27,6 @@ import (
 // EventGroupRevoking, EventGroupRemoved) carrying the member's session
 // lease and resource, so a member's assignment stream is a watch.
 
-// groupPrefix starts every group's internal resources. Its zero byte is
-// refused in a resource name, so no caller can acquire one.
-const groupPrefix = "\x00group/"
-
 // Limits of groups.
 const (
 	MaxGroupPartitions = 65536
@@ -42,21 +37,21 @@ const (
 )
 
 // GroupResource is the prefix of the group's member resources and the
-// resource of its own events (created, grown, deleted).
-func GroupResource(group string) string { return groupPrefix + group + "\x00" }
+// resource of its own events (created, grown, deleted), under
+// leasehold.ReservedPrefix, which the API refuses to callers, so no caller
+// can acquire one (leasehold.GroupSessionResource).
+func GroupResource(group string) string { return leasehold.GroupSessionResource(group, "") }
 
-// GroupMemberResource is the resource of member's session leases.
-func GroupMemberResource(group, member string) string { return GroupResource(group) + member }
+// GroupMemberResource is the resource of member's session leases:
+// "@leasehold/group/GROUP/MEMBER".
+func GroupMemberResource(group, member string) string {
+	return leasehold.GroupSessionResource(group, member)
+}
 
 // GroupMemberOf is the group and member a session lease's resource stands
 // for.
 func GroupMemberOf(resource string) (group, member string, ok bool) {
-	rest, ok := strings.CutPrefix(resource, groupPrefix)
-	if !ok {
-		return "", "", false
-	}
-	group, member, ok = strings.Cut(rest, "\x00")
-	return group, member, ok && member != ""
+	return leasehold.GroupSessionOf(resource)
 }
 
 type group struct {
@@ -133,13 +128,18 @@ type Assignment struct {
 	Revoking  bool
 }
 
-// ValidateForcedResource checks the resource a forced release names: a
-// resource name, or a group member's session resource as Leases.List
-// shows it (GroupMemberResource), so that a session is forced like any
-// lease. Only that exact shape may carry zero bytes.
+// ValidateForcedResource checks the resource a forced release (or an
+// inspection) names: a resource name, or a name leasehold makes under
+// leasehold.ReservedPrefix — a group member's session
+// (GroupMemberResource) or an idempotency attempt (IdemResource), which
+// may be longer than a caller's resource name — so that they are forced
+// like any lease.
 func ValidateForcedResource(r string) error {
 	if group, member, ok := GroupMemberOf(r); ok && validGroupName(group) == nil &&
 		leasehold.ValidateName("member", member, MaxGroupMemberLen, true) == nil {
+		return nil
+	}
+	if key, ok := IdemKeyOf(r); ok && validateIdemKey(key) == nil {
 		return nil
 	}
 	return leasehold.ValidateName("resource", r, leasehold.MaxResourceLen, true)

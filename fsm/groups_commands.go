@@ -18,6 +18,12 @@ const (
 	KindGroupLeave   Kind = 54
 	KindGroupRevoked Kind = 55 // a member acknowledged a revocation
 	KindGroupLapse   Kind = 56 // a revocation's bound ran out on the leader
+
+	// KindGroupJoinNamed is a Join written since the sessions are named
+	// under leasehold.ReservedPrefix (snapshot_names.go): the same body as
+	// KindGroupJoin, so that an older node, which would name the session
+	// the old way, stops at it ("upgrade it") rather than guess.
+	KindGroupJoinNamed Kind = 80
 )
 
 // GroupCreate makes a group, or is answered with the group as it is if
@@ -54,6 +60,7 @@ type GroupJoin struct {
 	Metadata   map[string]string
 	SecretHash [32]byte
 	Caller     string
+	oldKind    bool // decoded from KindGroupJoin
 }
 
 // GroupLeave ends a member's session, proven by its secret.
@@ -84,10 +91,15 @@ type GroupLapse struct {
 	Epoch     uint64
 }
 
-func (*GroupCreate) Kind() Kind  { return KindGroupCreate }
-func (*GroupGrow) Kind() Kind    { return KindGroupGrow }
-func (*GroupDelete) Kind() Kind  { return KindGroupDelete }
-func (*GroupJoin) Kind() Kind    { return KindGroupJoin }
+func (*GroupCreate) Kind() Kind { return KindGroupCreate }
+func (*GroupGrow) Kind() Kind   { return KindGroupGrow }
+func (*GroupDelete) Kind() Kind { return KindGroupDelete }
+func (c *GroupJoin) Kind() Kind {
+	if c.oldKind {
+		return KindGroupJoin
+	}
+	return KindGroupJoinNamed
+}
 func (*GroupLeave) Kind() Kind   { return KindGroupLeave }
 func (*GroupRevoked) Kind() Kind { return KindGroupRevoked }
 func (*GroupLapse) Kind() Kind   { return KindGroupLapse }

@@ -31,18 +31,26 @@ const (
 	KindIdemBegin    Kind = 20
 	KindIdemComplete Kind = 21
 	KindIdemForget   Kind = 22
+	// KindIdemBeginNamed is a Begin written since attempts are named
+	// under leasehold.ReservedPrefix: as KindGroupJoinNamed.
+	KindIdemBeginNamed Kind = 81
 )
 
-// idemPrefix starts every attempt lease's resource. Its zero byte is
-// refused in a resource name, so no caller can acquire or block it.
-const idemPrefix = "\x00idem/"
+// idemPrefix starts every attempt lease's resource. It is under
+// leasehold.ReservedPrefix, which the API refuses to callers, so no caller
+// can acquire or block it.
+const idemPrefix = leasehold.ReservedPrefix + "idem/"
 
-// IdemResource is the resource of key's attempt leases: their events
-// (Acquired, Released, Expired) are key's events in a watch.
+// IdemResource is the resource of key's attempt leases,
+// "@leasehold/idem/KEY": their events (Acquired, Released, Expired) are
+// key's events in a watch.
 func IdemResource(key string) string { return idemPrefix + key }
 
-// MaxIdemKeyLen bounds a key: its resource must fit a resource name.
-const MaxIdemKeyLen = leasehold.MaxResourceLen - len(idemPrefix)
+// MaxIdemKeyLen bounds a key. It is what fitted a resource name under the
+// first, shorter prefix (snapshot_names.go): every key that was valid
+// stays so, and an attempt's resource may exceed a caller's resource name
+// by the difference.
+const MaxIdemKeyLen = leasehold.MaxResourceLen - len(legacyIdemPrefix)
 
 // IdemKeyOf is the idempotency key an attempt lease's resource stands for.
 func IdemKeyOf(resource string) (string, bool) {
@@ -58,6 +66,7 @@ type IdemBegin struct {
 	Retention   time.Duration // how long a completed result is kept (0: default)
 	SecretHash  [32]byte      // the attempt's secret, hashed
 	Caller      string        // see Acquire.Caller
+	oldKind     bool          // decoded from KindIdemBegin
 }
 
 // IdemComplete stores Result as the key's answer and ends attempt LeaseID.
@@ -76,7 +85,12 @@ type IdemForget struct {
 	Token uint64
 }
 
-func (*IdemBegin) Kind() Kind    { return KindIdemBegin }
+func (c *IdemBegin) Kind() Kind {
+	if c.oldKind {
+		return KindIdemBegin
+	}
+	return KindIdemBeginNamed
+}
 func (*IdemComplete) Kind() Kind { return KindIdemComplete }
 func (*IdemForget) Kind() Kind   { return KindIdemForget }
 

@@ -22,7 +22,7 @@ var commands = [...]struct {
 	KindTxn:          {"txn", func() Command { return new(Txn) }},
 	KindCampaign:     {"campaign", func() Command { return new(Campaign) }},
 	KindProclaim:     {"proclaim", func() Command { return new(Proclaim) }},
-	KindIdemBegin:    {"idem-begin", func() Command { return new(IdemBegin) }},
+	KindIdemBegin:    {"idem-begin", func() Command { return &IdemBegin{oldKind: true} }},
 	KindIdemComplete: {"idem-complete", func() Command { return new(IdemComplete) }},
 	KindIdemForget:   {"idem-forget", func() Command { return new(IdemForget) }},
 	KindQueueCreate:  {"queue-create", func() Command { return new(QueueCreate) }},
@@ -39,7 +39,7 @@ var commands = [...]struct {
 	KindGroupCreate:  {"group-create", func() Command { return new(GroupCreate) }},
 	KindGroupGrow:    {"group-grow", func() Command { return new(GroupGrow) }},
 	KindGroupDelete:  {"group-delete", func() Command { return new(GroupDelete) }},
-	KindGroupJoin:    {"group-join", func() Command { return new(GroupJoin) }},
+	KindGroupJoin:    {"group-join", func() Command { return &GroupJoin{oldKind: true} }},
 	KindGroupLeave:   {"group-leave", func() Command { return new(GroupLeave) }},
 	KindGroupRevoked: {"group-revoked", func() Command { return new(GroupRevoked) }},
 	KindGroupLapse:   {"group-lapse", func() Command { return new(GroupLapse) }},
@@ -55,6 +55,10 @@ var commands = [...]struct {
 	KindQueueRedriveID: {"queue-redrive-id", func() Command { return new(QueueRedriveID) }},
 	KindQueuePurgeID:   {"queue-purge-id", func() Command { return new(QueuePurgeID) }},
 	KindQueueDeleteID:  {"queue-delete-id", func() Command { return new(QueueDeleteID) }},
+
+	KindGroupJoinNamed:    {"group-join-named", func() Command { return new(GroupJoin) }},
+	KindIdemBeginNamed:    {"idem-begin-named", func() Command { return new(IdemBegin) }},
+	KindForceReleaseNamed: {"force-release-named", func() Command { return &ForceRelease{named: true} }},
 }
 
 // bound is how a bound queue settlement (kinds 70–72, 75) starts decoding.

@@ -37,10 +37,13 @@ import (
 //
 // Version 13 keeps the answer of a queue Create, Redrive or Purge with a
 // request ID in its dedup record (queue_retries.go).
+//
+// Version 14 names leasehold's own leases under leasehold.ReservedPrefix
+// (snapshot_names.go).
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = queueAnswersVersion
+	snapVersion = reservedNamesVersion
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -64,7 +67,7 @@ type section struct {
 // sections are written and read in this order.
 var sections = [...]section{
 	{"counters", 3, writeCounters, readCounters},
-	{"leases", 6, writeLeases, readLeases},
+	{"leases", reservedNamesVersion, writeLeases, readLeases},
 	{"lock-delays", 3, writeBlocks, readBlocks},
 	{"waiters", 6, writeWaiters, readWaiters},
 	{"kv", 6, writeKV, readKV},
@@ -153,6 +156,7 @@ func decodeLease(d *decoder, l *leasehold.Lease) {
 	l.ID = d.uvarint()
 	l.Token = d.uvarint()
 	l.Resources = d.strs()
+	legacyNames(l.Resources)
 	l.Owner = d.str()
 	l.Operation = d.str()
 	l.TTL = time.Duration(d.varint())

@@ -27,7 +27,9 @@ func decodeElection(d *decoder) (bool, []byte) {
 }
 
 // Version 4 added a lease's last renewal (key and answer); version 3 had a
-// "claimed by a retry" flag instead, which the attempt now says.
+// "claimed by a retry" flag instead, which the attempt now says. Version
+// 14 renamed leasehold's own leases (snapshot_names.go: decodeLease reads
+// the old names as the new).
 func writeLeases(s *State, e *encoder) {
 	ids := make([]uint64, 0, len(s.leases))
 	for id := range s.leases {
@@ -104,7 +106,7 @@ func writeBlocks(s *State, e *encoder) {
 
 func readBlocks(s *State, d *decoder, _ byte) error {
 	for range d.count(3) {
-		r := d.str()
+		r := legacyName(d.str())
 		b := block{token: d.uvarint(), delay: time.Duration(d.varint())}
 		if _, dup := s.blocks[r]; dup || b.token > s.lastToken {
 			return errCorrupt
@@ -140,6 +142,7 @@ func readWaiters(s *State, d *decoder, v byte) error {
 	for range d.count(8) {
 		w := &waiter{}
 		w.Acquire.decode(d)
+		legacyNames(w.Resources)
 		w.arrival = d.uvarint()
 		w.queuedAt = d.varint()
 		if v < 4 && d.bool() {

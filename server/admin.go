@@ -59,8 +59,10 @@ func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksReque
 }
 
 func locksParams(m *pb.LocksRequest) (after uint64, limit int, err error) {
-	if err := leasehold.ValidateName("resource", m.Resource, leasehold.MaxResourceLen, false); err != nil {
-		return 0, 0, err
+	if m.Resource != "" {
+		if err := fsm.ValidateForcedResource(m.Resource); err != nil { // leasehold's own names too
+			return 0, 0, err
+		}
 	}
 	if m.Resource != "" && (m.Prefix != "" || m.PageSize != 0 || m.PageToken != "") {
 		return 0, 0, leasehold.Errorf(leasehold.CodeInvalid,

@@ -42,6 +42,9 @@ func fencePB(f *pb.Fence, field string) (*leasehold.Fence, error) {
 		}
 	default:
 		err = leasehold.ValidateName(field+"resource", f.Resource, leasehold.MaxResourceLen, true)
+		if err == nil {
+			err = leasehold.Reserved(field+"resource", f.Resource)
+		}
 	}
 	if err != nil {
 		return nil, err

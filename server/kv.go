@@ -16,10 +16,19 @@ type kvAPI struct{ s *Server }
 
 func keyOf(k string) error { return leasehold.ValidateName("key", k, leasehold.MaxKeyLen, true) }
 
+// writtenKeyOf checks a key a caller writes: none is under
+// leasehold.ReservedPrefix.
+func writtenKeyOf(k string) error {
+	if err := keyOf(k); err != nil {
+		return err
+	}
+	return leasehold.Reserved("key", k)
+}
+
 // writeParams checks what Put and Delete share: the key, the fence and the
 // request ID (made if empty).
 func writeParams(key string, f *pb.Fence, reqID string) (*leasehold.Fence, string, error) {
-	if err := keyOf(key); err != nil {
+	if err := writtenKeyOf(key); err != nil {
 		return nil, "", err
 	}
 	fence, err := fencePB(f, "fence.")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -134,7 +135,7 @@ func (s *Server) releaseAnswer(cmd *service.Release, res service.Result, err err
 func (h leases) Get(ctx context.Context, req *connect.Request[pb.GetRequest]) (*connect.Response[pb.GetResponse], error) {
 	s := h.s
 	r := req.Msg.Resource
-	if err := leasehold.ValidateName("resource", r, leasehold.MaxResourceLen, true); err != nil {
+	if err := fsm.ValidateForcedResource(r); err != nil { // leasehold's own names too
 		return nil, err
 	}
 	now, err := s.svc.Holding(ctx, r)

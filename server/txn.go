@@ -143,7 +143,7 @@ func txnOps(branch string, in []*pb.TxnOp, total *int) ([]service.TxnOp, error) 
 		default:
 			return nil, leasehold.Errorf(leasehold.CodeInvalid, "%s must be a put or a delete", field)
 		}
-		if err := keyOf(op.Key); err != nil {
+		if err := writtenKeyOf(op.Key); err != nil {
 			return nil, leasehold.Errorf(leasehold.CodeInvalid, "%s: %v", field, err)
 		}
 		if seen[op.Key] {

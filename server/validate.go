@@ -70,6 +70,11 @@ func acquireCommand(m *pb.AcquireRequest, caller string) (cmd *service.Acquire, 
 	if err := leasehold.ValidateResources(m.Resources); err != nil {
 		return nil, "", err
 	}
+	for _, r := range m.Resources {
+		if err := leasehold.Reserved("resource", r); err != nil {
+			return nil, "", err
+		}
+	}
 	if err := leasehold.ValidateName("owner", m.Owner, leasehold.MaxOwnerLen, false); err != nil {
 		return nil, "", err
 	}

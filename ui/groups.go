@@ -3,8 +3,10 @@ package ui
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 )
 
@@ -39,11 +41,12 @@ func (d *Dashboard) groupsPage(w http.ResponseWriter, r *http.Request, s *sessio
 		}{prefix, rows}})
 }
 
-// memberRow is a group member and the partitions it owns.
+// memberRow is a group member and the partitions it owns. Session is
+// its session lease's resource, whose page can force a stuck member out.
 type memberRow struct {
-	Member, Partitions, Revoking, ExpiresIn string
-	LeaseID                                 uint64
-	Since                                   time.Time
+	Member, Partitions, Revoking, ExpiresIn, Session string
+	LeaseID                                          uint64
+	Since                                            time.Time
 }
 
 // partitionRow is one partition: its owner and epoch, and the owner it
@@ -69,7 +72,8 @@ func (d *Dashboard) groupPage(w http.ResponseWriter, r *http.Request, s *session
 	}
 	var members []memberRow
 	for _, m := range res.Msg.Members {
-		row := memberRow{Member: m.Member, LeaseID: m.LeaseId, Partitions: joinNums(m.Partitions), Revoking: joinNums(m.Revoking), ExpiresIn: "—"}
+		row := memberRow{Member: m.Member, LeaseID: m.LeaseId, Partitions: joinNums(m.Partitions), Revoking: joinNums(m.Revoking), ExpiresIn: "—",
+			Session: leasehold.GroupSessionResource(name, m.Member)}
 		if m.Since != nil {
 			row.Since = m.Since.AsTime()
 		}
@@ -89,12 +93,15 @@ func (d *Dashboard) groupPage(w http.ResponseWriter, r *http.Request, s *session
 		}
 		parts = append(parts, row)
 	}
+	charts := chartsJSONText(d.charts.charts(time.Now(), d.cfg.SampleEvery, track{"group", name}))
 	d.render(w, http.StatusOK, "group", page{session: s, Title: "Group " + name, Nav: "groups",
+		Live: liveURL("group", url.Values{"group": {name}}),
 		Data: struct {
 			Group      groupRow
 			Members    []memberRow
 			Partitions []partitionRow
-		}{groupRowOf(res.Msg.Group), members, parts}})
+			Charts     string
+		}{groupRowOf(res.Msg.Group), members, parts, charts}})
 }
 
 func joinNums(ns []uint32) string {

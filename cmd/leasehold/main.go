@@ -192,7 +192,10 @@ func (g *globals) clientConfig() (client.Config, error) {
 	// A command makes a call or a few: unary calls, without opening a
 	// session stream for them (bench sets its own).
 	cfg := client.Config{Endpoints: eps, Logger: log, Token: token, TLS: tlsCfg, Session: client.SessionOff,
-		Drift: clientDrift, DriftRatio: clientDriftRatio}
+		Drift: clientDrift, DriftRatio: clientDriftRatio, Timeout: g.timeout}
+	if g.timeout <= 0 {
+		cfg.Timeout = -1 // --timeout 0: never give up
+	}
 	if g.tp != nil {
 		cfg.TracerProvider = g.tp
 	}
