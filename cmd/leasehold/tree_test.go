@@ -37,7 +37,7 @@ var namedFlags = map[string]bool{"fence": true, "fence-group": true, "fence-queu
 
 // TestNamedArgumentsComplete: every command whose first argument (or a
 // flag) names a resource, key, queue, group or election completes it from
-// the cluster, as `leasehold __complete` asks; TestCompletion runs them.
+// the cluster, as `leasehold __complete` asks; TestCLIHabits/completion runs them.
 func TestNamedArgumentsComplete(t *testing.T) {
 	walk(newRoot(), func(c *cobra.Command) {
 		words := strings.Fields(c.Use)

@@ -65,7 +65,7 @@ func mistakesOf(c *cobra.Command) []mistake {
 // to do next, naming the command whose help to read. No node is needed: a
 // bad command line is refused before any call (the endpoint is a closed
 // port, so a command that did call would fail with 7, not 2).
-// TestUsageErrorsOfTheBinary runs a few of them through the binary.
+// TestExitCodes runs a few of them through the binary.
 func TestEveryCommandRefusesBadUsage(t *testing.T) {
 	t.Setenv("LEASEHOLD_ENDPOINTS", "http://127.0.0.1:1")
 	ms := append(mistakesOf(newRoot()),
