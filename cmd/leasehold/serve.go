@@ -27,6 +27,7 @@ type serveFlags struct {
 	acquireRate                              float64
 	tlsCert, tlsKey, tlsClientCA             string
 	raftTLSCert, raftTLSKey, raftTLSCA       string
+	raftTLSServerName                        string
 	maxWaitersPerResource, maxLeasesPerOwner int
 	walSegmentMiB                            int
 	watchHistory                             int
@@ -99,6 +100,9 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.raftTLSCert, "raft-tls-cert", "", "this node's certificate for mutual TLS between nodes")
 	fl.StringVar(&f.raftTLSKey, "raft-tls-key", "", "its key")
 	fl.StringVar(&f.raftTLSCA, "raft-tls-ca", "", "the CA that signs every node's certificate")
+	fl.StringVar(&f.raftTLSServerName, "raft-tls-server-name", "", "check every other node's certificate for this name, "+
+		"instead of the host dialed: a name all nodes' certificates carry, for nodes that reach each other by changing IPs "+
+		"(a follower dials its leader at the IP the leader advertises), as in Kubernetes (deploy/kubernetes)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --api-addr")
 	fl.BoolVar(&f.metricsAuth, "metrics-auth", false, "require an operator or admin token without prefixes for /metrics "+
 		"(default: on when --auth-file is given; --metrics-auth=false opens it)")
@@ -137,7 +141,7 @@ func newServe(g *globals) *cobra.Command {
 func newLogger(level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+		return nil, usagef("--log-level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -146,7 +150,7 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+	return nil, usagef("--log-format %q: use text or json", format)
 }
 
 // serve runs a node; metricsAuthSet says --metrics-auth was given (else
@@ -197,11 +201,11 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		return err
 	}
 	if f.walSegmentMiB < 1 || f.walSegmentMiB > maxWALSegmentMiB {
-		return fmt.Errorf("--wal-segment-size %d: give 1 to %d (MiB)", f.walSegmentMiB, maxWALSegmentMiB)
+		return usagef("--wal-segment-size %d: give 1 to %d (MiB)", f.walSegmentMiB, maxWALSegmentMiB)
 	}
 	cfg.WALSegmentSize = f.walSegmentMiB << 20
 	if f.watchHistory < 1000 || f.watchHistory > 10_000_000 {
-		return fmt.Errorf("--watch-history %d: give 1000 to 10000000 (events)", f.watchHistory)
+		return usagef("--watch-history %d: give 1000 to 10000000 (events)", f.watchHistory)
 	}
 	if f.gcPercent < 10 || f.gcPercent > 100 {
 		return usagef("--gc-percent %d: give 10 to 100 (100 is Go's default)", f.gcPercent)
@@ -216,7 +220,7 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	}
 	cfg.FSM.MaxWaitersPerResource = f.maxWaitersPerResource
 	cfg.FSM.MaxLeasesPerOwner = f.maxLeasesPerOwner
-	if cfg.TLS, err = raftTLS(f.raftTLSCert, f.raftTLSKey, f.raftTLSCA); err != nil {
+	if cfg.TLS, err = raftTLS(f.raftTLSCert, f.raftTLSKey, f.raftTLSCA, f.raftTLSServerName); err != nil {
 		return err
 	}
 	apiTLSCfg, err := apiTLS(f.tlsCert, f.tlsKey, f.tlsClientCA)
@@ -232,10 +236,10 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	// Secure by default: off loopback, demand auth (and raft TLS) unless
 	// the operator says --insecure.
 	if !f.insecure && !loopback(f.apiAddr) && auth == nil {
-		return fmt.Errorf("--api-addr %s is not a loopback address: give --auth-file (or --insecure to serve without auth)", f.apiAddr)
+		return usagef("--api-addr %s is not a loopback address: give --auth-file (or --insecure to serve without auth)", f.apiAddr)
 	}
 	if !f.insecure && !loopback(f.raftAddr) && cfg.TLS == nil {
-		return fmt.Errorf("--raft-addr %s is not a loopback address: give --raft-tls-cert/key/ca (or --insecure)", f.raftAddr)
+		return usagef("--raft-addr %s is not a loopback address: give --raft-tls-cert/key/ca (or --insecure)", f.raftAddr)
 	}
 
 	metricsAuth, err := metricsAuthFor(f, metricsAuthSet, auth != nil)
@@ -307,7 +311,8 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		if adv == "" {
 			adv = f.raftAddr
 		}
-		c, err := (&globals{endpoints: f.join, tokenFile: g.tokenFile, caFile: g.caFile, certFile: g.certFile, keyFile: g.keyFile}).client()
+		jg := &globals{endpoints: f.join, authToken: g.authToken, tokenFile: g.tokenFile, caFile: g.caFile, certFile: g.certFile, keyFile: g.keyFile}
+		c, err := jg.client()
 		if err != nil {
 			return err
 		}
@@ -361,13 +366,13 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 	for _, item := range strings.Split(s, ",") {
 		id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok || id == "" || addr == "" {
-			return nil, fmt.Errorf("--peers: %q is not ID=HOST:PORT", item)
+			return nil, usagef("--peers: %q is not ID=HOST:PORT", item)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("--peers: %q: %v", item, err)
+			return nil, usagef("--peers: %q: %v", item, err)
 		}
 		if seen[id] {
-			return nil, fmt.Errorf("--peers: node id %q appears twice", id)
+			return nil, usagef("--peers: node id %q appears twice", id)
 		}
 		seen[id] = true
 		peers = append(peers, cluster.Peer{ID: id, Addr: addr})

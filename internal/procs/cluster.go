@@ -18,14 +18,14 @@ type ServeNode struct {
 }
 
 // StartServeCluster starts three `bin serve` processes bootstrapped from
-// one peer list, with their data and output under dir, and waits until
-// each answers /readyz.
-func StartServeCluster(t testing.TB, bin, dir string) []*ServeNode {
+// one peer list, with their data and output under dir and args added to
+// each, and waits until each answers /readyz.
+func StartServeCluster(t testing.TB, bin, dir string, args ...string) []*ServeNode {
 	t.Helper()
 	specs := make([]NodeSpec, 3)
 	var peers []string
 	for i := range specs {
-		specs[i] = NodeSpec{ID: fmt.Sprintf("n%d", i+1), APIAddr: freeAddr(t), RaftAddr: freeAddr(t)}
+		specs[i] = NodeSpec{ID: fmt.Sprintf("n%d", i+1), APIAddr: freeAddr(t), RaftAddr: freeAddr(t), Args: args}
 		peers = append(peers, specs[i].ID+"="+specs[i].RaftAddr)
 	}
 	for i := range specs {
