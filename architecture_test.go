@@ -26,7 +26,7 @@ var mayImport = map[string][]string{
 	"service":                {".", "cluster", "fsm"},
 	"server":                 {".", "api", "cluster", "fsm", "service"},
 	"api":                    {".", "api"},
-	"client":                 {".", "api"},
+	"client":                 {".", "api", "clock"}, // clock: Config.Clock, for fault tests of skewed clients
 	"fence":                  {".", "fence"},
 	"idempotency":            {".", "client"},
 	"queue":                  {".", "client"},
