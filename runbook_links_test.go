@@ -22,13 +22,14 @@ func anchorOf(heading string) string {
 }
 
 // The anchors every runbook section keeps: the dashboard, the CLI and the
-// README's alerts point to them, and other branches' links may too.
+// suggested alerts of docs/operations.md point to them, and other branches' links may too.
 var runbookSections = []string{"contention", "orphaned-locks", "force-release",
 	"degraded-mode", "stuck-queue-key", "group-rebalancing", "lost-quorum"}
 
-// Every docs/runbook.md#anchor in the README, the CLI's source and the
-// dashboard's templates names a real heading of the runbook; the README's
-// suggested alerts and force-release's output point into it.
+// Every docs/runbook.md#anchor in the README and docs/, the CLI's source
+// and the dashboard's templates names a real heading of the runbook; the
+// suggested alerts (docs/operations.md) and force-release's output point
+// into it.
 func TestRunbookLinksResolve(t *testing.T) {
 	doc, err := os.ReadFile("docs/runbook.md")
 	if err != nil {
@@ -59,8 +60,13 @@ func TestRunbookLinksResolve(t *testing.T) {
 			}
 		}
 	}
-	check("README.md")
-	check("docs/runbook.md")
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append([]string{"README.md"}, docs...) {
+		check(f)
+	}
 	for _, dir := range []string{"cmd/leasehold", "ui"} {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -75,18 +81,21 @@ func TestRunbookLinksResolve(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if linked["."] == 0 {
-		t.Error("README.md links no runbook section")
+	if linked["docs"] == 0 {
+		t.Error("docs/ links no runbook section: the suggested alerts should")
 	}
 	if linked["cmd/leasehold"] == 0 {
 		t.Error("the CLI (cmd/leasehold) links no runbook section: force-release should")
 	}
 
 	// Each suggested alert carries a runbook link in the comment above it.
-	readme, _ := os.ReadFile("README.md")
-	_, alerts, ok := strings.Cut(string(readme), "### Suggested alerts\n")
+	ops, err := os.ReadFile("docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, alerts, ok := strings.Cut(string(ops), "### Suggested alerts\n")
 	if !ok {
-		t.Fatal(`README.md has no "Suggested alerts" section`)
+		t.Fatal(`docs/operations.md has no "Suggested alerts" section`)
 	}
 	alerts, _, _ = strings.Cut(alerts, "\n```\n")
 	// The runbook's sections by anchor, to check each alert is named in
@@ -109,9 +118,9 @@ func TestRunbookLinksResolve(t *testing.T) {
 		case comment && m != nil:
 			linkedTo = m[1]
 		case isAlert && linkedTo == "":
-			t.Errorf("README suggested alert %s has no runbook link in the comments above it or its group's", name)
+			t.Errorf("suggested alert %s has no runbook link in the comments above it or its group's", name)
 		case isAlert && !strings.Contains(sections[linkedTo], name):
-			t.Errorf("README suggested alert %s links docs/runbook.md#%s, which does not name it", name, linkedTo)
+			t.Errorf("suggested alert %s links docs/runbook.md#%s, which does not name it", name, linkedTo)
 		}
 	}
 }

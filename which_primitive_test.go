@@ -10,21 +10,17 @@ import (
 
 var (
 	exampleLink = regexp.MustCompile(`\]\((examples/[a-z0-9_-]+)\)`)
-	anchorLink  = regexp.MustCompile(`\]\(#([a-z0-9_-]+)\)`)
+	docLink     = regexp.MustCompile(`\]\((docs/[a-z0-9_-]+\.md)#([a-z0-9_-]+)\)`)
 	testFuncDef = regexp.MustCompile(`(?m)^func Test\w+\(t \*testing\.T\)`)
 )
 
 // Every row of the README's "Which primitive?" table links a runnable
 // example (a main package under examples/) that has tests, which
-// scripts/test runs; and its links into the README land on real headings.
+// scripts/test runs; and its links into docs/ land on real headings.
 func TestWhichPrimitiveExamplesExist(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
-	}
-	headings := map[string]bool{}
-	for _, m := range mdHeading.FindAllStringSubmatch(string(readme), -1) {
-		headings[anchorOf(m[1])] = true
 	}
 	_, section, ok := strings.Cut(string(readme), "\n## Which primitive?\n")
 	if !ok {
@@ -45,9 +41,12 @@ func TestWhichPrimitiveExamplesExist(t *testing.T) {
 		for _, m := range examples {
 			checkExample(t, m[1])
 		}
-		for _, m := range anchorLink.FindAllStringSubmatch(line, -1) {
-			if !headings[m[1]] {
-				t.Errorf("a row links #%s, which is no heading of README.md", m[1])
+		for _, m := range docLink.FindAllStringSubmatch(line, -1) {
+			doc, err := os.ReadFile(m[1])
+			if err != nil {
+				t.Errorf("a row links %s#%s: %v", m[1], m[2], err)
+			} else if !docAnchors(string(doc))[m[2]] {
+				t.Errorf("a row links %s#%s, which is no heading of %s", m[1], m[2], m[1])
 			}
 		}
 	}

@@ -16,9 +16,9 @@ import (
 // accepts only with a current fencing token.
 func writeChunk(ctx context.Context, chunk []byte, token uint64) error { return ctx.Err() }
 
-// nightlyReport is the README's Go snippet (between the markers), compiled
-// here so that it stays true; TestREADMEGoSnippetIsCompiled checks that
-// the README shows exactly this.
+// nightlyReport is docs/go-client.md's Go snippet (between the markers),
+// compiled here so that it stays true; TestREADMEGoSnippetIsCompiled
+// checks that the page shows exactly this.
 func nightlyReport(ctx context.Context, chunks [][]byte) (err error) {
 	// README snippet begins
 	c, err := client.New(client.Config{Endpoints: []string{"http://127.0.0.1:7420"}})
@@ -56,11 +56,11 @@ func ExampleLease_Progress_chunks() {
 	}
 }
 
-// TestREADMEGoSnippetIsCompiled: the README's first Go block under
-// "## Go client" is nightlyReport's body, so the snippet compiles and
-// checks every error.
+// TestREADMEGoSnippetIsCompiled: the first Go block of docs/go-client.md
+// (once the README's "Go client" section) is nightlyReport's body, so the
+// snippet compiles and checks every error.
 func TestREADMEGoSnippetIsCompiled(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/go-client.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,16 +68,16 @@ func TestREADMEGoSnippetIsCompiled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Go client\n")
+	_, section, ok := strings.Cut(string(readme), "# Go client\n")
 	_, block, ok2 := strings.Cut(section, "```go\n")
 	block, _, ok3 := strings.Cut(block, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("README.md has no Go block under ## Go client")
+		t.Fatal("docs/go-client.md has no Go block under # Go client")
 	}
 	_, body, _ := strings.Cut(string(src), "// README snippet begins\n")
 	body, _, _ = strings.Cut(body, "\t// README snippet ends")
 	if norm(block) != norm(body) {
-		t.Errorf("README's Go snippet differs from nightlyReport in client/readme_example_test.go:\nREADME:\n%s\nnightlyReport:\n%s", block, body)
+		t.Errorf("docs/go-client.md's Go snippet differs from nightlyReport in client/readme_example_test.go:\ndocs/go-client.md:\n%s\nnightlyReport:\n%s", block, body)
 	}
 }
 

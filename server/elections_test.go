@@ -204,24 +204,24 @@ func TestElectionsInvalid(t *testing.T) {
 	}
 }
 
-// The README's election examples run as documented through the JSON
+// docs/elections.md's election examples run as documented through the JSON
 // handlers: the campaign leads, and Leader shows its value and token.
 func TestReadmeElectionsExample(t *testing.T) {
 	n := startNode(t)
 	hc := httpClient(t)
-	status, out := postJSON(t, hc, n, leaseholdv1connect.ElectionsCampaignProcedure, readmeBody(t, "# campaign for \"sched/primary\""))
+	status, out := postJSON(t, hc, n, leaseholdv1connect.ElectionsCampaignProcedure, docBody(t, "docs/elections.md", "# campaign for \"sched/primary\""))
 	if status != 200 {
-		t.Fatalf("the README's Campaign: status %d: %v", status, out)
+		t.Fatalf("docs/elections.md's Campaign: status %d: %v", status, out)
 	}
 	token := out["lease"].(map[string]any)["token"]
 	if out["secret"] == "" || token == nil {
-		t.Fatalf("the README's Campaign: %v", out)
+		t.Fatalf("docs/elections.md's Campaign: %v", out)
 	}
-	status, out = postJSON(t, hc, n, leaseholdv1connect.ElectionsLeaderProcedure, readmeBody(t, "# who leads, with which token"))
+	status, out = postJSON(t, hc, n, leaseholdv1connect.ElectionsLeaderProcedure, docBody(t, "docs/elections.md", "# who leads, with which token"))
 	if status != 200 {
-		t.Fatalf("the README's Leader: status %d: %v", status, out)
+		t.Fatalf("docs/elections.md's Leader: status %d: %v", status, out)
 	}
 	if e := out["election"].(map[string]any); e["value"] != "10.0.0.7:9000" || e["token"] != token {
-		t.Fatalf("the README's Leader: %v; want value 10.0.0.7:9000 and token %v", out, token)
+		t.Fatalf("docs/elections.md's Leader: %v; want value 10.0.0.7:9000 and token %v", out, token)
 	}
 }

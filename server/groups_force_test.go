@@ -10,7 +10,7 @@ import (
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 )
 
-// A member's session is forced like any lease (README, Partition groups):
+// A member's session is forced like any lease (docs/groups.md):
 // Admin.ForceRelease with the session's resource as Leases.List shows it
 // ends the session, and its partitions go to the other members. Before,
 // that resource was refused for its zero bytes, so an operator could not

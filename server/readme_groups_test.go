@@ -12,20 +12,20 @@ import (
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 )
 
-// The README's partition group examples run as documented, through the
+// docs/groups.md's partition group examples run as documented, through the
 // real JSON handlers: create, join (all 8 partitions), and, once a second
 // member's arrival revoked partition 7, its acknowledgement.
 func TestReadmeGroupsExample(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	hc := httpClient(t)
-	status, out := postJSON(t, hc, n, leaseholdv1connect.GroupsCreateProcedure, readmeBody(t, "# a group of 8 partitions"))
+	status, out := postJSON(t, hc, n, leaseholdv1connect.GroupsCreateProcedure, docBody(t, "docs/groups.md", "# a group of 8 partitions"))
 	if status != 200 || out["group"].(map[string]any)["partitions"] != float64(8) {
-		t.Fatalf("the README's Create: status %d: %v", status, out)
+		t.Fatalf("docs/groups.md's Create: status %d: %v", status, out)
 	}
-	status, out = postJSON(t, hc, n, leaseholdv1connect.GroupsJoinProcedure, readmeBody(t, "# join as worker-1"))
+	status, out = postJSON(t, hc, n, leaseholdv1connect.GroupsJoinProcedure, docBody(t, "docs/groups.md", "# join as worker-1"))
 	if status != 200 || len(out["partitions"].([]any)) != 8 || out["secret"] == "" {
-		t.Fatalf("the README's Join: status %d: %v", status, out)
+		t.Fatalf("docs/groups.md's Join: status %d: %v", status, out)
 	}
 	lease, secret := out["lease"].(map[string]any)["id"].(string), out["secret"].(string)
 	c := leaseholdv1connect.NewGroupsClient(hc, n.URL)
@@ -38,21 +38,21 @@ func TestReadmeGroupsExample(t *testing.T) {
 	if !p7.Revoking || p7.Owner != "worker-1" {
 		t.Fatalf("partition 7 after worker-2 joined: %v", p7)
 	}
-	body := readmeBody(t, "# give a revoked partition up")
+	body := docBody(t, "docs/groups.md", "# give a revoked partition up")
 	for placeholder, real := range map[string]string{`"leaseId":"21"`: `"leaseId":"` + lease + `"`, "9a1f...": secret,
 		`"epoch":"29"`: `"epoch":"` + strconv.FormatUint(p7.Epoch, 10) + `"`} {
 		if !strings.Contains(body, placeholder) {
-			t.Fatalf("the README's AckRevocation body %s no longer has %s", body, placeholder)
+			t.Fatalf("docs/groups.md's AckRevocation body %s no longer has %s", body, placeholder)
 		}
 		body = strings.ReplaceAll(body, placeholder, real)
 	}
 	if status, out := postJSON(t, hc, n, leaseholdv1connect.GroupsAckRevocationProcedure, body); status != 200 {
-		t.Fatalf("the README's AckRevocation: status %d: %v", status, out)
+		t.Fatalf("docs/groups.md's AckRevocation: status %d: %v", status, out)
 	}
 	if _, got := groupOwners(t, c, "orders"); got.Partitions[7].Owner != "worker-2" {
 		t.Fatalf("partition 7 after the acknowledgement: %v", got.Partitions[7])
 	}
-	if status, out := postJSON(t, hc, n, leaseholdv1connect.GroupsGetProcedure, readmeBody(t, "# owners, epochs and since when")); status != 200 {
-		t.Fatalf("the README's Get: status %d: %v", status, out)
+	if status, out := postJSON(t, hc, n, leaseholdv1connect.GroupsGetProcedure, docBody(t, "docs/groups.md", "# owners, epochs and since when")); status != 200 {
+		t.Fatalf("docs/groups.md's Get: status %d: %v", status, out)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 )
 
-// The README's keyed-queue examples run as documented, through the real
+// docs/queues.md's keyed-queue examples run as documented, through the real
 // JSON handlers: create, send, a receive that gets the message with its
 // token, an ack with that sequence and token, and a purge whose retry
 // (the same requestId) answers the first's count and drops nothing sent
@@ -19,11 +19,11 @@ func TestReadmeQueueExample(t *testing.T) {
 	hc := httpClient(t)
 	call := func(after, procedure string, replace ...string) map[string]any {
 		t.Helper()
-		body := readmeBody(t, after)
+		body := docBody(t, "docs/queues.md", after)
 		r := strings.NewReplacer(replace...)
 		status, out := postJSON(t, hc, n, procedure, r.Replace(body))
 		if status != 200 {
-			t.Fatalf("the README's %s example %s: status %d: %v", procedure, body, status, out)
+			t.Fatalf("docs/queues.md's %s example %s: status %d: %v", procedure, body, status, out)
 		}
 		return out
 	}
@@ -44,13 +44,13 @@ func TestReadmeQueueExample(t *testing.T) {
 	}
 	token, _ := d["token"].(string)
 	call("# ack with the delivery's sequence and token", leaseholdv1connect.QueuesAckProcedure,
-		`"sequence":"1"`, `"sequence":"`+seq+`"`, `"token":"7"`, `"token":"`+token+`"`)
+		"$seq", seq, "$token", token)
 
 	call("# send (body is bytes", leaseholdv1connect.QueuesSendProcedure, `"dedupId":"order-1001"`, `"dedupId":"order-1002"`)
 	for attempt := range 2 {
 		purged := call("# purge (admin, a reason is required)", leaseholdv1connect.QueuesPurgeProcedure)
 		if purged["dropped"] != "1" {
-			t.Fatalf("purge attempt %d answered %v, want the README's {\"dropped\":\"1\"}", attempt+1, purged)
+			t.Fatalf("purge attempt %d answered %v, want docs/queues.md's {\"dropped\":\"1\"}", attempt+1, purged)
 		}
 		call("# send (body is bytes", leaseholdv1connect.QueuesSendProcedure, `"dedupId":"order-1001"`, fmt.Sprintf(`"dedupId":"order-%d"`, 1003+attempt))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,22 +14,28 @@ import (
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 )
 
-// readmeBody returns the JSON body of the first `curl -d '...'` in
-// README.md after the text after.
-func readmeBody(t *testing.T, after string) string {
+// spliced is a shell variable spliced into a single-quoted word: '...'$id'...'.
+var spliced = regexp.MustCompile(`'(\$[a-z]+)'`)
+
+// docBody returns the JSON body of the first `curl -d '...'` in doc (a
+// path from the repository's root: README.md, docs/queues.md) after the
+// text after, with each variable the shell splices in left as $name for
+// the test to fill in.
+func docBody(t *testing.T, doc, after string) string {
 	t.Helper()
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile("../" + doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(raw), after)
 	if !ok {
-		t.Fatalf("README.md no longer has %q", after)
+		t.Fatalf("%s no longer has %q", doc, after)
 	}
 	_, rest, ok = strings.Cut(rest, "-d '")
+	rest = spliced.ReplaceAllString(rest, "$1")
 	body, _, ok2 := strings.Cut(rest, "'")
 	if !ok || !ok2 {
-		t.Fatalf("README.md: no curl -d '...' after %q", after)
+		t.Fatalf("%s: no curl -d '...' after %q", doc, after)
 	}
 	return body
 }
@@ -47,8 +54,8 @@ func TestReadmeBatchExample(t *testing.T) {
 	// that is gone for it, with its real secret.
 	gone := mustAcquire(t, c, &pb.AcquireRequest{Resources: []string{"demo"}, Ttl: dur(10 * time.Second)})
 	mustRelease(t, c, gone)
-	body := readmeBody(t, "# several acquires, renewals and releases in one request")
-	for placeholder, real := range map[string]string{`"leaseId":"4"`: `"leaseId":"` + strconv.FormatUint(gone.Lease.GetId(), 10) + `"`, "6c90...": gone.Secret} {
+	body := docBody(t, "README.md", "# several acquires, renewals and releases in one request")
+	for placeholder, real := range map[string]string{"$id": strconv.FormatUint(gone.Lease.GetId(), 10), "$secret": gone.Secret} {
 		if !strings.Contains(body, placeholder) {
 			t.Fatalf("the README's Batch body %s no longer has %s", body, placeholder)
 		}
@@ -82,7 +89,7 @@ func TestReadmeBatchExample(t *testing.T) {
 		err    error
 	}
 	done := make(chan reply, 1)
-	follow := readmeBody(t, "# wait for the queued one")
+	follow := docBody(t, "README.md", "# wait for the queued one")
 	go func() {
 		res, err := hc.Post(n.URL+leaseholdv1connect.LeasesAcquireProcedure, "application/json", strings.NewReader(follow))
 		if err != nil {
