@@ -145,10 +145,7 @@ func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
 	// The holder may still be writing: a lock-delay protects resources that
 	// cannot check tokens, as after an expiry.
 	if l.LockDelay() > 0 {
-		for _, r := range l.Resources {
-			s.blocks[r] = block{token: l.Token, delay: l.LockDelay()}
-			s.obs.Blocked(r, l.Token, l.LockDelay())
-		}
+		s.block(l)
 	} else {
 		s.wake(ix, now, l.Resources)
 	}

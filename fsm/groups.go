@@ -84,16 +84,10 @@ func (p *partition) target() uint64 {
 	return p.lease
 }
 
-// GroupObserver hears, inside Apply, about revocations, so the leader
-// can bound them, and about hand-offs, for metrics. An Observer that
+// GroupObserver hears, inside Apply, about hand-offs, for metrics (the
+// bound of a revocation is a countdown: countdown.go). An Observer that
 // implements it receives the calls.
 type GroupObserver interface {
-	// GroupRevoking: lease must acknowledge the revocation of partition's
-	// grant epoch within timeout, or be proposed a GroupLapse.
-	GroupRevoking(group string, lease uint64, partition uint32, epoch uint64, timeout time.Duration)
-	// GroupRevokeEnded: that revocation was acknowledged, or its member's
-	// session ended.
-	GroupRevokeEnded(group string, partition uint32, epoch uint64)
 	// GroupHandedOff: a partition waited this long (leader wall clock)
 	// between its owner being asked to give it up, or lost, and its next
 	// grant.
@@ -226,11 +220,9 @@ func (s *State) groupDelete(ix uint64, now int64, c *GroupDelete) Result {
 	info := s.groupInfo(c.Group, g)
 	// Gone first: the sessions ended below find no group to rebalance.
 	delete(s.groups, c.Group)
-	if o := s.groupObs(); o != nil {
-		for p := range g.parts {
-			if ps := &g.parts[p]; ps.revoking {
-				o.GroupRevokeEnded(c.Group, uint32(p), ps.epoch)
-			}
+	for p := range g.parts {
+		if ps := &g.parts[p]; ps.revoking {
+			s.disarm(revocationKey(c.Group, uint32(p), ps.epoch))
 		}
 	}
 	for _, m := range sortedKeys(g.members) {
@@ -350,8 +342,8 @@ func (s *State) groupRevoked(ix uint64, now int64, c *GroupRevoked) Result {
 // next in line, if any.
 func (s *State) giveUp(name string, g *group, p uint32) {
 	ps := &g.parts[p]
-	if o := s.groupObs(); o != nil {
-		o.GroupRevokeEnded(name, p, ps.epoch)
+	if ps.revoking {
+		s.disarm(revocationKey(name, p, ps.epoch))
 	}
 	s.emitPartition(EventGroupRemoved, name, s.leases[ps.lease], p, ps.epoch)
 	next := ps.next
@@ -387,7 +379,6 @@ func (s *State) groupMemberEnded(l *lease) {
 		return
 	}
 	delete(g.members, member)
-	o := s.groupObs()
 	for p := range g.parts {
 		ps := &g.parts[p]
 		if ps.target() == l.ID && len(g.members) > 0 {
@@ -399,8 +390,8 @@ func (s *State) groupMemberEnded(l *lease) {
 		if ps.lease != l.ID {
 			continue
 		}
-		if ps.revoking && o != nil {
-			o.GroupRevokeEnded(name, uint32(p), ps.epoch)
+		if ps.revoking {
+			s.disarm(revocationKey(name, uint32(p), ps.epoch))
 		}
 		s.emitPartition(EventGroupRemoved, name, l, uint32(p), ps.epoch)
 		if !ps.revoking {
@@ -497,13 +488,7 @@ func (s *State) rebalance(ix uint64, now int64, name string, g *group) {
 		default:
 			ps.revoking, ps.next, ps.waitSince = true, t, now
 			s.emitPartition(EventGroupRevoking, name, s.leases[ps.lease], uint32(p), ps.epoch)
-			if o := s.groupObs(); o != nil {
-				timeout := g.revokeTimeout
-				if timeout == 0 {
-					timeout = s.leases[ps.lease].TTL
-				}
-				o.GroupRevoking(name, ps.lease, uint32(p), ps.epoch, timeout)
-			}
+			s.armRevocation(name, ps.lease, uint32(p), ps.epoch, s.GroupRevokeTimeout(name, ps.lease))
 		}
 	}
 	if changed {

@@ -119,18 +119,6 @@ func (s *State) GroupRevokeTimeout(name string, lease uint64) time.Duration {
 	return l.TTL
 }
 
-// EachGroupRevocation visits every pending revocation with its bound, for
-// a new leader's countdowns.
-func (s *State) EachGroupRevocation(f func(group string, lease uint64, partition uint32, epoch uint64, timeout time.Duration)) {
-	for name, g := range s.groups {
-		for p := range g.parts {
-			if ps := &g.parts[p]; ps.revoking {
-				f(name, ps.lease, uint32(p), ps.epoch, s.GroupRevokeTimeout(name, ps.lease))
-			}
-		}
-	}
-}
-
 // GroupStats are totals over every group, for metrics.
 type GroupStats struct {
 	Groups, Members, Partitions, Pending int

@@ -189,14 +189,6 @@ type idemRecord struct {
 	doneBy      fingerprint // the completing attempt's secret hash (half), for retries
 }
 
-// IdemObserver hears, inside Apply, about each completed record, so the
-// leader can count its retention down. An Observer that implements it
-// receives the calls.
-type IdemObserver interface {
-	IdemCompleted(key string, token uint64, retention time.Duration)
-	IdemForgotten(key string, token uint64)
-}
-
 // idemPrefixOf is the part of key that the per-prefix limit counts: up to
 // and including its first '/' (keys without one share the empty prefix).
 func idemPrefixOf(key string) string {
@@ -304,9 +296,7 @@ func (s *State) idemComplete(now int64, c *IdemComplete) Result {
 	r.completedAt, r.result, r.doneBy = now, c.Result, fingerprint(c.SecretHash[:16])
 	s.idemBytes += len(c.Result)
 	s.end(l, EndReleased) // the record is completed: ending the lease keeps it
-	if o, ok := s.obs.(IdemObserver); ok {
-		o.IdemCompleted(c.Key, r.token, r.retention)
-	}
+	s.armRetention(c.Key, r)
 	return Result{Idem: s.idemView(c.Key, r, IdemCompleted)}
 }
 
@@ -316,9 +306,6 @@ func (s *State) idemForget(c *IdemForget) Result {
 		return Result{}
 	}
 	s.dropIdem(c.Key, r)
-	if o, ok := s.obs.(IdemObserver); ok {
-		o.IdemForgotten(c.Key, c.Token)
-	}
 	return Result{}
 }
 
@@ -336,6 +323,9 @@ func (s *State) idemEnded(l *lease) {
 
 func (s *State) dropIdem(key string, r *idemRecord) {
 	delete(s.idem, key)
+	if r.completedAt != 0 {
+		s.disarm(retentionKey(key))
+	}
 	s.idemBytes -= len(r.result)
 	p := idemPrefixOf(key)
 	if s.idemCount[p]--; s.idemCount[p] <= 0 {
@@ -375,16 +365,6 @@ func (s *State) IdemList(prefix, after string, limit int) []Idem {
 		out = append(out, v)
 	}
 	return out
-}
-
-// EachIdemCompleted calls f for every completed record, for a new leader's
-// retention countdowns.
-func (s *State) EachIdemCompleted(f func(key string, token uint64, retention time.Duration)) {
-	for k, r := range s.idem {
-		if r.completedAt != 0 {
-			f(k, r.token, r.retention)
-		}
-	}
 }
 
 // IdemStats is the count of records and the bytes of stored results.

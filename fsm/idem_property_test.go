@@ -36,7 +36,8 @@ type mAttempt struct {
 
 func TestIdemModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		s := New(DefaultConfig(), nil)
+		timed := newTimedObserver()
+		s := New(DefaultConfig(), timed)
 		ix, now := uint64(0), t0
 		apply := func(c Command) Result {
 			ix++
@@ -155,6 +156,7 @@ func TestIdemModel(t *testing.T) {
 				}
 			}
 			checkIdemModel(rt, s, model, keys)
+			timed.check(rt, s)
 		}
 		// Every record survives a snapshot.
 		back, err := Restore(s.Snapshot(), DefaultConfig(), nil)

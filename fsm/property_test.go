@@ -867,7 +867,7 @@ func TestPropertyModel(t *testing.T) {
 			DedupMax:    rapid.SampledFrom([]int{4, 16, 1 << 20}).Draw(t, "dedupmax"),
 		}
 		m := newModel(cfg)
-		watch := &tokenWatch{recorder: &recorder{}, last: map[string]uint64{}, issued: map[uint64]bool{}}
+		watch := &tokenWatch{recorder: &recorder{timed: armed{}}, last: map[string]uint64{}, issued: map[uint64]bool{}}
 		s := New(cfg, watch)
 		g := &gen{t: t, m: m, bad: map[Command]string{}}
 		var log []*Batch
@@ -923,6 +923,7 @@ func TestPropertyModel(t *testing.T) {
 			}
 			checkStructure(t, s)
 			compareWithModel(t, s, m)
+			watch.timed.check(t, s)
 
 			if rapid.IntRange(0, 7).Draw(t, "restore") == 0 {
 				snap := s.Snapshot()
@@ -934,6 +935,7 @@ func TestPropertyModel(t *testing.T) {
 					t.Fatalf("restored snapshot differs")
 				}
 				s = r
+				watch.timed.reset(s)
 			}
 		}
 		// Determinism: the same log on a fresh state gives the same bytes.

@@ -151,17 +151,3 @@ func (s *State) EachLease(f func(l *leasehold.Lease, heldFor time.Duration)) {
 		f(&view, l.heldFor)
 	}
 }
-
-// EachWaiter visits every waiter, by its key.
-func (s *State) EachWaiter(f func(key string, wait time.Duration)) {
-	for key, w := range s.waiters {
-		f(key, w.Wait)
-	}
-}
-
-// EachBlock visits every resource in lock-delay.
-func (s *State) EachBlock(f func(resource string, token uint64, delay time.Duration)) {
-	for r, b := range s.blocks {
-		f(r, b.token, b.delay)
-	}
-}

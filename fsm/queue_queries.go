@@ -106,16 +106,6 @@ func (s *State) DeadLetters(name string, limit int) []DeadLetter {
 	return out
 }
 
-// EachQueueDelivery calls f for every delivery in flight, for a new
-// leader's visibility countdowns.
-func (s *State) EachQueueDelivery(f func(queue string, seq, token uint64, visibility time.Duration)) {
-	for name, q := range s.queuesByName {
-		for _, m := range q.inflight {
-			f(name, m.seq, m.token, m.vis)
-		}
-	}
-}
-
 // QueueBytes is the bytes of message bodies in all queues, against
 // Config.MaxQueueBytes.
 func (s *State) QueueBytes() int { return s.queueBytes }

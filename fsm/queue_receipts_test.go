@@ -3,7 +3,6 @@ package fsm
 import (
 	"slices"
 	"testing"
-	"time"
 )
 
 // deliveredCount counts the leader's countdown (re)starts per token.
@@ -12,12 +11,14 @@ type deliveredCount struct {
 	starts map[uint64]int
 }
 
-func (o *deliveredCount) QueueDelivered(_ string, _, token uint64, _ time.Duration) {
-	o.starts[token]++
+func (o *deliveredCount) Arm(c Countdown) {
+	if c.Key.Kind == CountdownVisibility {
+		o.starts[c.Key.ID]++
+	}
 }
-func (o *deliveredCount) QueueReady(string)                         {}
-func (o *deliveredCount) QueueDeliveryEnded(string, uint64, uint64) {}
-func (o *deliveredCount) QueueDeadLettered(string, uint64)          {}
+func (o *deliveredCount) Disarm(CountdownKey)              {}
+func (o *deliveredCount) QueueReady(string)                {}
+func (o *deliveredCount) QueueDeadLettered(string, uint64) {}
 
 func seqTokens(ds []Delivery) [][2]uint64 {
 	out := make([][2]uint64, len(ds))

@@ -14,7 +14,7 @@ import (
 
 // semWatch is an Observer that records grants and ended waits in order.
 type semWatch struct {
-	nopObserver
+	timedObserver
 	granted []string // keys of grants, in order
 	ended   []string // keys of waits that ended without a grant
 }
@@ -35,7 +35,7 @@ func (w *semWatch) WaitEnded(key string, r Result) {
 func TestSemaphoreProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		limit := rapid.IntRange(1, 3).Draw(rt, "limit")
-		obs := &semWatch{}
+		obs := &semWatch{timedObserver: *newTimedObserver()}
 		s := New(DefaultConfig(), obs)
 		var queue []string               // model: waiting keys in arrival order
 		lastToken := map[string]uint64{} // slot -> last token granted on it
@@ -76,8 +76,10 @@ func TestSemaphoreProperties(t *testing.T) {
 				}
 			default:
 				var unblock []Command
-				s.EachBlock(func(r string, tok uint64, _ time.Duration) {
-					unblock = append(unblock, &Unblock{Resource: r, Token: tok})
+				s.EachCountdown(func(c Countdown) {
+					if u, ok := c.Fire.(*Unblock); ok {
+						unblock = append(unblock, u)
+					}
 				})
 				if len(unblock) == 0 {
 					c = &Unblock{Resource: "none"}
@@ -112,7 +114,9 @@ func TestSemaphoreProperties(t *testing.T) {
 					rt.Fatal("a restored state writes another snapshot")
 				}
 				s = restored
+				obs.reset(s)
 			}
+			obs.check(rt, s)
 			checkSemaphore(rt, s, limit, queue, lastToken)
 			held = nil
 			for _, l := range s.Leases(0, 1000, "") {

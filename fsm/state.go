@@ -42,8 +42,9 @@ func (r EndReason) String() string {
 }
 
 // Observer hears about every change as it is applied, in log order. The
-// node uses it to run leader timers and wake waiting requests. Calls happen
-// inside Apply, so they must be quick and must not call back into State.
+// node uses it for metrics and to wake waiting requests (its leader
+// timers hear of countdowns: Countdowns). Calls happen inside Apply, so
+// they must be quick and must not call back into State.
 //
 // A waiting acquire is named by its key (Acquire.Key), which the node
 // treats as an opaque string.
@@ -51,9 +52,7 @@ type Observer interface {
 	Granted(l *leasehold.Lease, key string)
 	Renewed(l *leasehold.Lease, remaining time.Duration)
 	Ended(l *leasehold.Lease, why EndReason)
-	Queued(key string, wait time.Duration)
 	WaitEnded(key string, r Result)
-	Blocked(resource string, token uint64, delay time.Duration)
 }
 
 // Result is the answer to one command. Exactly one of Err, Lease or Queued
@@ -156,7 +155,8 @@ func DefaultConfig() Config {
 type State struct {
 	cfg          Config
 	obs          Observer
-	sink         EventSink // obs, if it wants events; else nil
+	sink         EventSink  // obs, if it wants events; else nil
+	timers       Countdowns // obs, if it times countdowns (countdown.go); else nil
 	lastIndex    uint64
 	lastToken    uint64
 	nextArrival  uint64
@@ -307,7 +307,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	}
 	s.dedup.put(key, KindAcquire, sum, now, r, s.cfg)
 	if r.Queued {
-		s.obs.Queued(key, c.Wait)
+		s.armWait(key, c.Wait)
 		s.emitWaiter(EventQueued, c)
 	}
 	return r
@@ -393,6 +393,7 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 	}
 	view := l.view()
 	s.obs.Granted(&view, key)
+	s.armLease(l, firstDeadline(l, 0), 0)
 	s.emitLease(EventGranted, &view, 0)
 	if l.election() {
 		s.emitLeader(l)
@@ -416,6 +417,7 @@ func (s *State) enqueue(now int64, c *Acquire, key string, sum fingerprint) {
 // head changed.
 func (s *State) dequeue(w *waiter) []string {
 	delete(s.waiters, w.key)
+	s.disarm(waitKey(w.key))
 	if w.Limit > 0 {
 		s.semLeave(w.Resources[0])
 	}
@@ -529,6 +531,7 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 	}
 	view := l.view()
 	s.obs.Renewed(&view, remaining)
+	s.armLease(l, remaining, l.heldFor)
 	s.emitLease(EventRenewed, &view, 0)
 	return Result{Lease: &view, Remaining: remaining}
 }
@@ -571,6 +574,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	}
 	view := l.view()
 	s.obs.Ended(&view, why)
+	s.disarm(leaseKey(l.ID))
 	s.emitLease(endEvent(why), &view, why)
 	s.dropBound(l.ID)
 	if l.election() {
@@ -587,20 +591,28 @@ func (s *State) expire(ix uint64, now int64, c *Expire) Result {
 		return Result{} // renewed or gone since the leader decided: nothing to do
 	}
 	view := s.end(l, EndExpired)
-	if delay := l.LockDelay(); delay > 0 {
-		for _, r := range l.Resources {
-			s.blocks[r] = block{token: l.Token, delay: delay}
-			s.obs.Blocked(r, l.Token, delay)
-		}
+	if l.LockDelay() > 0 {
+		s.block(l)
 		return Result{Lease: view}
 	}
 	s.wake(ix, now, l.Resources)
 	return Result{Lease: view}
 }
 
+// block puts the resources of l, which ended without a clean release, in
+// its lock-delay.
+func (s *State) block(l *lease) {
+	for _, r := range l.Resources {
+		b := block{token: l.Token, delay: l.LockDelay()}
+		s.blocks[r] = b
+		s.armLockDelay(r, b)
+	}
+}
+
 func (s *State) unblock(ix uint64, now int64, c *Unblock) Result {
 	if b, ok := s.blocks[c.Resource]; ok && b.token == c.Token {
 		delete(s.blocks, c.Resource)
+		s.disarm(lockDelayKey(c.Resource))
 		s.wake(ix, now, []string{c.Resource})
 	}
 	return Result{}
@@ -692,6 +704,4 @@ type nopObserver struct{}
 func (nopObserver) Granted(*leasehold.Lease, string)        {}
 func (nopObserver) Renewed(*leasehold.Lease, time.Duration) {}
 func (nopObserver) Ended(*leasehold.Lease, EndReason)       {}
-func (nopObserver) Queued(string, time.Duration)            {}
 func (nopObserver) WaitEnded(string, Result)                {}
-func (nopObserver) Blocked(string, uint64, time.Duration)   {}
