@@ -23,11 +23,11 @@ type countdowns struct {
 	// numerous, by its id alone (8 bytes of key rather than 32).
 	byKey  map[fsm.CountdownKey]*countdown
 	leases map[uint64]*countdown
-	due   countdownHeap
-	timer clock.Timer   // armed for due[0], or nil
-	at    time.Duration // when timer fires, since base
-	gen   uint64        // which arming timer is; a stopped one that fires anyway finds it changed
-	onDue func(gen uint64)
+	due    countdownHeap
+	timer  clock.Timer   // armed for due[0], or nil
+	at     time.Duration // when timer fires, since base
+	gen    uint64        // which arming timer is; a stopped one that fires anyway finds it changed
+	onDue  func(gen uint64)
 }
 
 type countdown struct {
