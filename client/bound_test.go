@@ -244,7 +244,7 @@ func TestTimeoutBoundsOpeningAssignments(t *testing.T) {
 			tr := &http.Transport{DialContext: sd.dial}
 			t.Cleanup(tr.CloseIdleConnections)
 			c := newClient(t, client.Config{Timeout: boundTimeout, HTTPClient: &http.Client{Transport: tr}, Session: client.SessionOff},
-				"http://leasehold-node.test")
+				"http://localhost")
 			ctx := ctxFor(t, callTimeout)
 			group := "bound-" + tg.name
 			if _, err := c.CreateGroup(ctx, group, 2); err != nil {
@@ -266,7 +266,7 @@ func TestTimeoutBoundsOpeningAssignments(t *testing.T) {
 					return s.Err()
 				})
 			}()
-			checkBound(t, res, 0, false, []string{"http://leasehold-node.test"})
+			checkBound(t, res, 0, false, []string{"http://localhost"})
 		})
 	}
 }
