@@ -60,26 +60,26 @@ type Countdowns interface {
 // leader must start it: each runs its whole length from now (a lease its
 // TTL, less what max_hold leaves), whatever the old leader had left.
 func (s *State) EachCountdown(f func(Countdown)) {
-	for _, l := range s.leases {
+	for _, l := range s.leases.all() {
 		f(leaseCountdown(l, firstDeadline(l, l.heldFor), l.heldFor))
 	}
-	for key, w := range s.waiters {
+	for key, w := range s.waiters.all() {
 		f(waitCountdown(key, w.Wait))
 	}
-	for r, b := range s.blocks {
+	for r, b := range s.blocks.all() {
 		f(lockDelayCountdown(r, b))
 	}
-	for k, r := range s.idem {
+	for k, r := range s.idem.all() {
 		if r.completedAt != 0 {
 			f(retentionCountdown(k, r))
 		}
 	}
-	for name, q := range s.queuesByName {
+	for name, q := range s.queuesByName.all() {
 		for _, m := range q.inflight {
 			f(visibilityCountdown(name, m, m.vis))
 		}
 	}
-	for name, g := range s.groups {
+	for name, g := range s.groups.all() {
 		for p := range g.parts {
 			if ps := &g.parts[p]; ps.revoking {
 				f(revocationCountdown(name, ps.lease, uint32(p), ps.epoch, s.GroupRevokeTimeout(name, ps.lease)))

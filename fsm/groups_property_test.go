@@ -84,6 +84,8 @@ func TestGroupProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		obs := newOwnership()
 		s := New(DefaultConfig(), obs)
+		var capt capturing
+		defer capt.done(rt)
 		ix, now := uint64(0), t0
 		apply := func(c Command) Result {
 			ix++
@@ -191,6 +193,7 @@ func TestGroupProperties(t *testing.T) {
 				obs.reset(s)
 			}
 			obs.check(rt, s)
+			capt.step(rt, s)
 			// The state agrees with what the events said.
 			d, _ := s.Group("g")
 			for _, p := range d.Partitions {

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"pgregory.net/rapid"
 )
 
 // Shared helpers for the fsm tests: a harness that stamps log indexes and
@@ -309,3 +311,60 @@ type timedObserver struct {
 }
 
 func newTimedObserver() *timedObserver { return &timedObserver{armed: armed{}} }
+
+// plainMap is a cowMap's entries as a map, to compare.
+func plainMap[K comparable, V any](m *cowMap[K, V]) map[K]V {
+	out := make(map[K]V, m.len())
+	m.each(func(k K, v V) bool { out[k] = v; return true })
+	return out
+}
+
+// capturing takes, at random steps, a capture of the state (at most two
+// out at once) and encodes it on another goroutine while the test goes on
+// applying entries, as raft's Persist does; at a later step it checks
+// that the capture encoded the state as it was when taken, byte for byte
+// (a change made in place around a frozen map shows here, and under
+// -race as a data race).
+type capturing struct{ out []*heldCapture }
+
+type heldCapture struct {
+	snap *Snapshot
+	want []byte
+	got  bytes.Buffer
+	done chan error
+}
+
+func (c *capturing) step(t *rapid.T, s *State) {
+	if len(c.out) < 2 && rapid.IntRange(0, 3).Draw(t, "capture") == 0 {
+		h := &heldCapture{snap: s.Capture(), want: s.Snapshot(), done: make(chan error, 1)}
+		go func() {
+			_, err := h.snap.WriteTo(&h.got)
+			h.done <- err
+		}()
+		c.out = append(c.out, h)
+	}
+	if len(c.out) > 0 && rapid.IntRange(0, 3).Draw(t, "persist") == 0 {
+		i := rapid.IntRange(0, len(c.out)-1).Draw(t, "which capture")
+		c.finish(t, c.out[i])
+		c.out = slices.Delete(c.out, i, i+1)
+	}
+}
+
+// done finishes every capture still out.
+func (c *capturing) done(t *rapid.T) {
+	for _, h := range c.out {
+		c.finish(t, h)
+	}
+	c.out = nil
+}
+
+func (c *capturing) finish(t *rapid.T, h *heldCapture) {
+	t.Helper()
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
+	h.snap.Release()
+	if !bytes.Equal(h.got.Bytes(), h.want) {
+		t.Fatalf("a capture encoded %d bytes unlike the %d of the state it was taken from", h.got.Len(), len(h.want))
+	}
+}

@@ -38,6 +38,8 @@ func TestIdemModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		timed := newTimedObserver()
 		s := New(DefaultConfig(), timed)
+		var capt capturing
+		defer capt.done(rt)
 		ix, now := uint64(0), t0
 		apply := func(c Command) Result {
 			ix++
@@ -157,6 +159,7 @@ func TestIdemModel(t *testing.T) {
 			}
 			checkIdemModel(rt, s, model, keys)
 			timed.check(rt, s)
+			capt.step(rt, s)
 		}
 		// Every record survives a snapshot.
 		back, err := Restore(s.Snapshot(), DefaultConfig(), nil)

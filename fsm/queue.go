@@ -242,7 +242,7 @@ type QueueResult struct {
 }
 
 func (s *State) queueOf(name string) (*queue, error) {
-	q := s.queuesByName[name]
+	q, _ := s.queuesByName.mut(name) // every caller changes it
 	if q == nil {
 		return nil, leasehold.Errorf(leasehold.CodeNotFound, "queue %q does not exist", name)
 	}
@@ -263,13 +263,13 @@ func (s *State) queueCreate(now int64, c *QueueCreate) Result {
 	if err := set.validate(); err != nil {
 		return Result{Err: err}
 	}
-	if q := s.queuesByName[c.Queue]; q != nil {
+	if q := s.queuesByName.at(c.Queue); q != nil {
 		if q.QueueSettings != set {
 			return Result{Err: leasehold.Errorf(leasehold.CodeHeld, "queue %q already exists with other settings", c.Queue)}
 		}
 		return Result{Dup: true, Queue: &QueueResult{Existed: true}}
 	}
-	s.queuesByName[c.Queue] = newQueue(set, now)
+	s.queuesByName.set(c.Queue, newQueue(set, now))
 	return Result{Queue: &QueueResult{}}
 }
 
@@ -773,7 +773,7 @@ func (s *State) queueDelete(ix uint64, now int64, c *QueueDelete) Result {
 		s.disarm(visibilityKey(c.Queue, m.token))
 	}
 	s.queueBytes -= q.bytes
-	delete(s.queuesByName, c.Queue)
+	s.queuesByName.del(c.Queue)
 	if o := s.queueObs(); o != nil {
 		o.QueueReady(c.Queue) // wakes long polls, to answer that it is gone
 	}

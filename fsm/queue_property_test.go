@@ -58,6 +58,8 @@ func TestQueueModel(t *testing.T) {
 		mode := rapid.SampledFrom([]DeadLetterMode{DeadLetterSkip, DeadLetterBlock}).Draw(rt, "mode")
 		timed := newTimedObserver()
 		s := New(DefaultConfig(), timed)
+		var capt capturing
+		defer capt.done(rt)
 		ix, now := uint64(0), t0
 		apply := func(c Command) Result { // at the step's time, now
 			ix++
@@ -396,6 +398,7 @@ func TestQueueModel(t *testing.T) {
 				timed.reset(s)
 			}
 			timed.check(rt, s)
+			capt.step(rt, s)
 			info, _ := s.Queue("q")
 			inflight := 0
 			for _, k := range keys {

@@ -95,6 +95,6 @@ func (q *queue) dropReceipt(m *qmsg) {
 // in flight): the service proposes such a retry at once instead of
 // waiting for a message.
 func (s *State) HasReceipt(name, consumer, id string) bool {
-	q := s.queuesByName[name]
+	q := s.queuesByName.at(name)
 	return q != nil && id != "" && len(q.receipts[requestKey(consumer, [32]byte{}, id)]) > 0
 }

@@ -77,7 +77,7 @@ func TestQueueReceiveRetryAnswersTheSameDeliveries(t *testing.T) {
 	if again := q.ok(rcv); again.Dup || len(again.Queue.Deliveries) != 1 || again.Queue.Deliveries[0].Token == d1.Token {
 		t.Fatalf("a retry after all ended: %+v, want a new receive (the nacked message, a new token)", again)
 	}
-	if n := len(q.s.queuesByName["jobs"].receipts); n != 2 {
+	if n := len(q.s.queuesByName.at("jobs").receipts); n != 2 {
 		t.Fatalf("%d receipts kept, want 2 (bob's and alice's last)", n)
 	}
 }

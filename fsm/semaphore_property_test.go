@@ -37,6 +37,8 @@ func TestSemaphoreProperties(t *testing.T) {
 		limit := rapid.IntRange(1, 3).Draw(rt, "limit")
 		obs := &semWatch{timedObserver: *newTimedObserver()}
 		s := New(DefaultConfig(), obs)
+		var capt capturing
+		defer capt.done(rt)
 		var queue []string               // model: waiting keys in arrival order
 		lastToken := map[string]uint64{} // slot -> last token granted on it
 		ix, n := uint64(0), 0
@@ -117,6 +119,7 @@ func TestSemaphoreProperties(t *testing.T) {
 				obs.reset(s)
 			}
 			obs.check(rt, s)
+			capt.step(rt, s)
 			checkSemaphore(rt, s, limit, queue, lastToken)
 			held = nil
 			for _, l := range s.Leases(0, 1000, "") {
@@ -152,7 +155,7 @@ func checkSemaphore(rt *rapid.T, s *State, limit int, queue []string, lastToken 
 		}
 	}
 	semWaiters, plainWaiters := 0, 0
-	for _, w := range s.waiters {
+	for _, w := range s.waiters.all() {
 		if w.Limit > 0 {
 			semWaiters++
 		} else if names[w.Resources[0]] {
@@ -198,7 +201,7 @@ func checkSemaphore(rt *rapid.T, s *State, limit int, queue []string, lastToken 
 		rt.Fatalf("%d waiters behind a free slot", semWaiters)
 	}
 	// The name is a semaphore exactly while someone holds or awaits it.
-	if users, sem := semLeases+semWaiters, s.sems["pool"]; users == 0 && sem != nil || users > 0 && (sem == nil || sem.users != users || sem.limit != limit) {
+	if users, sem := semLeases+semWaiters, s.sems.at("pool"); users == 0 && sem != nil || users > 0 && (sem == nil || sem.users != users || sem.limit != limit) {
 		rt.Fatalf("%d holders and waiters, semaphore record %+v", users, sem)
 	}
 }
