@@ -40,9 +40,6 @@ type machine struct {
 	// replica diverge. Every later Apply fails with it, until a snapshot
 	// install replaces the state.
 	broken error
-	// spoolDir takes the encoding of a raft snapshot until it is
-	// persisted (snapspool.go): the data directory.
-	spoolDir string
 }
 
 type delivery struct {
@@ -114,13 +111,15 @@ func (m *machine) Apply(l *raft.Log) any {
 	return res
 }
 
+// Snapshot captures the state for raft to persist (snapshot.go). It
+// takes the write lock: a capture freezes the state's maps.
 func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.broken != nil {
 		return nil, m.broken
 	}
-	return spoolSnapshot(m.state, m.spoolDir)
+	return snapshot{m.state.Capture()}, nil
 }
 
 func (m *machine) Restore(rc io.ReadCloser) error {

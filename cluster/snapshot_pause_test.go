@@ -84,7 +84,6 @@ func machineHolding(b *testing.B, count int) (*machine, []uint64) {
 	b.Helper()
 	log := slog.New(slog.DiscardHandler)
 	m := newMachine(fsm.DefaultConfig(), newTimers(clock.Real{}, log), newWaits(), noEvents{}, nil, log)
-	m.spoolDir = b.TempDir()
 	ids := make([]uint64, 0, count)
 	const chunk = 256
 	for i, ix := 0, uint64(1); i < count; i, ix = i+chunk, ix+1 {
