@@ -26,28 +26,33 @@ var mayImport = map[string][]string{
 	"service":                {".", "cluster", "fsm"},
 	"server":                 {".", "api", "cluster", "fsm", "service"},
 	"api":                    {".", "api"},
-	"client":                 {".", "api"},
+	"client":                 {".", "api", "clock"}, // clock: Config.Clock, for fault tests of skewed clients
 	"fence":                  {".", "fence"},
 	"idempotency":            {".", "client"},
 	"queue":                  {".", "client"},
 	"groups":                 {".", "client"},
 	"embed":                  {".", "cluster", "server", "service", "ui"},
 	"ui":                     {".", "api"},
-	"cmd/leasehold":          {".", "api", "client", "cluster", "embed", "groups", "server", "service", "cmd/leasehold/internal", "internal/watchdog", "internal/gctarget"},
+	"cmd/leasehold":          {".", "api", "client", "clock", "cluster", "embed", "groups", "server", "service", "cmd/leasehold/internal", "internal/watchdog", "internal/gctarget"},
 	"cmd/leasehold/internal": {".", "api", "client", "cluster", "embed", "server"},
 	"examples":               {".", "api", "client", "fence", "groups", "idempotency", "queue"},
 	"benchmarks":             {"client"},
+	"conformance":            {".", "client", "fence"}, // the Go driver and bench: the public client only
 	"internal/watchdog":      {},
 	"internal/gctarget":      {},
 	"internal/freeport":      {},
 	"internal/smalldisk":     {},
 	"internal/testutil":      {"internal/freeport"},
 	"internal/procs":         {"internal/freeport"}, // StartServeCluster picks the nodes' ports
+	"internal/netfault":      {"internal/freeport"}, // a loopback lab's ports
+	"internal/history":       {},
 	"internal/pgtest":        {"internal/freeport"},
 	"internal/testcluster":   {".", "api", "client", "cluster", "embed", "server", "service", "internal/testutil"},
 	"integration":            {},
 	"faults":                 {},
 	"scripts":                {},
+	"cmd/leasehold/internal/torture": {".", "client", "groups", "cmd/leasehold/internal/bench", "internal/history",
+		"internal/netfault", "internal/freeport"},
 }
 
 // ruleFor is the entry of mayImport that governs pkg: its own, or its

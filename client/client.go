@@ -29,6 +29,7 @@ import (
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+	"github.com/leasehold/leasehold/clock"
 )
 
 // Config configures a Client. Only Endpoints is required.
@@ -89,6 +90,10 @@ type Config struct {
 	// otherwise the client makes an HTTP/2 transport for it (h2c for
 	// http:// endpoints).
 	Session SessionMode
+	// Clock is the clock lease deadlines are counted and waited on (its
+	// monotonic reading); nil is the system clock. Fault tests give a
+	// client a clock that runs fast or slow (clock.Skewed).
+	Clock clock.Clock
 }
 
 // Client talks to a leasehold cluster. It is safe for concurrent use.
@@ -138,6 +143,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 5 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.MaxBatch == 0 {
 		cfg.MaxBatch = 128

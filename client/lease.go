@@ -116,7 +116,7 @@ func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions,
 	ctx, stop := bound(ctx, o.wait)
 	defer stop()
 	// The clock starts before the first send: the grant cannot be earlier.
-	sent := time.Now()
+	sent := c.now()
 	resp, err := send(ctx)
 	if err != nil {
 		if o.failOpen && errors.Is(err, leasehold.ErrUnavailable) && !errors.Is(err, context.Canceled) {
@@ -135,7 +135,7 @@ func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions,
 	l := &Lease{
 		c: c, id: resp.Lease.GetId(), secret: secret, resources: resources, slot: slot, opts: o,
 		// Progress counts from the grant: time spent waiting is not idleness.
-		token: resp.Lease.GetToken(), lastProgress: time.Now(), renewing: o.autoRenew,
+		token: resp.Lease.GetToken(), lastProgress: c.now(), renewing: o.autoRenew,
 		done: make(chan struct{}), stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
 	l.stopCtx, l.stopCancel = context.WithCancel(context.Background())
@@ -144,7 +144,7 @@ func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions,
 	l.nextRenew = sent.Add(expires / 3)
 	// After a long wait the deadline counted from the send is near or past:
 	// renew at once to count from a fresh send instead.
-	if time.Until(l.deadline) < expires/2 {
+	if l.deadline.Sub(c.now()) < expires/2 {
 		if err := l.renew(ctx, false); err != nil {
 			l.end(fmt.Errorf("%w: renewing right after a long wait failed: %w", ErrLeaseLost, err))
 			// Give the grant back so waiters need not sit out its TTL.
@@ -251,7 +251,7 @@ func (l *Lease) Progress(note string) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lastProgress = time.Now()
+	l.lastProgress = l.c.now()
 	if note != "" {
 		l.note = note
 	}
@@ -268,10 +268,10 @@ func (l *Lease) renew(ctx context.Context, bounded bool) error {
 	l.mu.Unlock()
 	if bounded {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
+		ctx, cancel = context.WithTimeout(ctx, deadline.Sub(l.c.now()))
 		defer cancel()
 	}
-	sent := time.Now()
+	sent := l.c.now()
 	resp, err := l.c.renewCall(ctx, &pb.RenewRequest{LeaseId: l.id, Secret: l.secret, Progress: note, RequestId: randomHex(16)})
 	if err != nil {
 		l.c.metrics.renewalFailures.Inc()
@@ -305,9 +305,9 @@ func (l *Lease) loop() {
 		l.mu.Lock()
 		deadline, next, renewing := l.deadline, l.nextRenew, l.renewing
 		if retry > 0 {
-			next = time.Now().Add(retry)
+			next = l.c.now().Add(retry)
 		}
-		if renewing && l.opts.progressTimeout > 0 && time.Since(l.lastProgress) > l.opts.progressTimeout {
+		if renewing && l.opts.progressTimeout > 0 && l.c.now().Sub(l.lastProgress) > l.opts.progressTimeout {
 			l.renewing, renewing = false, false
 			l.c.log.Warn("lease holder reported no progress; renewal stops and the lease will lapse",
 				slog.Uint64("lease", l.id), slog.Duration("progress_timeout", l.opts.progressTimeout))
@@ -317,17 +317,13 @@ func (l *Lease) loop() {
 		if renewing && next.Before(deadline) {
 			wake = next
 		}
-		t := time.NewTimer(time.Until(wake))
-		select {
-		case <-l.stop:
-			t.Stop()
+		if !l.c.sleepUntil(wake, l.stop) {
 			return
-		case <-t.C:
 		}
 		l.mu.Lock()
 		deadline = l.deadline // a Renew call may have moved it while we slept
 		l.mu.Unlock()
-		if !time.Now().Before(deadline) {
+		if !l.c.now().Before(deadline) {
 			l.lapse(renewing)
 			return
 		}

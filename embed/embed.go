@@ -113,7 +113,8 @@ func Start(cfg Config) (*Node, error) {
 	var dash *ui.Dashboard
 	if !cfg.NoDashboard {
 		dash, err = ui.New(ui.Config{API: srv.Handler(), Identify: identify(scfg.Auth), Metrics: reg,
-			Secure: scfg.TLS != nil, Logger: scfg.Logger})
+			Secure: scfg.TLS != nil, Logger: scfg.Logger,
+			GroupRebalances: func(limit int) map[string]uint64 { return service.GroupRebalances(cn, limit) }})
 		if err != nil {
 			closeListeners()
 			cn.Close()

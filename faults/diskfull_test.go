@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	hist "github.com/leasehold/leasehold/internal/history"
 )
 
 // tmpfsSize holds one 64 MiB log segment (preallocated when the node
@@ -176,7 +177,7 @@ func writeUntilRefused(c *client.Client, h *history) (error, int) {
 					continue
 				}
 				acked.Add(1)
-				h.wrote(write{key: key, value: value, version: v})
+				h.wrote(hist.Write{Key: key, Value: value, Version: v})
 			}
 		}()
 	}

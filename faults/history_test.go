@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+	hist "github.com/leasehold/leasehold/internal/history"
 )
 
 // history records what the service acknowledged during a scenario: the
@@ -20,39 +21,18 @@ import (
 type history struct {
 	mu           sync.Mutex
 	phase        int
-	seq          int64
-	grants       []grant
-	writes       []write
+	grants       []hist.Grant
+	writes       []hist.Write
 	unauthorized []string
-}
-
-// grant is one acknowledged lease grant.
-type grant struct {
-	seq      int64 // order in which the test learned of it
-	phase    int
-	resource string
-	leaseID  uint64
-	token    uint64
-}
-
-// write is one acknowledged KV put, fenced by (resource, token) if
-// resource is set. Every write goes to a key of its own.
-type write struct {
-	key      string
-	value    []byte
-	version  uint64
-	resource string
-	token    uint64
 }
 
 func (h *history) granted(resource string, leaseID, token uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seq++
-	h.grants = append(h.grants, grant{seq: h.seq, phase: h.phase, resource: resource, leaseID: leaseID, token: token})
+	h.grants = append(h.grants, hist.Grant{Phase: h.phase, Resource: resource, Lease: leaseID, Token: token})
 }
 
-func (h *history) wrote(w write) {
+func (h *history) wrote(w hist.Write) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.writes = append(h.writes, w)
@@ -79,8 +59,8 @@ func (h *history) maxToken(resource string) uint64 {
 	defer h.mu.Unlock()
 	var m uint64
 	for _, g := range h.grants {
-		if g.resource == resource {
-			m = max(m, g.token)
+		if g.Resource == resource {
+			m = max(m, g.Token)
 		}
 	}
 	return m
@@ -93,9 +73,9 @@ func (h *history) resources() []string {
 	seen := map[string]bool{}
 	var rs []string
 	for _, g := range h.grants {
-		if !seen[g.resource] {
-			seen[g.resource] = true
-			rs = append(rs, g.resource)
+		if !seen[g.Resource] {
+			seen[g.Resource] = true
+			rs = append(rs, g.Resource)
 		}
 	}
 	return rs
@@ -122,8 +102,8 @@ func (c *counts) example(format string, args ...any) {
 // c is nil, lost is not counted: only what the history shows by itself).
 func (h *history) count(ctx context.Context, c *client.Client) (counts, error) {
 	h.mu.Lock()
-	grants := append([]grant(nil), h.grants...)
-	writes := append([]write(nil), h.writes...)
+	grants := append([]hist.Grant(nil), h.grants...)
+	writes := append([]hist.Write(nil), h.writes...)
 	unauthorized := append([]string(nil), h.unauthorized...)
 	h.mu.Unlock()
 
@@ -131,77 +111,34 @@ func (h *history) count(ctx context.Context, c *client.Client) (counts, error) {
 	for _, u := range unauthorized {
 		n.example("unauthorized: %s", u)
 	}
-	n.tokensReused = tokensReused(grants, &n)
-	n.stale = staleWrites(grants, writes, &n)
+	reused := hist.TokensReused(grants)
+	stale := hist.StaleWrites(grants, writes)
+	n.tokensReused, n.stale = len(reused), len(stale)
+	for _, v := range append(reused, stale...) {
+		n.example("%s", v)
+	}
 	if c == nil {
 		return n, nil
 	}
 	for _, w := range writes {
 		var v []byte
 		err := retryUnavailable(ctx, func(ctx context.Context) (err error) {
-			v, _, err = c.GetKey(ctx, w.key)
+			v, _, err = c.GetKey(ctx, w.Key)
 			return err
 		})
 		switch {
 		case errors.Is(err, leasehold.ErrNotFound):
 			n.lost++
-			n.example("lost: %s (acknowledged at version %d) is gone", w.key, w.version)
+			n.example("lost: %s (acknowledged at version %d) is gone", w.Key, w.Version)
 		case err != nil:
-			return n, fmt.Errorf("read back %s: %w", w.key, err)
-		case !bytes.Equal(v, w.value):
+			return n, fmt.Errorf("read back %s: %w", w.Key, err)
+		case !bytes.Equal(v, w.Value):
 			n.lost++
-			n.example("lost: %s (acknowledged at version %d) reads back other bytes", w.key, w.version)
+			n.example("lost: %s (acknowledged at version %d) reads back other bytes", w.Key, w.Version)
 		}
 	}
 	n.readBack = true
 	return n, nil
-}
-
-// tokensReused counts grants whose token is not above a token answered
-// earlier: the same token for two grants, a token not above an earlier
-// grant's on the same resource, or after a fault boundary a token not
-// above every token answered before it.
-func tokensReused(grants []grant, n *counts) int {
-	reused := 0
-	for i, g := range grants {
-		for _, e := range grants[:i] {
-			// Each recorded grant is its own event (the suite acquires one
-			// resource per lease and records a grant once), so even the same
-			// lease id again is a reissue.
-			bad := e.token == g.token ||
-				(e.resource == g.resource && e.token > g.token) ||
-				(e.phase < g.phase && e.token > g.token)
-			if bad {
-				reused++
-				n.example("token reused: %s got token %d (lease %d) after %s had token %d (lease %d)",
-					g.resource, g.token, g.leaseID, e.resource, e.token, e.leaseID)
-				break
-			}
-		}
-	}
-	return reused
-}
-
-// staleWrites counts fenced writes applied after a newer grant on their
-// resource: token t, version v (the log index that applied it) and a
-// grant of the resource with a token in (t, v) — the write's lease had
-// already passed to someone else when it was applied.
-func staleWrites(grants []grant, writes []write, n *counts) int {
-	stale := 0
-	for _, w := range writes {
-		if w.resource == "" {
-			continue
-		}
-		for _, g := range grants {
-			if g.resource == w.resource && g.token > w.token && g.token < w.version {
-				stale++
-				n.example("stale write accepted: %s fenced by %s token %d applied at %d, after token %d was granted",
-					w.key, w.resource, w.token, w.version, g.token)
-				break
-			}
-		}
-	}
-	return stale
 }
 
 // retryUnavailable retries f while the service is unavailable (a leader

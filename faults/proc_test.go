@@ -57,6 +57,7 @@ type node struct {
 	raftAddr string
 	url      string
 	args     []string // extra serve flags
+	wrap     []string // a command to run serve under (unshare ...), or none
 	starts   int
 	p        *proc
 }
@@ -75,9 +76,9 @@ func newNode(t testing.TB, id, dataDir string, args ...string) *node {
 // launch starts serve without waiting for it to be ready.
 func (n *node) launch() error {
 	n.starts++
-	p, err := startProc(n.t, n.dir, fmt.Sprintf("%s-serve-%d", n.id, n.starts), childEnv(), lhBin,
-		append([]string{"serve", "--node-id", n.id, "--data-dir", n.dataDir, "--api-addr", n.apiAddr,
-			"--raft-addr", n.raftAddr, "--log-level", "warn"}, n.args...)...)
+	bin, args := wrapCmd(n.wrap, lhBin, append([]string{"serve", "--node-id", n.id, "--data-dir", n.dataDir, "--api-addr", n.apiAddr,
+		"--raft-addr", n.raftAddr, "--log-level", "warn"}, n.args...)...)
+	p, err := startProc(n.t, n.dir, fmt.Sprintf("%s-serve-%d", n.id, n.starts), childEnv(), bin, args...)
 	if err != nil {
 		return err
 	}

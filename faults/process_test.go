@@ -154,8 +154,8 @@ func nodeFault(t *testing.T, nodes []*node, c *client.Client, h *history, prefix
 
 // startWritingClient starts a client process that holds resource, and
 // waits until it has been granted it and has written 3 times.
-func startWritingClient(t *testing.T, resource string, nodes []*node) (*clientProc, error) {
-	cp := startClientProc(t, resource, urls(nodes))
+func startWritingClient(t *testing.T, resource string, nodes []*node, opts clientOpts) (*clientProc, error) {
+	cp := startClientProc(t, resource, urls(nodes), opts)
 	if err := cp.waitOutput(progressTimeout, "been granted and written 3 times", func(o clientOutput) bool {
 		return o.token != 0 && len(o.acks) >= 3
 	}); err != nil {
@@ -170,7 +170,7 @@ func startWritingClient(t *testing.T, resource string, nodes []*node) (*clientPr
 func clientPause(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
 	for round := range rounds(1, 4) {
 		resource := fmt.Sprintf("%s/r%d", prefix, round)
-		cp, err := startWritingClient(t, resource, nodes)
+		cp, err := startWritingClient(t, resource, nodes, clientOpts{})
 		if err != nil {
 			return err
 		}
@@ -222,7 +222,7 @@ func clientPause(t *testing.T, nodes []*node, c *client.Client, h *history, pref
 func clientKill(t *testing.T, nodes []*node, c *client.Client, h *history, prefix string) error {
 	for round := range rounds(1, 4) {
 		resource := fmt.Sprintf("%s/r%d", prefix, round)
-		cp, err := startWritingClient(t, resource, nodes)
+		cp, err := startWritingClient(t, resource, nodes, clientOpts{})
 		if err != nil {
 			return err
 		}

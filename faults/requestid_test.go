@@ -18,6 +18,7 @@ import (
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+	hist "github.com/leasehold/leasehold/internal/history"
 )
 
 // caller is one bearer token's view of the API, raw enough to choose
@@ -201,9 +202,9 @@ func collide(t *testing.T, n *node, h *history, alice, bob, referee, anonymous c
 		if err != nil {
 			return fmt.Errorf("alice's put: %w", err)
 		}
-		h.wrote(write{key: aKey, value: []byte("alice's value"), version: ap.Version})
+		h.wrote(hist.Write{Key: aKey, Value: []byte("alice's value"), Version: ap.Version})
 		if bp, err := bob.put(ctx, bKey, "bob's value", id("put")); err == nil {
-			h.wrote(write{key: bKey, value: []byte("bob's value"), version: bp.Version}) // lost if he got her answer
+			h.wrote(hist.Write{Key: bKey, Value: []byte("bob's value"), Version: bp.Version}) // lost if he got her answer
 		}
 
 		// 4. Plain authorization: each of these must be refused.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	hist "github.com/leasehold/leasehold/internal/history"
 )
 
 // newClient makes a Go client for urls (token: bearer token, or "") with
@@ -97,7 +98,7 @@ func (w *workload) run(ctx context.Context, c *client.Client, h *history, resour
 func putFenced(ctx context.Context, c *client.Client, h *history, key string, value []byte, resource string, token uint64) error {
 	v, err := c.Put(ctx, key, value, client.Fence(resource, token))
 	if err == nil {
-		h.wrote(write{key: key, value: value, version: v, resource: resource, token: token})
+		h.wrote(hist.Write{Key: key, Value: value, Version: v, Resource: resource, Token: token})
 	}
 	return err
 }

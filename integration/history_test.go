@@ -18,7 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
-
+	"github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/internal/testcluster"
 )
 
@@ -45,142 +45,6 @@ type grantRec struct {
 	releaseUnknown bool // a release was sent, its outcome is unknown
 }
 
-// lockIn / lockOut are porcupine inputs and outputs for one resource.
-type lockOp uint8
-
-const (
-	opAcquire lockOp = iota
-	opRenew
-	opRelease
-)
-
-func (o lockOp) String() string { return [...]string{"acquire", "renew", "release"}[o] }
-
-type lockResult uint8
-
-const (
-	resOK lockResult = iota
-	resHeld
-	resNotFound
-	resUnknown // no answer: it may or may not have taken effect
-)
-
-func (r lockResult) String() string { return [...]string{"ok", "held", "not_found", "unknown"}[r] }
-
-type lockIn struct {
-	op       lockOp
-	resource string
-	lease    uint64 // renew, release, and a granted acquire
-}
-
-type lockOut struct {
-	res   lockResult
-	token uint64 // granted acquire
-}
-
-// lockState is one resource in the model. holder 0 means free;
-// unknownHolder a grant whose requester never learned of it.
-type lockState struct {
-	holder uint64
-	last   uint64 // largest token known to be granted
-}
-
-const unknownHolder = math.MaxUint64
-
-// lockModel is a lock whose holder may expire at any moment (the TTL rule
-// is checked on timestamps separately): a grant needs a free resource and a
-// larger token, renew and release succeed only for the holder, and a lease
-// no longer held answers not-found.
-var lockModel = porcupine.NondeterministicModel{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range h {
-			r := op.Input.(lockIn).resource
-			if _, ok := by[r]; !ok {
-				keys = append(keys, r)
-			}
-			by[r] = append(by[r], op)
-		}
-		sort.Strings(keys)
-		var out [][]porcupine.Operation
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
-	},
-	Init: func() []any { return []any{lockState{}} },
-	Step: func(state, input, output any) []any {
-		s, in, out := state.(lockState), input.(lockIn), output.(lockOut)
-		pre := []lockState{s}
-		if s.holder != 0 {
-			pre = append(pre, lockState{last: s.last}) // it expired first
-		}
-		var next []any
-		for _, p := range pre {
-			switch in.op {
-			case opAcquire:
-				switch out.res {
-				case resOK:
-					if p.holder == 0 && out.token > p.last {
-						next = append(next, lockState{holder: in.lease, last: out.token})
-					}
-				case resHeld:
-					if p.holder != 0 {
-						next = append(next, p)
-					}
-				default: // unknown: granted to nobody we know of, or nothing
-					next = append(next, p)
-					if p.holder == 0 {
-						next = append(next, lockState{holder: unknownHolder, last: p.last})
-					}
-				}
-			case opRenew:
-				switch out.res {
-				case resOK:
-					if p.holder == in.lease {
-						next = append(next, p)
-					}
-				case resNotFound:
-					if p.holder != in.lease {
-						next = append(next, p)
-					}
-				default:
-					next = append(next, p)
-				}
-			case opRelease:
-				switch out.res {
-				case resOK:
-					if p.holder == in.lease {
-						next = append(next, lockState{last: p.last})
-					}
-				case resNotFound:
-					if p.holder != in.lease {
-						next = append(next, p)
-					}
-				default:
-					next = append(next, p)
-					if p.holder == in.lease {
-						next = append(next, lockState{last: p.last})
-					}
-				}
-			}
-		}
-		return next
-	},
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(lockIn), output.(lockOut)
-		if in.op == opAcquire && out.res == resOK {
-			return fmt.Sprintf("acquire(%s) -> lease %d token %d", in.resource, in.lease, out.token)
-		}
-		return fmt.Sprintf("%s(%s, %d) -> %s", in.op, in.resource, in.lease, out.res)
-	},
-	DescribeState: func(state any) string {
-		s := state.(lockState)
-		return fmt.Sprintf("holder=%d last=%d", s.holder, s.last)
-	},
-}
-
 // recorder collects the history of every client.
 type recorder struct {
 	base       time.Time
@@ -196,9 +60,9 @@ func newRecorder() *recorder {
 	return &recorder{base: time.Now(), counts: map[string]int{}}
 }
 
-func (r *recorder) op(clientID int, in lockIn, out lockOut, call, ret time.Time) {
+func (r *recorder) op(clientID int, in history.LockIn, out history.LockOut, call, ret time.Time) {
 	o := porcupine.Operation{ClientId: clientID, Input: in, Output: out, Call: call.Sub(r.base).Nanoseconds()}
-	if out.res == resUnknown {
+	if out.Res == history.LockUnknown {
 		o.Return = math.MaxInt64 // it may take effect at any later time
 	} else {
 		o.Return = ret.Sub(r.base).Nanoseconds()
@@ -271,19 +135,19 @@ func runLockClient(id int, cl *client.Client, cfg historyConfig, rec *recorder, 
 		case err == nil:
 		case errors.Is(err, leasehold.ErrHeld):
 			rec.count("acquire held")
-			rec.op(id, lockIn{op: opAcquire, resource: res}, lockOut{res: resHeld}, sent, ack)
+			rec.op(id, history.LockIn{Op: history.LockAcquire, Resource: res}, history.LockOut{Res: history.LockHeld}, sent, ack)
 			sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
 			continue
 		default:
 			rec.unexpected("acquire unknown", err)
-			rec.op(id, lockIn{op: opAcquire, resource: res}, lockOut{res: resUnknown}, sent, ack)
+			rec.op(id, history.LockIn{Op: history.LockAcquire, Resource: res}, history.LockOut{Res: history.LockUnknown}, sent, ack)
 			continue
 		}
 		rec.count("acquire granted")
 		g := &grantRec{client: id, resource: res, token: l.Token(), id: l.ID(), sent: sent, ack: ack,
 			lastOK: sent, deadline: l.Deadline()}
 		rec.addGrant(g)
-		rec.op(id, lockIn{op: opAcquire, resource: res, lease: g.id}, lockOut{res: resOK, token: g.token}, sent, ack)
+		rec.op(id, history.LockIn{Op: history.LockAcquire, Resource: res, Lease: g.id}, history.LockOut{Res: history.LockOK, Token: g.token}, sent, ack)
 
 		lost := false
 		renews := rng.IntN(4)
@@ -306,7 +170,7 @@ func runLockClient(id int, cl *client.Client, cfg historyConfig, rec *recorder, 
 				if d := l.Deadline(); d.After(g.deadline) {
 					g.deadline = d
 				}
-				rec.op(id, lockIn{op: opRenew, resource: res, lease: g.id}, lockOut{res: resOK}, rs, re)
+				rec.op(id, history.LockIn{Op: history.LockRenew, Resource: res, Lease: g.id}, history.LockOut{Res: history.LockOK}, rs, re)
 			case errors.Is(err, leasehold.ErrNotFound) || errors.Is(err, leasehold.ErrNotHolder):
 				rec.count("renew not found")
 				// The lease ended before the renewal was applied, which is
@@ -318,7 +182,7 @@ func runLockClient(id int, cl *client.Client, cfg historyConfig, rec *recorder, 
 					rec.violate("lease %d (token %d) on %s: renew answered %v before the local deadline: %v",
 						g.id, g.token, res, g.deadline.Sub(re), err)
 				}
-				rec.op(id, lockIn{op: opRenew, resource: res, lease: g.id}, lockOut{res: resNotFound}, rs, re)
+				rec.op(id, history.LockIn{Op: history.LockRenew, Resource: res, Lease: g.id}, history.LockOut{Res: history.LockNotFound}, rs, re)
 				lost = true
 			default:
 				// No answer in time: the lease may have been extended or not;
@@ -345,96 +209,54 @@ func runLockClient(id int, cl *client.Client, cfg historyConfig, rec *recorder, 
 		case err == nil:
 			rec.count("release ok")
 			g.released = true
-			rec.op(id, lockIn{op: opRelease, resource: res, lease: g.id}, lockOut{res: resOK}, rs, re)
+			rec.op(id, history.LockIn{Op: history.LockRelease, Resource: res, Lease: g.id}, history.LockOut{Res: history.LockOK}, rs, re)
 		case errors.Is(err, leasehold.ErrNotFound):
 			rec.count("release not found")
 			if re.Before(g.deadline) { // see "renew not found" above
 				rec.violate("lease %d (token %d) on %s: release answered %v before the local deadline: %v",
 					g.id, g.token, res, g.deadline.Sub(re), err)
 			}
-			rec.op(id, lockIn{op: opRelease, resource: res, lease: g.id}, lockOut{res: resNotFound}, rs, re)
+			rec.op(id, history.LockIn{Op: history.LockRelease, Resource: res, Lease: g.id}, history.LockOut{Res: history.LockNotFound}, rs, re)
 		default:
 			rec.unexpected("release unknown", err)
 			g.releaseUnknown = true
-			rec.op(id, lockIn{op: opRelease, resource: res, lease: g.id}, lockOut{res: resUnknown}, rs, re)
+			rec.op(id, history.LockIn{Op: history.LockRelease, Resource: res, Lease: g.id}, history.LockOut{Res: history.LockUnknown}, rs, re)
 		}
 	}
 }
 
-// reporter is the part of testing.TB the history check reports to.
-type reporter interface {
-	Helper()
-	Errorf(format string, args ...any)
-	Logf(format string, args ...any)
-}
-
-// checkHistory asserts the invariants over every grant recorded.
-func checkHistory(t reporter, rec *recorder, ttl time.Duration) {
+// checkHistory asserts the invariants over every grant recorded: the
+// violations the clients saw, the exclusion windows (history.Exclusion),
+// and the lock model (porcupine).
+func checkHistory(t *testing.T, rec *recorder, ttl time.Duration) {
 	t.Helper()
 	for _, v := range rec.violations {
 		t.Errorf("%s", v)
 	}
-	byToken := map[uint64]*grantRec{}
-	byRes := map[string][]*grantRec{}
+	ns := func(at time.Time) int64 { return at.Sub(rec.base).Nanoseconds() }
+	holds := make([]history.Hold, 0, len(rec.grants))
 	for _, g := range rec.grants {
-		if g.token == 0 || g.id == 0 {
-			t.Errorf("grant on %s with token %d, id %d", g.resource, g.token, g.id)
+		if g.id == 0 {
+			t.Errorf("grant on %s with token %d, id 0", g.resource, g.token)
 		}
-		if o := byToken[g.token]; o != nil {
-			t.Errorf("token %d issued twice: to client %d on %s and to client %d on %s",
-				g.token, o.client, o.resource, g.client, g.resource)
-		}
-		byToken[g.token] = g
-		byRes[g.resource] = append(byRes[g.resource], g)
+		holds = append(holds, history.Hold{Owner: fmt.Sprintf("client %d", g.client), Resource: g.resource,
+			Token: g.token, Lease: g.id, Sent: ns(g.sent), Ack: ns(g.ack), LastOK: ns(g.lastOK), End: ns(g.end),
+			TTL: ttl, Released: g.released, ReleaseUnknown: g.releaseUnknown})
 	}
-	pairs := 0
-	for res, gs := range byRes {
-		sort.Slice(gs, func(i, j int) bool { return gs[i].token < gs[j].token })
-		for i := range gs {
-			for j := i + 1; j < len(gs); j++ {
-				a, b := gs[i], gs[j] // a.token < b.token: a was granted first
-				pairs++
-				// Real time never contradicts token order: a grant acked
-				// before another was even requested has the smaller token.
-				if b.ack.Before(a.sent) {
-					t.Errorf("%s: token %d acked %v before token %d was requested", res, b.token, a.sent.Sub(b.ack), a.token)
-				}
-				// Client-side safe intervals never overlap.
-				if !a.end.Before(b.ack) {
-					t.Errorf("%s: holders overlap: token %d held (client side) until %v after token %d was acked",
-						res, a.token, a.end.Sub(b.ack), b.token)
-				}
-				// The server's TTL rule: a lease that lapsed ran at least
-				// its TTL from the send of its last successful renewal.
-				if !a.released && !a.releaseUnknown {
-					if held := b.ack.Sub(a.lastOK); held < ttl {
-						t.Errorf("%s: lease %d (token %d) lapsed and was re-granted (token %d) only %v after its last renewal was sent; TTL %v",
-							res, a.id, a.token, b.token, held, ttl)
-					}
-				}
-			}
-		}
+	for _, v := range history.Exclusion(holds) {
+		t.Errorf("%s", v)
 	}
-	t.Logf("history: %d grants, %d same-resource pairs checked, %d porcupine operations", len(rec.grants), pairs, len(rec.ops))
-
-	model := lockModel.ToModel()
-	res, info := porcupine.CheckOperationsVerbose(model, rec.ops, 30*time.Second)
+	t.Logf("history: %d grants, %d porcupine operations", len(rec.grants), len(rec.ops))
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("leasehold-history-%d.html", time.Now().UnixNano()))
+	res, vs := history.Linearizable("leases", history.LockModel.ToModel(), rec.ops, 30*time.Second, path)
+	for _, v := range vs {
+		t.Errorf("porcupine: %s", v)
+	}
 	switch res {
 	case porcupine.Ok:
 		t.Logf("porcupine: the history is linearizable under the lock model")
 	case porcupine.Unknown:
 		t.Logf("porcupine: check timed out (not counted as a failure)")
-	default:
-		if _, real := t.(*testing.T); !real {
-			t.Errorf("porcupine: the history is NOT linearizable")
-			break
-		}
-		path := filepath.Join(os.TempDir(), fmt.Sprintf("leasehold-history-%d.html", time.Now().UnixNano()))
-		if err := porcupine.VisualizePath(model, info, path); err != nil {
-			t.Errorf("porcupine: the history is NOT linearizable (visualization failed: %v)", err)
-		} else {
-			t.Errorf("porcupine: the history is NOT linearizable; see %s", path)
-		}
 	}
 }
 
@@ -537,87 +359,6 @@ func TestFailoverHistory(t *testing.T) {
 		t.Logf("leases ended as applied on %s (restarted nodes count from their restart): %s", c.ID(l), endedByReason(t, c.Node(l)))
 	}
 	t.Logf("all replicas at index %d with identical state (%d bytes)", idx, size)
-}
-
-// collect is a reporter that keeps what it is told.
-type collect struct{ errs, logs []string }
-
-func (c *collect) Helper() {}
-func (c *collect) Errorf(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Sprintf(format, args...))
-}
-func (c *collect) Logf(format string, args ...any) {
-	c.logs = append(c.logs, fmt.Sprintf(format, args...))
-}
-
-// TestHistoryCheckerCatchesViolations feeds the history check made-up
-// histories, each breaking one invariant, so a passing TestFailoverHistory
-// means something.
-func TestHistoryCheckerCatchesViolations(t *testing.T) {
-	const ttl = time.Second
-	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	type g struct {
-		token              uint64
-		sent, ack, lastOK  time.Duration
-		end                time.Duration
-		released, notFound bool
-	}
-	build := func(gs ...g) *recorder {
-		rec := newRecorder()
-		at := func(d time.Duration) time.Time { return rec.base.Add(d) }
-		for i, x := range gs {
-			gr := &grantRec{client: i, resource: "r", token: x.token, id: x.token, sent: at(x.sent), ack: at(x.ack),
-				lastOK: at(x.lastOK), deadline: at(x.end), end: at(x.end), released: x.released}
-			rec.addGrant(gr)
-			rec.op(i, lockIn{op: opAcquire, resource: "r", lease: gr.id}, lockOut{res: resOK, token: gr.token}, gr.sent, gr.ack)
-			out := lockOut{res: resOK}
-			if x.notFound {
-				out.res = resNotFound
-			}
-			rec.op(i, lockIn{op: opRelease, resource: "r", lease: gr.id}, out, gr.end, gr.end.Add(ms(1)))
-		}
-		return rec
-	}
-	cases := []struct {
-		name string
-		rec  *recorder
-		want string
-	}{
-		{"fine", build(
-			g{token: 5, sent: 0, ack: ms(10), lastOK: 0, end: ms(100), released: true},
-			g{token: 9, sent: ms(50), ack: ms(120), lastOK: ms(50), end: ms(200), released: true},
-		), ""},
-		{"token issued twice", build(
-			g{token: 5, sent: 0, ack: ms(10), lastOK: 0, end: ms(100), released: true},
-			g{token: 5, sent: ms(150), ack: ms(160), lastOK: ms(150), end: ms(200), released: true},
-		), "issued twice"},
-		{"tokens against real time", build(
-			g{token: 9, sent: 0, ack: ms(10), lastOK: 0, end: ms(100), released: true},
-			g{token: 5, sent: ms(150), ack: ms(160), lastOK: ms(150), end: ms(200), released: true},
-		), "before token"},
-		{"overlap", build(
-			g{token: 5, sent: 0, ack: ms(10), lastOK: 0, end: ms(100), released: true},
-			g{token: 9, sent: ms(20), ack: ms(50), lastOK: ms(20), end: ms(200), released: true},
-		), "overlap"},
-		{"lapsed before its TTL", build(
-			g{token: 5, sent: 0, ack: ms(10), lastOK: 0, end: ms(100), notFound: true},
-			g{token: 9, sent: ms(300), ack: ms(400), lastOK: ms(300), end: ms(500), released: true},
-		), "TTL"},
-	}
-	for _, tc := range cases {
-		var got collect
-		checkHistory(&got, tc.rec, ttl)
-		all := strings.Join(got.errs, "\n")
-		switch {
-		case tc.want == "" && len(got.errs) > 0:
-			t.Errorf("%s: a good history was refused: %s", tc.name, all)
-		case tc.want != "" && !strings.Contains(all, tc.want):
-			t.Errorf("%s: not caught (want %q): %q", tc.name, tc.want, all)
-		}
-		if tc.name == "overlap" && !strings.Contains(all, "NOT linearizable") {
-			t.Errorf("overlap: porcupine did not refuse it: %q", all)
-		}
-	}
 }
 
 // endedByReason reads leasehold_leases_ended_total from a node's registry.

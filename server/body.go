@@ -269,21 +269,28 @@ func (b *guardedBody) refuse(limit string, err error) error {
 	if limit != "" {
 		b.g.refused(limit)
 	}
-	if b.rc != nil {
-		stopReading(b.rc)
-	}
+	b.setReadDeadline(time.Now().Add(refusedDrain))
 	b.deadline, b.refusal = false, api.ToConnect(err)
 	return b.refusal
 }
 
-// stopReading ends the reading of a refused request's body soon: net/http
+// refusedDrain ends the reading of a refused request's body soon: net/http
 // reads up to 256 KiB of what is left of a body before it answers, so that
 // a client still sending reads the answer instead of a reset connection;
 // a client that stalls holds the answer up this long, not until the body
 // timeout.
-func stopReading(rc *http.ResponseController) { rc.SetReadDeadline(time.Now().Add(refusedDrain)) }
-
 const refusedDrain = 250 * time.Millisecond
+
+// setReadDeadline sets the connection's read deadline for this body, unless
+// its handler returned: a session's reader may still be reading a message
+// sent before, and the ResponseWriter is gone then (HTTP/2's races with its
+// end and panics after it). g.mu orders it with giveBack's done, which the
+// handler sets before it returns.
+func (b *guardedBody) setReadDeadline(t time.Time) bool {
+	b.g.mu.Lock()
+	defer b.g.mu.Unlock()
+	return b.rc != nil && !b.done && b.rc.SetReadDeadline(t) == nil
+}
 
 // charge takes n bytes of the budget for b, or names the limit it would
 // pass and refuses them.
@@ -333,12 +340,12 @@ func (g *bodyGuard) inFlight() int64 {
 }
 
 func (b *guardedBody) setDeadline() {
-	b.deadline = b.g.timeout > 0 && b.rc != nil && b.refusal == nil && b.rc.SetReadDeadline(time.Now().Add(b.g.timeout)) == nil
+	b.deadline = b.g.timeout > 0 && b.refusal == nil && b.setReadDeadline(time.Now().Add(b.g.timeout))
 }
 
 func (b *guardedBody) liftDeadline() {
 	if b.deadline {
-		b.rc.SetReadDeadline(time.Time{})
+		b.setReadDeadline(time.Time{})
 		b.deadline = false
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 )
@@ -289,4 +290,36 @@ func BenchmarkStreamMessages(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// deadlineWriter is a ResponseWriter that fails its test if a read
+// deadline is set: HTTP/2's panics once its handler has returned.
+type deadlineWriter struct {
+	http.ResponseWriter
+	t *testing.T
+}
+
+func (w deadlineWriter) SetReadDeadline(time.Time) error {
+	w.t.Error("a read deadline was set after the handler returned")
+	return nil
+}
+
+// A session's reader may still read a message the client sent before
+// the handler returned: the guard refuses it without touching the gone
+// ResponseWriter (a node crashed on it in faults.TestPartitions).
+func TestBodyReadAfterTheHandlerReturnedSetsNoDeadline(t *testing.T) {
+	g, _ := testGuard(1<<20, 0)
+	msg := envelope(0, []byte("a message sent before the handler returned"))
+	b := g.newBody(bodyLimit{max: 1 << 20, stream: true}, http.Header{"Content-Type": {"application/connect+proto"}},
+		io.NopCloser(bytes.NewReader(msg)), "127.0.0.1")
+	b.rc = http.NewResponseController(deadlineWriter{t: t})
+	g.giveBack(b, true) // the handler returned
+	if _, err := io.ReadAll(b); err == nil {
+		t.Fatal("the body was read after the handler returned")
+	}
+	b.g.timeout = time.Second // the next message's deadline, and its lifting
+	b.refusal = nil
+	b.setDeadline()
+	b.deadline = true
+	b.liftDeadline()
 }

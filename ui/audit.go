@@ -2,7 +2,9 @@ package ui
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -15,6 +17,27 @@ type auditRow struct {
 	Index, LeaseID, Token                             uint64
 	Time                                              time.Time
 	Actor, Action, Resource, Owner, Operation, Reason string
+}
+
+// auditPages are the page of an audit record's resource, by the kind its
+// action names (the action's first word): a forced release names a
+// lease's resource, a purge or delete a queue or a group. A kind with no
+// page here (KV keys have none) links nowhere rather than to a wrong one.
+var auditPages = map[string]struct{ path, param string }{
+	"force":       {"/ui/lease", "resource"},
+	"queue":       {"/ui/queue", "name"},
+	"group":       {"/ui/group", "name"},
+	"idempotency": {"/ui/idempotency", "prefix"},
+}
+
+// Link is the page of the record's resource ("" if it has none).
+func (a auditRow) Link() string {
+	kind, _, _ := strings.Cut(a.Action, "-")
+	p, ok := auditPages[kind]
+	if !ok || a.Resource == "" {
+		return ""
+	}
+	return p.path + "?" + url.Values{p.param: {a.Resource}}.Encode()
 }
 
 // auditFilter narrows the audit log; empty fields match everything.

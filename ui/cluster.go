@@ -42,21 +42,3 @@ func (d *Dashboard) nodes(r *http.Request, s *session) ([]nodeRow, error) {
 	}
 	return out, nil
 }
-
-func (d *Dashboard) clusterPage(w http.ResponseWriter, r *http.Request, s *session) {
-	rows, err := d.nodes(r, s)
-	if err != nil {
-		d.failAPI(w, r, s, err)
-		return
-	}
-	d.render(w, http.StatusOK, "cluster", page{session: s, Title: "Cluster", Nav: "cluster", Data: rows})
-}
-
-func (d *Dashboard) clusterRows(w http.ResponseWriter, r *http.Request, s *session) {
-	rows, err := d.nodes(r, s)
-	if err != nil {
-		d.failAPI(w, r, s, err)
-		return
-	}
-	d.fragment(w, "cluster", "rows", page{session: s, Data: rows})
-}

@@ -3,6 +3,7 @@ package ui
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -92,12 +93,15 @@ func (d *Dashboard) groupPage(w http.ResponseWriter, r *http.Request, s *session
 		}
 		parts = append(parts, row)
 	}
+	charts := chartsJSONText(d.charts.charts(time.Now(), d.cfg.SampleEvery, track{"group", name}))
 	d.render(w, http.StatusOK, "group", page{session: s, Title: "Group " + name, Nav: "groups",
+		Live: liveURL("group", url.Values{"group": {name}}),
 		Data: struct {
 			Group      groupRow
 			Members    []memberRow
 			Partitions []partitionRow
-		}{groupRowOf(res.Msg.Group), members, parts}})
+			Charts     string
+		}{groupRowOf(res.Msg.Group), members, parts, charts}})
 }
 
 func joinNums(ns []uint32) string {

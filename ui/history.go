@@ -18,9 +18,9 @@ type eventRow struct {
 	Reason                 string
 }
 
-// Bounds of a resource's recent history: how far back in the log it looks,
-// how many events it shows, how long it may take in all, and how long a
-// pause ends it. A watch gives no sign that it has caught up, and its
+// Bounds of a resource's recent history: how far back in the log it looks
+// (so how many events it holds), how many entries its timeline shows, how
+// long it may take in all, and how long a pause ends it. A watch gives no sign that it has caught up, and its
 // replay comes from memory at once, so a pause means it has.
 const (
 	historyEntries = 5000
@@ -29,9 +29,9 @@ const (
 	historyIdle    = 100 * time.Millisecond
 )
 
-// history is the newest watch events about resource, read from the node's
-// event history: a watch from a little before the applied index, read
-// until it reaches that index or pauses.
+// history is the recent watch events about resource (renewals too),
+// oldest first, read from the node's event history: a watch from a little
+// before the applied index, read until it reaches that index or pauses.
 func (d *Dashboard) history(r *http.Request, s *session, resource string) []eventRow {
 	st, err := d.cluster.Status(r.Context(), authed(s, &pb.StatusRequest{Local: true}))
 	if err != nil || len(st.Msg.Nodes) == 0 {
@@ -41,7 +41,7 @@ func (d *Dashboard) history(r *http.Request, s *session, resource string) []even
 	from := max(d.oldestWatchable(), applied-min(applied, historyEntries))
 	ctx, cancel := context.WithTimeout(r.Context(), historyTime)
 	defer cancel()
-	stream, err := d.watch.Watch(ctx, authed(s, &pb.WatchRequest{Prefixes: []string{resource}, FromIndex: &from}))
+	stream, err := d.watch.Watch(ctx, authed(s, &pb.WatchRequest{Prefixes: []string{resource}, FromIndex: &from, Renewed: true}))
 	if err != nil {
 		return nil
 	}
@@ -69,7 +69,7 @@ func (d *Dashboard) history(r *http.Request, s *session, resource string) []even
 		select {
 		case m, ok := <-msgs:
 			if !ok {
-				return newest(out)
+				return out
 			}
 			for _, e := range m.Events {
 				if slices.Contains(e.Resources, resource) {
@@ -78,20 +78,13 @@ func (d *Dashboard) history(r *http.Request, s *session, resource string) []even
 				}
 			}
 			if m.Index >= applied {
-				return newest(out)
+				return out
 			}
 			idle.Reset(historyIdle)
 		case <-idle.C:
-			return newest(out)
+			return out
 		}
 	}
-}
-
-// newest is the last historyShown events, newest first.
-func newest(events []eventRow) []eventRow {
-	events = events[max(0, len(events)-historyShown):]
-	slices.Reverse(events)
-	return events
 }
 
 // oldestWatchable is the oldest index the node's event history still

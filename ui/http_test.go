@@ -39,9 +39,9 @@ func TestDashboardShowsNoDataWithoutAnOperatorToken(t *testing.T) {
 		}
 	}
 	// A live fragment polled after the session ended says so in place
-	// (htmx swaps it in), still without data.
+	// (static/dash.js puts it in place), still without data.
 	req, _ := http.NewRequest("GET", n.URL+"/ui/leases/rows", nil)
-	req.Header.Set("HX-Request", "true")
+	req.Header.Set("Leasehold-Fragment", "true")
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)

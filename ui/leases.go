@@ -66,25 +66,6 @@ func (d *Dashboard) leases(r *http.Request, s *session) (leasesData, error) {
 	return data, nil
 }
 
-func (d *Dashboard) leasesPage(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := d.leases(r, s)
-	if err != nil {
-		d.failAPI(w, r, s, err)
-		return
-	}
-	d.render(w, http.StatusOK, "leases", page{session: s, Title: "Leases", Nav: "leases", Data: data})
-}
-
-// leaseRows is the table's body alone, which the page polls.
-func (d *Dashboard) leaseRows(w http.ResponseWriter, r *http.Request, s *session) {
-	data, err := d.leases(r, s)
-	if err != nil {
-		d.failAPI(w, r, s, err)
-		return
-	}
-	d.fragment(w, "leases", "rows", page{session: s, Data: data})
-}
-
 // waiterRow is one queued acquire.
 type waiterRow struct {
 	Resources        []string
@@ -100,8 +81,7 @@ type ResourceView struct {
 	Lease     leaseRow
 	LockDelay string
 	Waiters   []waiterRow
-	Audit     []auditRow
-	Events    []eventRow
+	Timeline  []timelineEntry
 	Forced    *auditRow // the page follows a forced release: its record
 	Risk      any
 }
@@ -138,18 +118,19 @@ func (d *Dashboard) leasePage(w http.ResponseWriter, r *http.Request, s *session
 		d.failAPI(w, r, s, err)
 		return
 	}
-	if data.Audit, err = d.audit(r, s, auditFilter{Resource: name, Since: 24 * time.Hour}); err != nil {
+	audit, err := d.audit(r, s, auditFilter{Resource: name, Since: 24 * time.Hour})
+	if err != nil {
 		d.failAPI(w, r, s, err)
 		return
 	}
 	if r.URL.Query().Get("forced") != "" {
-		for i, a := range data.Audit { // newest first
+		for i, a := range audit { // newest first
 			if a.Action == "force-release" {
-				data.Forced = &data.Audit[i]
+				data.Forced = &audit[i]
 				break
 			}
 		}
 	}
-	data.Events = d.history(r, s, name)
-	d.render(w, http.StatusOK, "lease", page{session: s, Title: name, Nav: "leases", Data: data})
+	data.Timeline = timeline(d.history(r, s, name), audit)
+	d.render(w, http.StatusOK, "lease", page{session: s, Title: name, Nav: "leases", Data: data, Live: liveURL("lease", r.URL.Query())})
 }

@@ -4,8 +4,12 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // The elections view shows who leads with which value and term; the
@@ -34,6 +38,19 @@ func TestDashboardElectionsAndIdempotencyKeys(t *testing.T) {
 	if _, body := get(t, n, operatorTok, "/ui/elections?prefix=other/"); strings.Contains(body, "sched/primary") {
 		t.Error("the elections view ignores its prefix")
 	}
+	// The term's age and its renewal health, not "Expires in —".
+	if !regexp.MustCompile(`class="term-age">\d`).MatchString(body) || !strings.Contains(body, "ok: not renewed yet") || strings.Contains(body, "Expires in") {
+		t.Errorf("the elections view lacks the term's age and health:\n%s", body)
+	}
+	// A leader that stops renewing shows as overdue past half its TTL.
+	if status, body := call(t, n, workerTok, "/leasehold.v1.Elections/Campaign",
+		`{"election":"sched/stale","value":"x","ttl":"6s","owner":"sched-b"}`, nil); status != http.StatusOK {
+		t.Fatalf("campaign: HTTP %d %s", status, body)
+	}
+	testutil.Eventually(t, 10*time.Second, "the stale leader shows as overdue", func() (bool, string) {
+		_, rows := get(t, n, operatorTok, "/ui/elections/rows?prefix=sched/stale")
+		return strings.Contains(rows, "renewal overdue: not renewed yet"), rows
+	})
 
 	const secret = "1de05ec41de05ec41de05ec41de05ec4"
 	result := "payment 8e03 captured"

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"net/http"
+	"net/url"
 	"time"
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
@@ -105,10 +106,13 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request, s *session
 		}
 		deads = append(deads, row)
 	}
+	charts := chartsJSONText(d.charts.charts(now, d.cfg.SampleEvery, track{"queue", name}))
 	d.render(w, http.StatusOK, "queue", page{session: s, Title: "Queue " + name, Nav: "queues",
+		Live: liveURL("queue", url.Values{"queue": {name}}),
 		Data: struct {
 			Queue    queueRow
 			InFlight []deliveryRow
 			Dead     []deadRow
-		}{queueRowOf(res.Msg.Queue), flying, deads}})
+			Charts   string
+		}{queueRowOf(res.Msg.Queue), flying, deads, charts}})
 }

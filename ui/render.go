@@ -18,7 +18,13 @@ type page struct {
 	Nav   string // the menu entry to mark
 	Error string
 	Data  any
+	// Live is the page's event stream, if it has live parts (live.go).
+	Live string
 }
+
+// fragmentHeader marks a request for a part of a page alone (static/dash.js
+// polls them so when its event stream fails): an error answers in place.
+const fragmentHeader = "Leasehold-Fragment"
 
 var funcs = template.FuncMap{
 	"dur":  fmtDur,
@@ -26,10 +32,10 @@ var funcs = template.FuncMap{
 }
 
 // parse builds each page as the layout plus its own file; a page file may
-// define fragments that htmx fetches on their own.
+// define the parts that its live page fetches or is pushed on their own.
 func (d *Dashboard) parse() error {
 	d.pages = map[string]*template.Template{}
-	for _, name := range []string{"login", "error", "leases", "lease", "force", "elections", "idempotency", "queues", "queue", "groups", "group", "cluster", "audit", "charts"} {
+	for _, name := range []string{"login", "error", "leases", "lease", "force", "elections", "idempotency", "queues", "queue", "groups", "group", "cluster", "audit", "charts", "runbook"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/shared.html", "templates/"+name+".html")
 		if err != nil {
 			return fmt.Errorf("ui: template %s: %w", name, err)
@@ -41,7 +47,8 @@ func (d *Dashboard) parse() error {
 		return err
 	}
 	d.risk = risk
-	return nil
+	d.runbook, err = renderRunbook()
+	return err
 }
 
 // render writes a whole page; it renders into a buffer first, so a
@@ -50,33 +57,43 @@ func (d *Dashboard) render(w http.ResponseWriter, status int, name string, p pag
 	d.exec(w, status, name, "layout", p)
 }
 
-// fragment writes one template of a page alone (for htmx).
+// fragment writes one template of a page alone (a live part).
 func (d *Dashboard) fragment(w http.ResponseWriter, name, tpl string, p page) {
 	d.exec(w, http.StatusOK, name, tpl, p)
 }
 
 func (d *Dashboard) exec(w http.ResponseWriter, status int, name, tpl string, p page) {
-	var b bytes.Buffer
-	if err := d.pages[name].ExecuteTemplate(&b, tpl, p); err != nil {
-		d.log.Error("dashboard template failed", "page", name, "err", err)
-		http.Error(w, "the dashboard could not render this page; see the node's log", http.StatusInternalServerError)
+	text, err := d.text(name, tpl, p)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	w.Write(b.Bytes())
+	w.Write([]byte(text))
+}
+
+// text renders template tpl of page name into a string (whole, or an
+// error for a person).
+func (d *Dashboard) text(name, tpl string, p page) (string, error) {
+	var b bytes.Buffer
+	if err := d.pages[name].ExecuteTemplate(&b, tpl, p); err != nil {
+		d.log.Error("dashboard template failed", "page", name, "template", tpl, "err", err)
+		return "", errors.New("the dashboard could not render this page; see the node's log")
+	}
+	return b.String(), nil
 }
 
 func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request, status int, csrf, msg string) {
 	d.render(w, status, "login", page{session: &session{CSRF: csrf}, Title: "Log in", Error: msg})
 }
 
-// fail shows an error page (or, for htmx, an error line in place of the
-// fragment) with the status the error deserves.
+// fail shows an error page (or, for a live part, an error line in its
+// place) with the status the error deserves.
 func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
 	p := page{session: s, Title: "Error", Error: msg}
-	if r.Header.Get("HX-Request") == "true" {
+	if r.Header.Get(fragmentHeader) == "true" {
 		d.exec(w, status, "error", "message", p)
 		return
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // One resource in full: its holder, the acquire waiting for it, and its
-// recent history (watch events); the leases table filters by prefix.
+// timeline (watch events); the leases table filters by prefix.
 func TestDashboardResourcePageShowsWaitersAndHistory(t *testing.T) {
 	n := startAuthNode(t)
 	const secret = "5ec4e75ec4e75ec4e75ec4e75ec4e75e"
@@ -33,9 +33,9 @@ func TestDashboardResourcePageShowsWaitersAndHistory(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(body, "first-holder") {
 		t.Fatalf("the resource page: HTTP %d:\n%s", status, body)
 	}
-	_, events, _ := strings.Cut(body, `id="events"`)
-	if !strings.Contains(events, "<td>granted</td>") || !strings.Contains(events, "<td>queued</td>") {
-		t.Fatalf("the recent events lack the grant and the queued acquire:\n%s", events)
+	_, events, _ := strings.Cut(body, `id="timeline"`)
+	if !strings.Contains(events, `data-kind="granted"`) || !strings.Contains(events, `data-kind="queued"`) {
+		t.Fatalf("the timeline lacks the grant and the queued acquire:\n%s", events)
 	}
 	_, rows := get(t, n, operatorTok, "/ui/leases/rows?prefix=jobs/")
 	if !strings.Contains(rows, "jobs/busy") || strings.Contains(rows, "other/thing") {
@@ -56,9 +56,9 @@ func TestDashboardResourcePageShowsWaitersAndHistory(t *testing.T) {
 		t.Fatal("the waiter was not granted within 20s of the release")
 	}
 	_, body = get(t, n, operatorTok, "/ui/lease?resource=jobs/busy")
-	_, events, _ = strings.Cut(body, `id="events"`)
-	if !strings.Contains(events, "<td>released</td>") || !strings.Contains(events, "patient-waiter") {
-		t.Fatalf("after the release the events lack it or the new grant:\n%s", events)
+	_, events, _ = strings.Cut(body, `id="timeline"`)
+	if !strings.Contains(events, `data-kind="released"`) || !strings.Contains(events, "patient-waiter") {
+		t.Fatalf("after the release the timeline lacks it or the new grant:\n%s", events)
 	}
 }
 

@@ -45,10 +45,14 @@ func (s *session) Views() []view {
 func (d *Dashboard) nodeWide(h func(http.ResponseWriter, *http.Request, *session)) func(http.ResponseWriter, *http.Request, *session) {
 	return func(w http.ResponseWriter, r *http.Request, s *session) {
 		if s.limited() {
-			d.fail(w, r, s, http.StatusForbidden, "The charts count every tenant's calls; token "+s.Name+
-				" is limited to "+s.Limits()+". Use a token without prefixes.")
+			d.fail(w, r, s, http.StatusForbidden, nodeWideText(s))
 			return
 		}
 		h(w, r, s)
 	}
+}
+
+// nodeWideText is why a limited viewer may not see the node's figures.
+func nodeWideText(s *session) string {
+	return "The charts count every tenant's calls; token " + s.Name + " is limited to " + s.Limits() + ". Use a token without prefixes."
 }

@@ -51,13 +51,16 @@ func TestDashboardOfALimitedTokenShowsOnlyItsPrefixes(t *testing.T) {
 	}
 	for _, path := range []string{"/ui/leases", "/ui/leases/rows", "/ui/leases?prefix=b/", "/ui/lease?resource=b/secret",
 		"/ui/force-release?resource=b/secret", "/ui/elections", "/ui/idempotency", "/ui/queues", "/ui/groups",
-		"/ui/queues?prefix=b/", "/ui/audit", "/ui/charts", "/ui/charts/svg"} {
+		"/ui/queues?prefix=b/", "/ui/audit", "/ui/charts", "/ui/charts/data", "/ui/lease/timeline?resource=b/secret",
+		"/ui/elections/rows?prefix=b/", "/ui/events?view=charts", "/ui/events?view=queue", "/ui/events?view=leases&prefix=b/",
+		"/ui/events?view=lease&resource=b/secret"} {
 		for _, tok := range []string{limitedOperatorTok, limitedAdminTok} {
 			status, body := get(t, n, tok, path)
 			if strings.Contains(body, "b/secret") && !strings.Contains(path, "b/secret") || strings.Contains(body, "owner-of-b") {
 				t.Errorf("GET %s by a viewer limited to a/ shows b/secret:\n%.2000s", path, body)
 			}
-			refused := strings.Contains(path, "b/") || strings.HasPrefix(path, "/ui/charts")
+			refused := strings.Contains(path, "b/") || strings.HasPrefix(path, "/ui/charts") || strings.Contains(path, "view=charts") ||
+				strings.Contains(path, "view=queue")
 			if refused != (status == http.StatusForbidden) || status != http.StatusOK && status != http.StatusForbidden {
 				t.Errorf("GET %s by a viewer limited to a/: HTTP %d, want refused: %v\n%.600s", path, status, refused, body)
 			}

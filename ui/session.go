@@ -53,7 +53,7 @@ func (d *Dashboard) viewing(h func(http.ResponseWriter, *http.Request, *session)
 			s.token = c.Value
 		}
 		v, err := d.cfg.Identify(s.token)
-		if (err != nil || !v.CanView) && r.Header.Get("HX-Request") == "true" {
+		if (err != nil || !v.CanView) && r.Header.Get(fragmentHeader) == "true" {
 			// A live fragment whose session ended: say so in place.
 			d.clearToken(w)
 			d.fail(w, r, s, http.StatusUnauthorized, "Your session has ended: log in again.")
@@ -169,6 +169,7 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if d.formTokenOK(r) {
 		d.clearToken(w)
+		d.streams.end(d.csrf(w, r)) // this browser's live pages end with its session
 	}
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }

@@ -1,8 +1,9 @@
 // Package ui serves the operators' dashboard at /ui/ on every node:
-// server-rendered html/template pages, made live with htmx, embedded in
-// the binary so it works offline. static/htmx-2.0.10.min.js is
-// dist/htmx.min.js of bigskysoftware/htmx at tag v2.0.10, under the
-// 0BSD license in static/htmx-LICENSE.txt; charts are SVG drawn here.
+// server-rendered html/template pages, kept live by server-sent events
+// (live.go, static/dash.js), embedded in the binary so it works offline.
+// The charts are drawn by uPlot: static/vendor/uplot is the npm package
+// that web/package-lock.json pins, copied by web/build.sh (MIT, its
+// LICENSE beside it); TestVendoredAssetsMatchTheLockfile keeps them so.
 //
 // The dashboard is a client of the node's own API, called in process with
 // the viewer's bearer token: it shows and does exactly what the API allows
@@ -57,10 +58,14 @@ type Config struct {
 	// Secure marks the cookies Secure (the API is served over TLS).
 	Secure bool
 	Logger *slog.Logger
-	// SampleEvery is the charts' step (default a minute) and Samples how
-	// many steps they keep (default 60: the last hour).
+	// SampleEvery is the charts' step (default 10 s) and Samples how
+	// many steps they keep (default 360: the last hour).
 	SampleEvery time.Duration
 	Samples     int
+	// GroupRebalances reads each partition group's rebalance count from
+	// this node's applied state (at most limit groups, the first by
+	// name), for the per-group charts; nil charts none.
+	GroupRebalances func(limit int) map[string]uint64
 }
 
 // A view is one entry of the menu, one per primitive the node serves.
@@ -79,18 +84,23 @@ var views = []view{
 
 // Dashboard is the http.Handler of /ui/.
 type Dashboard struct {
-	cfg      Config
-	mux      *http.ServeMux
-	pages    map[string]*template.Template
-	admin    leaseholdv1connect.AdminClient
-	cluster  leaseholdv1connect.ClusterClient
-	elect    leaseholdv1connect.ElectionsClient
-	idem     leaseholdv1connect.IdempotencyClient
-	watch    leaseholdv1connect.WatchClient
-	queues   leaseholdv1connect.QueuesClient
-	groups   leaseholdv1connect.GroupsClient
-	charts   *sampler
-	risk     template.HTML // the runbook's forced-release section
+	cfg     Config
+	mux     *http.ServeMux
+	pages   map[string]*template.Template
+	admin   leaseholdv1connect.AdminClient
+	cluster leaseholdv1connect.ClusterClient
+	elect   leaseholdv1connect.ElectionsClient
+	idem    leaseholdv1connect.IdempotencyClient
+	watch   leaseholdv1connect.WatchClient
+	queues  leaseholdv1connect.QueuesClient
+	groups  leaseholdv1connect.GroupsClient
+	charts  *sampler
+	risk    template.HTML // the runbook's forced-release section
+	runbook template.HTML // the whole runbook, rendered
+	streams streams
+	// stopped ends the event streams when Sample's context does.
+	stopped  context.Context
+	stop     context.CancelFunc
 	log      *slog.Logger
 	loginTpl *template.Template
 	// origins refuses a form posted from another origin (see sameOrigin).
@@ -103,15 +113,16 @@ func New(cfg Config) (*Dashboard, error) {
 		return nil, errors.New("ui: API, Identify and Metrics are required")
 	}
 	if cfg.SampleEvery <= 0 {
-		cfg.SampleEvery = time.Minute
+		cfg.SampleEvery = 10 * time.Second
 	}
 	if cfg.Samples <= 0 {
-		cfg.Samples = 60
+		cfg.Samples = 360
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &Dashboard{cfg: cfg, log: cfg.Logger, charts: newSampler(cfg.Metrics, cfg.Samples)}
+	d := &Dashboard{cfg: cfg, log: cfg.Logger, charts: newSampler(cfg.Metrics, cfg.GroupRebalances, cfg.Samples)}
+	d.stopped, d.stop = context.WithCancel(context.Background())
 	hc, base := inProcess{api: cfg.API}, "http://node.in-process"
 	opt := connect.WithClientOptions()
 	d.admin = leaseholdv1connect.NewAdminClient(hc, base, opt)
@@ -140,8 +151,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mux.ServeHTTP(w, r)
 }
 
-// Sample records a chart sample every SampleEvery until ctx ends.
+// Sample records a chart sample every SampleEvery until ctx ends; then it
+// ends the live pages' event streams too (the node is closing).
 func (d *Dashboard) Sample(ctx context.Context) {
+	defer d.stop()
 	d.charts.take(time.Now())
 	t := time.NewTicker(d.cfg.SampleEvery)
 	defer t.Stop()
@@ -165,21 +178,25 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("GET /ui/login", d.loginForm)
 	m.HandleFunc("POST /ui/login", d.login)
 	m.HandleFunc("POST /ui/logout", d.logout)
-	m.HandleFunc("GET /ui/leases", d.viewing(d.leasesPage))
-	m.HandleFunc("GET /ui/leases/rows", d.viewing(d.leaseRows))
+	m.HandleFunc("GET /ui/leases", d.viewing(d.tablePage(leasesTable)))
+	m.HandleFunc("GET /ui/leases/rows", d.viewing(d.tableRows(leasesTable)))
 	m.HandleFunc("GET /ui/lease", d.viewing(d.leasePage))
 	m.HandleFunc("GET /ui/force-release", d.viewing(d.forceForm))
 	m.HandleFunc("POST /ui/force-release", d.viewing(d.forceRelease))
-	m.HandleFunc("GET /ui/elections", d.viewing(d.electionsPage))
+	m.HandleFunc("GET /ui/elections", d.viewing(d.tablePage(electionsTable)))
+	m.HandleFunc("GET /ui/elections/rows", d.viewing(d.tableRows(electionsTable)))
+	m.HandleFunc("GET /ui/lease/timeline", d.viewing(d.timelinePart))
 	m.HandleFunc("GET /ui/idempotency", d.viewing(d.idemPage))
 	m.HandleFunc("GET /ui/queues", d.viewing(d.queuesPage))
 	m.HandleFunc("GET /ui/queue", d.viewing(d.queuePage))
 	m.HandleFunc("GET /ui/groups", d.viewing(d.groupsPage))
 	m.HandleFunc("GET /ui/group", d.viewing(d.groupPage))
-	m.HandleFunc("GET /ui/cluster", d.viewing(d.clusterPage))
-	m.HandleFunc("GET /ui/cluster/rows", d.viewing(d.clusterRows))
+	m.HandleFunc("GET /ui/cluster", d.viewing(d.tablePage(clusterTable)))
+	m.HandleFunc("GET /ui/cluster/rows", d.viewing(d.tableRows(clusterTable)))
 	m.HandleFunc("GET /ui/audit", d.viewing(d.auditPage))
 	m.HandleFunc("GET /ui/charts", d.viewing(d.nodeWide(d.chartsPage)))
-	m.HandleFunc("GET /ui/charts/svg", d.viewing(d.nodeWide(d.chartsFragment)))
+	m.HandleFunc("GET /ui/charts/data", d.viewing(d.chartsData))
+	m.HandleFunc("GET /ui/events", d.viewing(d.events))
+	m.HandleFunc("GET /ui/runbook", d.viewing(d.runbookPage))
 	d.mux = m
 }

@@ -37,6 +37,9 @@ func main() {
 	workersF := flag.String("workers", "1,16,64", "worker counts")
 	sessionF := flag.String("session", "", "leasehold Go clients: on (session stream), off (unary batch requests), or empty for the client's default")
 	flag.Parse()
+	// Make -out before the rounds, not after: a missing folder used to
+	// surface only when results.md was written, minutes of rounds later.
+	must(os.MkdirAll(*out, 0o755))
 	switch *sessionF {
 	case "on":
 		clientSession = client.SessionOn

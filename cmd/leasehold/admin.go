@@ -157,7 +157,7 @@ func newLocksShow(g *globals) *cobra.Command {
 		Use:               "show RESOURCE",
 		Short:             "Show one resource in full: its holder, health marks and every waiter",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeResources(g),
+		ValidArgsFunction: completeFirst(g, resourceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -272,7 +272,7 @@ func newForceRelease(g *globals) *cobra.Command {
 			"--yes; without a terminal it needs --yes. Needs the admin role.\n" +
 			"What can go wrong, and when to force: " + runbookForceRelease + ".",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeResources(g),
+		ValidArgsFunction: completeFirst(g, resourceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			resource := args[0]
 			if leaseID == 0 {
@@ -292,7 +292,7 @@ func newForceRelease(g *globals) *cobra.Command {
 			}
 			h := l.Holder
 			if h == nil {
-				return fmt.Errorf("%s is not held: nothing to release (%w)", resource, errLeaseGone)
+				return goneError{fmt.Errorf("%s is not held: nothing to release", resource)}
 			}
 			if h.ID != leaseID {
 				return fmt.Errorf("%s is held by lease %d (owner %s, operation %s), not lease %d: look again with leasehold locks show %s",
@@ -342,12 +342,14 @@ func newAudit(g *globals) *cobra.Command {
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Show the audit log of operator actions (forced releases), oldest first",
-		Long:  "Shows who forced which release, when and why. Needs the operator role.",
-		Args:  cobra.NoArgs,
+		Short: "Show the audit log of operators' actions (forced releases, queue purges and deletes, group deletes), oldest first",
+		Long: "Shows who forced a release (force-release), purged or deleted a queue (queue purge, queue delete)\n" +
+			"or deleted a group (groups delete), when and why: the ACTION column says which, RESOURCE names\n" +
+			"the resource, queue or group. Needs the operator role.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since < 0 {
-				return fmt.Errorf("--since %v: must not be negative", since)
+				return usagef("--since %v: must not be negative", since)
 			}
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -363,7 +365,7 @@ func newAudit(g *globals) *cobra.Command {
 				return writeJSON(w, cliout.FromAudit(recs, truncated))
 			}
 			if truncated {
-				fmt.Fprintf(cmd.ErrOrStderr(), "showing the newest %d records; older ones were left out (raise --limit or narrow --since)\n", len(recs))
+				fmt.Fprintf(cmd.ErrOrStderr(), "showing the newest %s; older ones were left out (raise --limit or narrow --since)\n", plural(len(recs), "record", ""))
 			}
 			if len(recs) == 0 {
 				fmt.Fprintln(w, "no audit records")

@@ -45,6 +45,7 @@ func newCluster(g *globals) *cobra.Command {
 	}
 	membersOut = addOutput(members)
 
+	var addOut, removeOut, transferOut *output
 	add := &cobra.Command{
 		Use:   "add ID RAFTADDR",
 		Short: "Add a node (started with --join or empty) as a voter",
@@ -58,10 +59,13 @@ func newCluster(g *globals) *cobra.Command {
 			if err := c.AddVoter(ctx, args[0], args[1]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "added %s at %s\n", args[0], args[1])
-			return nil
+			return addOut.print(cmd.OutOrStdout(), cliout.MemberAdded{NodeID: args[0], RaftAddr: args[1]}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "added %s at %s\n", args[0], args[1])
+				return err
+			})
 		},
 	}
+	addOut = addOutput(add)
 	remove := &cobra.Command{
 		Use:   "remove ID",
 		Short: "Remove a node from the cluster",
@@ -75,10 +79,13 @@ func newCluster(g *globals) *cobra.Command {
 			if err := c.RemoveServer(ctx, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[0])
-			return nil
+			return removeOut.print(cmd.OutOrStdout(), cliout.MemberRemoved{NodeID: args[0]}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "removed %s\n", args[0])
+				return err
+			})
 		},
 	}
+	removeOut = addOutput(remove)
 	transfer := &cobra.Command{
 		Use:   "transfer-leader [ID]",
 		Short: "Hand leadership to ID, or to the most up-to-date follower",
@@ -96,10 +103,13 @@ func newCluster(g *globals) *cobra.Command {
 			if err := c.TransferLeader(ctx, id); err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "leadership transferred")
-			return nil
+			return transferOut.print(cmd.OutOrStdout(), cliout.LeaderTransferred{NodeID: id, Transferred: true}, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, "leadership transferred")
+				return err
+			})
 		},
 	}
+	transferOut = addOutput(transfer)
 	var statusOut *output
 	status := &cobra.Command{
 		Use:   "status",

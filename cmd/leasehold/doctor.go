@@ -66,8 +66,8 @@ crashed holder's resources blocked longer: that is the trade. See README,
 	fl.DurationVar(&f.window, "window", 10*time.Second, "how long to measure renewals")
 	fl.IntVar(&f.roundTrips, "round-trips", 2, "renewal round trips at p99.9 that must fit after the pause (the delayed renewal and a retry)")
 	// The Go client's defaults (client.Config Drift and DriftRatio).
-	fl.DurationVar(&f.drift, "drift", 10*time.Millisecond, "the client's fixed drift allowance")
-	fl.Float64Var(&f.driftRatio, "drift-ratio", 0.02, "the client's drift allowance as a share of the TTL")
+	fl.DurationVar(&f.drift, "drift", clientDrift, "the client's fixed drift allowance")
+	fl.Float64Var(&f.driftRatio, "drift-ratio", clientDriftRatio, "the client's drift allowance as a share of the TTL")
 	fl.StringVar(&f.resource, "resource", fmt.Sprintf("leasehold-doctor/%s/%d", host, os.Getpid()), "the resource to take and renew while measuring")
 	f.out = addOutput(cmd)
 	return cmd
@@ -126,7 +126,7 @@ func measureRenewals(ctx context.Context, lease *client.Lease, window time.Durat
 		case ctx.Err() != nil:
 			return nil, 0, ctx.Err()
 		case errors.Is(err, client.ErrLeaseLost) || lease.Err() != nil:
-			return nil, 0, fmt.Errorf("the lease used for measuring was lost after %d renewals: %w", len(samples), err)
+			return nil, 0, fmt.Errorf("the lease used for measuring was lost after %s: %w", plural(len(samples), "renewal", ""), err)
 		default:
 			failures++
 		}

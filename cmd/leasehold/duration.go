@@ -76,3 +76,43 @@ func durationVar(fs *pflag.FlagSet, p *time.Duration, name string, def time.Dura
 	*p = def
 	fs.Var((*durationValue)(p), name, usage)
 }
+
+// forever is the word --wait takes for "until granted or interrupted".
+const forever = "forever"
+
+// waitFlag is --wait of acquire and run: a duration, or forever.
+type waitFlag struct {
+	d       time.Duration
+	forever bool
+}
+
+func (w *waitFlag) String() string {
+	if w.forever {
+		return forever
+	}
+	return w.d.String()
+}
+
+func (w *waitFlag) Type() string { return "duration" }
+
+func (w *waitFlag) Set(s string) error {
+	if strings.TrimSpace(s) == forever {
+		*w = waitFlag{forever: true}
+		return nil
+	}
+	d, err := parseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%w, or forever", err)
+	}
+	if d < 0 {
+		return fmt.Errorf("%q: must not be negative", s)
+	}
+	*w = waitFlag{d: d}
+	return nil
+}
+
+// waitVar defines a --wait flag that takes a duration or forever.
+func waitVar(fs *pflag.FlagSet, w *waitFlag, def time.Duration, usage string) {
+	*w = waitFlag{d: def}
+	fs.Var(w, "wait", usage)
+}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
 )
 
 // TestSystemdUnitVerifies: deploy/leasehold.service passes
@@ -80,6 +83,99 @@ func TestDockerfileInvariants(t *testing.T) {
 	} {
 		if !regexp.MustCompile(re).MatchString(df) {
 			t.Errorf("deploy/Dockerfile does not match %s", re)
+		}
+	}
+}
+
+// TestDockerignoreCoversGitignore: the build context leaves out .git and
+// everything .gitignore ignores (data dirs, binaries, node_modules), as
+// Docker reads .dockerignore (moby/patternmatcher, its own matcher), and
+// keeps the sources the build needs. Each .gitignore pattern is tried on
+// paths git itself ignores by it, at the top and deeper down.
+func TestDockerignoreCoversGitignore(t *testing.T) {
+	t.Parallel()
+	f, err := os.Open("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	patterns, err := ignorefile.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := patternmatcher.New(patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	excluded := func(path string) bool {
+		ok, err := pm.MatchesOrParentMatches(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	gitignore, err := os.ReadFile("../../.gitignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := []string{".git/HEAD", "ui/node_modules/x/index.js"}
+	for _, line := range strings.Split(string(gitignore), "\n") {
+		p := strings.TrimSpace(line)
+		if p == "" || strings.HasPrefix(p, "#") || strings.HasPrefix(p, "!") {
+			continue
+		}
+		anchored := strings.HasPrefix(p, "/") || strings.Contains(strings.Trim(p, "/"), "/")
+		p = strings.NewReplacer("**/", "a/", "*", "x").Replace(strings.TrimPrefix(p, "/"))
+		if strings.HasSuffix(p, "/") {
+			p += "f"
+		}
+		samples = append(samples, p)
+		if !anchored {
+			samples = append(samples, "sub/dir/"+p)
+		}
+	}
+	for _, s := range samples[2:] { // the oracle: git ignores each sample
+		if err := exec.Command("git", "-C", "../..", "check-ignore", "--no-index", "-q", s).Run(); err != nil {
+			t.Errorf("git does not ignore %s, the sample of a .gitignore line: the test's reading of .gitignore is wrong (%v)", s, err)
+		}
+	}
+	for _, s := range samples {
+		if !excluded(s) {
+			t.Errorf(".dockerignore does not leave out %s", s)
+		}
+	}
+	for _, s := range []string{"go.mod", "go.sum", "cmd/leasehold/main.go", "server/server.go", "ui/audit.go"} {
+		if excluded(s) {
+			t.Errorf(".dockerignore leaves out %s, which the build needs", s)
+		}
+	}
+}
+
+// TestDockerfileRunsOnLoopback: the Dockerfile's run line publishes the
+// unauthenticated node's port on loopback only, and it says what to set
+// for a node others reach.
+func TestDockerfileRunsOnLoopback(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../deploy/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(b)
+	runs := regexp.MustCompile(`(?m)^#.*docker run .*$`).FindAllString(df, -1)
+	if len(runs) == 0 {
+		t.Fatal("the Dockerfile shows no docker run line")
+	}
+	publish := regexp.MustCompile(`(?:-p|--publish)[ =](\S+)`)
+	for _, run := range runs {
+		for _, m := range publish.FindAllStringSubmatch(run, -1) {
+			if host, _, ok := strings.Cut(m[1], ":"); !ok || host != "127.0.0.1" || strings.Count(m[1], ":") != 2 {
+				t.Errorf("%q publishes %s: want 127.0.0.1:HOSTPORT:7420, the node has no auth", strings.TrimSpace(run), m[1])
+			}
+		}
+	}
+	for _, want := range []string{"LEASEHOLD_AUTH_FILE", "LEASEHOLD_INSECURE=false"} {
+		if !regexp.MustCompile(`(?m)^#.*` + want).MatchString(df) {
+			t.Errorf("the Dockerfile's comments do not say to set %s for a node others reach", want)
 		}
 	}
 }

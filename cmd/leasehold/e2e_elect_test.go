@@ -192,16 +192,16 @@ func TestElectUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"elect", "E"}, "usage: leasehold elect NAME"},
-		{[]string{"elect", "E", "sh"}, "usage: leasehold elect NAME"},
-		{[]string{"elect", "E", "--observe", "--", "sh"}, "no command"},
+		{[]string{"elect", "E"}, "no command to run: leasehold elect NAME [flags] -- CMD [ARGS...]"},
+		{[]string{"elect", "E", "sh"}, "put -- before the command"},
+		{[]string{"elect", "E", "--observe", "--", "sh"}, "no command, with --observe"},
 		{[]string{"elect", "E", "--ttl", "1s", "--grace", "1s", "--", "true"}, "--grace 1s is too long for --ttl 1s"},
 		{[]string{"elect", "E", "--cgroup", "maybe", "--", "true"}, "--cgroup \"maybe\""},
 	} {
 		args := append([]string{tc.args[0], "--endpoints", "http://127.0.0.1:1"}, tc.args[1:]...)
 		r := lhEnv(t, childEnv(), args...)
-		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("leasehold %s: want a failure saying %q; got %s", strings.Join(tc.args, " "), tc.want, r)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("leasehold %s: want exit 2 saying %q; got %s", strings.Join(tc.args, " "), tc.want, r)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +55,11 @@ func TestExitCodes(t *testing.T) {
 		want int
 	}{
 		{"unknown command", []string{"frobnicate"}, 2},
+		{"run without --", []string{"run", "ex/r", "true"}, 2},
+		{"elect without --", []string{"elect", "ex/e", "true"}, 2},
+		{"a bad duration", []string{"acquire", "--ttl", "soon", "ex/x"}, 2},
+		{"no such help topic", []string{"help", "frobnicate"}, 2},
+		{"no such shell", []string{"completion", "frobnicate"}, 2},
 		{"unknown subcommand of a group", []string{"cluster", "frobnicate"}, 2},
 		{"unknown flag", []string{"status", "--frobnicate", "x"}, 2},
 		{"missing argument", []string{"status"}, 2},
@@ -97,6 +103,9 @@ func TestExitCodes(t *testing.T) {
 			}
 			if r.code != 0 && !strings.HasPrefix(r.stderr, "leasehold: ") {
 				t.Errorf("stderr does not start with a message: %q", r.stderr)
+			}
+			if r.code == 2 && !regexp.MustCompile(`\nRun 'leasehold [a-z -]*--help' for usage.\n$`).MatchString(r.stderr) {
+				t.Errorf("a usage error does not end naming the help to read: %q", r.stderr)
 			}
 		})
 	}
@@ -172,10 +181,10 @@ func TestRunExitCodes(t *testing.T) {
 	t.Run("json", func(t *testing.T) {
 		r := n.with(t).lh("run", "run/j", "--ttl", "3s", "--lock-delay", "1s", "--max-hold", "1m", "--json", "--",
 			"sh", "-c", "echo child output; exit 3")
-		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		child, doc, _ := strings.Cut(r.stdout, "\n")
 		var res cliout.RunResult
-		if err := decodeStrict(lines[len(lines)-1], &res); err != nil || lines[0] != "child output" {
-			t.Fatalf("run --json: want the child's output, then a RunResult line (%v)\n%s", err, r)
+		if err := decodeStrict(doc, &res); err != nil || child != "child output" {
+			t.Fatalf("run --json: want the child's output, then a RunResult (%v)\n%s", err, r)
 		}
 		if r.code != 3 || res.ExitCode != 3 || res.LeaseID == 0 || res.Token == 0 || res.LeaseLost || res.Resource != "run/j" {
 			t.Errorf("run --json of a child exiting 3: exit %d, %+v", r.code, res)

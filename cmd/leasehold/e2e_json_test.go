@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	lh "github.com/leasehold/leasehold/cmd/leasehold"
 	"github.com/leasehold/leasehold/cmd/leasehold/internal/bench"
 	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
@@ -131,15 +132,33 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 		{"snapshot save", []string{"snapshot", "save", backup}, "", &cliout.Backup{}},
 		{"snapshot inspect", []string{"snapshot", "inspect", backup}, "", &cliout.BackupInspected{}},
 		{"snapshot restore", []string{"snapshot", "restore", backup, "--data-dir", filepath.Join(dir, "restored")}, "", &cliout.Restored{}},
+		{"recover", []string{"recover", "--data-dir", filepath.Join(dir, "restored")}, "", &cliout.Recovered{}},
+		{"run", []string{"run", "j/run", "--ttl", "3s", "--cgroup", "off", "--", "true"}, "", &cliout.RunResult{}},
+		{"elect", []string{"elect", "j/elect2", "--ttl", "3s", "--cgroup", "off", "--", "true"}, "", &cliout.RunResult{}},
+		{"doctor", []string{"doctor", "--max-pause", "1s", "--window", "200ms"}, "", &cliout.Doctor{}},
+		{"auth token", []string{"auth", "token", "j-ci", "--role", "worker", "--prefix", "j/"}, "", &cliout.AuthToken{}},
+	}
+	// Every command that takes -o has its JSON decoded here, or where named.
+	elsewhere := map[string]string{"leasehold force-release": "below", "leasehold watch": "below",
+		"leasehold cluster add": "TestClusterMembershipCommands", "leasehold cluster remove": "TestClusterMembershipCommands",
+		"leasehold cluster transfer-leader": "TestClusterMembershipCommands"}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		covered[lh.CommandOf(tc.args)] = true
+	}
+	for _, path := range lh.CommandsWithOutput() {
+		if !covered[path] && elsewhere[path] == "" {
+			t.Errorf("%s takes -o, but no test decodes its JSON: add it to the cases here", path)
+		}
 	}
 	// Commands that change something once, and the first output of each.
-	once := []string{"acquire", "kv delete", "release", "queue ack", "queue nack", "queue extend", "queue delete",
+	once := []string{"acquire", "kv delete", "release", "doctor", "run", "elect", "queue ack", "queue nack", "queue extend", "queue delete",
 		"groups create", "groups grow", "groups delete", "snapshot restore"}
 	outs := map[string]string{}
 	var docs []string
 	for _, tc := range cases {
 		for _, flag := range []string{"--json", "-o=json"} {
-			args := append(slices.Clone(tc.args), flag)
+			args := slices.Insert(slices.Clone(tc.args), argsBeforeDash(tc.args), flag)
 			if flag == "-o=json" && slices.Contains(once, tc.name) {
 				continue // done once
 			}
@@ -216,6 +235,15 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 			t.Errorf("no output has the key %q: the table misses a command", want)
 		}
 	}
+}
+
+// argsBeforeDash is how many of args come before a "--" (all if none):
+// where a flag of leasehold's must go.
+func argsBeforeDash(args []string) int {
+	if i := slices.Index(args, "--"); i >= 0 {
+		return i
+	}
+	return len(args)
 }
 
 var (

@@ -16,11 +16,13 @@ import (
 )
 
 // otlpCollector receives OTLP/HTTP trace exports on loopback and keeps
-// the spans' names ("service: name") and, by name, their trace ids.
+// the spans' names ("service: name") and, by name, their trace ids, and
+// every export as it came.
 type otlpCollector struct {
 	mu     sync.Mutex
 	spans  map[string]bool
 	traces map[string]map[string]bool // "service: name" -> trace ids (hex)
+	raw    [][]byte
 	err    error
 }
 
@@ -39,6 +41,7 @@ func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.raw = append(c.raw, body)
 	if err != nil {
 		c.err = err
 		http.Error(w, err.Error(), http.StatusBadRequest)

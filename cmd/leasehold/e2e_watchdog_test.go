@@ -23,7 +23,7 @@ const faultTree = `echo $LEASEHOLD_LEASE_ID > "$DIR/lease"; echo $$ > "$DIR/pid1
 (setsid sh -c 'trap "" TERM; echo $$ > "$DIR/pid2"; while :; do date +%s%N >> "$DIR/beats2"; sleep 0.02; done' &)
 trap "" TERM; while :; do date +%s%N >> "$DIR/beats1"; sleep 0.02; done`
 
-// runLine is run's first line on stderr: who guards what, and how.
+// runLine is run -v's first line on stderr: who guards what, and how.
 var runLine = regexp.MustCompile(`watchdog pid (\d+) guards pid (\d+) \((cgroup (\S+)|process group[^)]*\)?)\)`)
 
 // TestRunWatchdogFaults: whatever stops or kills run, its watchdog, or the
@@ -61,7 +61,7 @@ func TestRunWatchdogFaults(t *testing.T) {
 				dir := t.TempDir()
 				t.Cleanup(func() { n.p.Cmd.Process.Signal(syscall.SIGCONT) })
 				p := startProc(t, dir, "run", childEnv("DIR="+dir),
-					"run", "--endpoints", n.url, "R", "--ttl", ttl.String(), "--grace", grace.String(), "--cgroup", mode,
+					"run", "--endpoints", n.url, "R", "-v", "--ttl", ttl.String(), "--grace", grace.String(), "--cgroup", mode,
 					"--", "sh", "-c", faultTree)
 
 				// Wait until the tree runs and the lease was renewed once.
@@ -289,8 +289,8 @@ while [ ! -s "$DIR/beats2" ]; do sleep 0.01; done; exit 0`
 func TestRunRefusesUnknownCgroupMode(t *testing.T) {
 	n := startNode(t)
 	r := n.lh("run", "C", "--cgroup", "yes", "--", "true")
-	if r.code != 1 || !strings.Contains(r.stderr, `--cgroup "yes": want auto or off`) {
-		t.Errorf("want exit 1 and a message naming --cgroup and its values: %s", r)
+	if r.code != 2 || !strings.Contains(r.stderr, `--cgroup "yes": want auto or off`) {
+		t.Errorf("want exit 2 (usage) and a message naming --cgroup and its values: %s", r)
 	}
 	if s := n.lhOK("status", "C"); strings.TrimSpace(s.stdout) != "C: free" {
 		t.Errorf("a refused run took C: %q", s.stdout)

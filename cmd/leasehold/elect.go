@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
@@ -19,13 +17,14 @@ type electFlags struct {
 	ttl, grace   time.Duration
 	cgroup       string
 	observe      bool
+	verbose      bool
 	out          *output
 }
 
 func newElect(g *globals) *cobra.Command {
 	f := &electFlags{}
 	cmd := &cobra.Command{
-		Use:   "elect NAME [flags] -- CMD [ARGS...] | elect NAME --observe [--json]",
+		Use:   "elect NAME [flags] -- CMD [ARGS...] | elect NAME --observe [-o json]",
 		Short: "Run a command only while leading the election NAME",
 		Long: `Campaigns in the election NAME (candidates lead in arrival order) and, once
 leading, runs CMD with LEASEHOLD_TOKEN (the term's fencing token),
@@ -39,19 +38,14 @@ stopped; see leasehold help exit-codes).
 With --observe it campaigns for nothing: it prints the election's leader, then
 each change (a new leader, a proclaimed value, nobody leading), one line each
 with its log index, until interrupted.`,
-		Args: cobra.MinimumNArgs(1),
+		Args:              dashArgs("NAME", func() bool { return f.observe }),
+		ValidArgsFunction: completeFirst(g, electionNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.observe {
-				if len(args) != 1 {
-					return errors.New("usage: leasehold elect NAME --observe [--json] (no command)")
-				}
 				return observe(cmd, g, args[0], f.out.JSON())
 			}
-			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
-				return errors.New("usage: leasehold elect NAME [flags] -- CMD [ARGS...]")
-			}
 			if f.cgroup != "auto" && f.cgroup != "off" {
-				return fmt.Errorf("--cgroup %q: want auto or off", f.cgroup)
+				return usagef("--cgroup %q: want auto or off", f.cgroup)
 			}
 			if !cmd.Flags().Changed("grace") {
 				f.grace = defaultGrace(f.ttl)
@@ -66,6 +60,7 @@ with its log index, until interrupted.`,
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who campaigns (shown to operators)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")
 	fl.BoolVar(&f.observe, "observe", false, "print the leader and each change of leader instead of campaigning")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say once leading which watchdog process guards CMD and how (cgroup or process group)")
 	f.out = addOutput(cmd) // with --observe, JSON is one object per line
 	return cmd
 }
@@ -96,9 +91,13 @@ func observe(cmd *cobra.Command, g *globals, name string, asJSON bool) error {
 	return o.Err()
 }
 
-func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []string) error {
+func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []string) (err error) {
+	res := cliout.RunResult{Election: name}
+	if f.out.JSON() {
+		defer func() { printRunResult(&res, err) }()
+	}
 	if f.grace < 0 || f.grace+killMargin >= f.ttl/2 {
-		return fmt.Errorf("--grace %v is too long for --ttl %v: SIGTERM must come well before leadership can lapse; use a grace under %v",
+		return usagef("--grace %v is too long for --ttl %v: SIGTERM must come well before leadership can lapse; use a grace under %v",
 			f.grace, f.ttl, max(0, f.ttl/2-killMargin))
 	}
 	if _, err := lookCommand(argv[0]); err != nil {
@@ -108,18 +107,15 @@ func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []s
 	if err != nil {
 		return err
 	}
-	// Waiting to lead has no bound but the user's interrupt.
-	var l *client.Leadership
-	for {
-		l, err = c.Campaign(ctx, name, f.value, client.TTL(f.ttl), client.Owner(f.owner))
-		if ctx.Err() == nil && errors.Is(err, leasehold.ErrWaitTimeout) {
-			continue // an hour in line without leading: campaign again
-		}
-		break
-	}
+	// Waiting to lead has no bound but the user's interrupt (a campaign
+	// waits as long as a node keeps a waiter).
+	l, err := inLine(ctx, g, waitFlag{forever: true}, func(ctx context.Context, _ time.Duration) (*client.Leadership, error) {
+		return c.Campaign(ctx, name, f.value, client.TTL(f.ttl), client.Owner(f.owner))
+	})
 	if err != nil {
 		return noLease(err)
 	}
+	res.LeaseID, res.Token = l.Lease().ID(), l.Token()
 	return guarded(l.Lease(), guardedChild{
 		name: "elect", what: fmt.Sprintf("leadership of %q", name), argv: argv,
 		env: []string{
@@ -127,7 +123,7 @@ func elect(ctx context.Context, g *globals, f *electFlags, name string, argv []s
 			"LEASEHOLD_ELECTION=" + name,
 			"LEASEHOLD_LEASE_ID=" + strconv.FormatUint(l.Lease().ID(), 10),
 		},
-		ttl: f.ttl, grace: f.grace, noCgroup: f.cgroup == "off",
+		ttl: f.ttl, grace: f.grace, noCgroup: f.cgroup == "off", verbose: f.verbose,
 	})
 }
 

@@ -82,14 +82,22 @@ func (e usageError) Unwrap() error { return e.err }
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 // errLeaseGone marks a lease that no longer exists when its holder speaks
-// for it (release, renew): for the holder it means "not yours any more".
+// for it (release, renew): for the holder it means "not yours any more"
+// (exit 5), where a missing key or queue is 6.
 var errLeaseGone = errors.New("the lease is gone")
 
-// leaseGone reports err, a not-found answer about a lease the caller
-// holds, as errLeaseGone.
+// goneError is err marked as errLeaseGone. It reads as err alone: the
+// node's message says already that the lease is gone and why.
+type goneError struct{ error }
+
+func (e goneError) Unwrap() error      { return e.error }
+func (goneError) Is(target error) bool { return target == errLeaseGone }
+
+// leaseGone marks err, a not-found answer about a lease the caller holds,
+// as errLeaseGone.
 func leaseGone(err error) error {
 	if errors.Is(err, leasehold.ErrNotFound) {
-		return fmt.Errorf("%w (%w: it expired or was released)", err, errLeaseGone)
+		return goneError{err}
 	}
 	return err
 }
@@ -136,9 +144,11 @@ func exitCode(err error) int {
 // wrong arguments, and unknown subcommands (also of command groups such as
 // cluster, which cobra would otherwise answer with help and status 0).
 func strictUsage(cmd *cobra.Command) {
-	if cmd.Args == nil && cmd.HasSubCommands() {
-		cmd.Args = cobra.NoArgs
-		if !cmd.Runnable() {
+	if cmd.HasSubCommands() {
+		if cmd.Args == nil {
+			cmd.Args = cobra.NoArgs
+		}
+		if !cmd.Runnable() { // cobra would answer any argument with help and 0
 			cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 		}
 	}
@@ -153,6 +163,25 @@ func strictUsage(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, c := range cmd.Commands() {
 		strictUsage(c)
+	}
+}
+
+// strictHelp makes `leasehold help TOPIC` a usage error for a topic that
+// does not exist (cobra's own help command prints the root's help and
+// exits 0, so a typo looks like an answer).
+func strictHelp(root *cobra.Command) {
+	for _, h := range root.Commands() {
+		if h.Name() != "help" {
+			continue
+		}
+		h.Run = nil
+		h.RunE = func(h *cobra.Command, args []string) error {
+			cmd, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				return usagef("no help topic %q: 'leasehold help' lists the commands and topics", strings.Join(args, " "))
+			}
+			return cmd.Help()
+		}
 	}
 }
 

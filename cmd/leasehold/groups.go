@@ -65,9 +65,10 @@ pending revocations, partitions without an owner, and rebalances so far.`,
 func newGroupsShow(g *globals) *cobra.Command {
 	var o *output
 	cmd := &cobra.Command{
-		Use:   "show GROUP [--json]",
-		Short: "Show a group: its members, and every partition with owner, epoch and since when",
-		Args:  cobra.ExactArgs(1),
+		Use:               "show GROUP [--json]",
+		Short:             "Show a group: its members, and every partition with owner, epoch and since when",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, groupNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -90,8 +91,9 @@ func printGroup(w io.Writer, d client.GroupDetail) error {
 	if d.RevokeTimeout > 0 {
 		revoke = d.RevokeTimeout.String()
 	}
-	fmt.Fprintf(w, "group %s: %d partitions, %d members, %d revoking, %d unowned, %d rebalances; revocations lapse after %s\n",
-		d.Name, d.Partitions, d.Members, d.PendingRevocations, d.Unowned, d.Rebalances, revoke)
+	fmt.Fprintf(w, "group %s: %s, %s, %d revoking, %d unowned, %s; revocations lapse after %s\n",
+		d.Name, plural(d.Partitions, "partition", ""), plural(d.Members, "member", ""), d.PendingRevocations, d.Unowned,
+		plural(d.Rebalances, "rebalance", ""), revoke)
 	if len(d.MemberList) > 0 {
 		fmt.Fprintln(w)
 		t := newTable(w, "MEMBER", "LEASE", "PARTITIONS", "REVOKING", "SINCE", "EXPIRES IN")
@@ -148,7 +150,7 @@ func newGroupsCreate(g *globals) *cobra.Command {
 				return err
 			}
 			return o.print(cmd.OutOrStdout(), cliout.FromGroup(gi), func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "created group %s with %d partitions\n", gi.Name, gi.Partitions)
+				_, err := fmt.Fprintf(w, "created group %s with %s\n", gi.Name, plural(gi.Partitions, "partition", ""))
 				return err
 			})
 		},
@@ -163,9 +165,10 @@ func newGroupsGrow(g *globals) *cobra.Command {
 	var partitions int
 	var o *output
 	cmd := &cobra.Command{
-		Use:   "grow GROUP --partitions N",
-		Short: "Raise a group's partition count to N (groups never shrink)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "grow GROUP --partitions N",
+		Short:             "Raise a group's partition count to N (groups never shrink)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, groupNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("partitions") {
 				return usagef("--partitions is required: the new partition count")
@@ -180,7 +183,7 @@ func newGroupsGrow(g *globals) *cobra.Command {
 				return err
 			}
 			return o.print(cmd.OutOrStdout(), cliout.FromGroup(gi), func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "group %s has %d partitions\n", gi.Name, gi.Partitions)
+				_, err := fmt.Fprintf(w, "group %s has %s\n", gi.Name, plural(gi.Partitions, "partition", ""))
 				return err
 			})
 		},
@@ -201,7 +204,8 @@ func newGroupsDelete(g *globals) *cobra.Command {
 longer theirs, and their epochs stay in force at the fenced resources. The actor,
 the reason and the time go to the audit log. Asks for confirmation unless --yes;
 without a terminal it needs --yes. Needs the admin role.`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, groupNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := confirmAudited(cmd, reason, "why the group is deleted", yes,
 				fmt.Sprintf("Delete group %s and end its members' sessions? Type yes: ", args[0]), "not deleted"); err != nil {

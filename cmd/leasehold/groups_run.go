@@ -19,6 +19,7 @@ type groupsRunFlags struct {
 	member     string
 	ttl, grace time.Duration
 	cgroup     string
+	verbose    bool
 }
 
 func newGroupsRun(g *globals) *cobra.Command {
@@ -40,11 +41,9 @@ stopped, M leaves the group, and groups run exits 0. Exit statuses: 2 a usage
 mistake, 125 the group could not be joined (no such group, refused), 126 CMD is
 not executable, 127 CMD was not found. A lost session does not end groups run (its
 children are stopped and it joins again), so it never exits 124.`,
-		Args: cobra.MinimumNArgs(2),
+		Args:              dashArgs("GROUP", nil),
+		ValidArgsFunction: completeFirst(g, groupNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 1 {
-				return usagef("usage: leasehold groups run GROUP --member M [flags] -- CMD [ARGS...]")
-			}
 			if f.member == "" {
 				return usagef("--member is required: this member's name in the group, unique among its members")
 			}
@@ -62,6 +61,7 @@ children are stopped and it joins again), so it never exits 124.`,
 	fl.DurationVar(&f.ttl, "ttl", 15*time.Second, "member session time to live")
 	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when a partition is revoked or the session cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: each child's tree in its own cgroup v2 where one can be created; off: its process group")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say when each child starts which watchdog process guards it and how (cgroup or process group)")
 	return cmd
 }
 
@@ -123,7 +123,7 @@ func runPartitionChild(ctx context.Context, f *groupsRunFlags, group string, par
 		case <-finished:
 		}
 	}()
-	o, gone, err := superviseChild(pl, guardedChild{
+	o, _, gone, err := superviseChild(pl, guardedChild{
 		name: fmt.Sprintf("groups run (partition %d)", partition), argv: argv,
 		env: []string{
 			"LEASEHOLD_GROUP=" + group,
@@ -131,7 +131,7 @@ func runPartitionChild(ctx context.Context, f *groupsRunFlags, group string, par
 			"LEASEHOLD_PARTITION=" + strconv.Itoa(partition),
 			"LEASEHOLD_TOKEN=" + strconv.FormatUint(epoch, 10),
 		},
-		ttl: f.ttl, grace: f.grace, noCgroup: f.cgroup == "off",
+		ttl: f.ttl, grace: f.grace, noCgroup: f.cgroup == "off", verbose: f.verbose,
 	}, sigs)
 	close(finished)
 	if err != nil {

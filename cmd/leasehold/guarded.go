@@ -8,10 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 	"github.com/leasehold/leasehold/internal/watchdog"
 )
 
@@ -25,6 +29,33 @@ type guardedChild struct {
 	ttl      time.Duration
 	grace    time.Duration
 	noCgroup bool
+	verbose  bool // -v: say at start what guards the command
+}
+
+// dashArgs checks the arguments of run, elect and groups run: one name
+// (what: RESOURCE, NAME, GROUP), then "--" and the command to run, or
+// just the name if alone() (elect --observe). Mistakes are usage errors
+// that show the right form.
+func dashArgs(what string, alone func() bool) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		dash := cmd.ArgsLenAtDash()
+		form, _, _ := strings.Cut(cmd.Use, " | ") // elect's Use shows --observe too
+		usage := cmd.Parent().CommandPath() + " " + form
+		switch {
+		case alone != nil && alone():
+			if len(args) != 1 || dash >= 0 {
+				return usagef("give only %s, and no command, with --observe", what)
+			}
+			return nil
+		case dash < 0 && len(args) > 1:
+			return usagef("put -- before the command, so that its flags are not taken for leasehold's: %s", usage)
+		case dash < 0 && len(args) == 1 || dash == 1 && len(args) == 1:
+			return usagef("no command to run: %s", usage)
+		case dash != 1:
+			return usagef("give one %s before --: %s", what, usage)
+		}
+		return nil
+	}
 }
 
 // lookCommand finds the command to run as a shell would, and fails with
@@ -52,6 +83,19 @@ func noLease(err error) error {
 	return exitError{code: exitNoLease, err: fmt.Errorf("could not get the lease: %w", err)}
 }
 
+// printRunResult prints res, run's or elect's -o json output, with how
+// err (the command's outcome) ends it: the last document on stdout, after
+// the command's own output.
+func printRunResult(res *cliout.RunResult, err error) {
+	res.ExitCode = exitCode(err)
+	res.LeaseLost = res.ExitCode == exitLeaseLost
+	var ee exitError
+	if err != nil && (!errors.As(err, &ee) || ee.err != nil) {
+		res.Error = err.Error()
+	}
+	writeJSON(os.Stdout, res)
+}
+
 // guarded runs c.argv under the watchdog (internal/watchdog) while l
 // holds, stops it in time if l cannot be kept, releases l once the
 // command's whole tree is gone, and returns the exit status for the
@@ -77,7 +121,7 @@ func guarded(l *client.Lease, c guardedChild) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	o, gone, err := superviseChild(l, c, sigs)
+	o, who, gone, err := superviseChild(l, c, sigs)
 	if err != nil {
 		return err
 	}
@@ -91,11 +135,11 @@ func guarded(l *client.Lease, c guardedChild) error {
 		if err := l.Err(); err != nil {
 			why = err.Error()
 		}
-		fmt.Fprintf(os.Stderr, "leasehold %s: %s could not be kept (%s); the command was stopped before the lease's local deadline\n",
-			c.name, c.what, why)
+		fmt.Fprintf(os.Stderr, "leasehold %s: %s could not be kept (%s); the command was stopped before the lease's local deadline (%s)\n",
+			c.name, c.what, why, who)
 		return exitError{code: exitLeaseLost}
 	case o.Stopped != "":
-		fmt.Fprintf(os.Stderr, "leasehold %s: the command was stopped: %s\n", c.name, o.Stopped)
+		fmt.Fprintf(os.Stderr, "leasehold %s: the command was stopped: %s (%s)\n", c.name, o.Stopped, who)
 		return exitError{code: exitLeaseLost}
 	case o.ExitCode() != 0:
 		return exitError{code: o.ExitCode()}
@@ -105,12 +149,13 @@ func guarded(l *client.Lease, c guardedChild) error {
 
 // superviseChild runs c.argv under the watchdog (internal/watchdog) while l
 // holds, passing signals from sigs on to it, and stops it in time if l
-// cannot be kept. gone reports that the command's whole tree was seen
-// gone: only then may what l stands for be given up.
-func superviseChild(l watchdog.Lease, c guardedChild, sigs <-chan os.Signal) (o watchdog.Outcome, gone bool, err error) {
+// cannot be kept. who says which watchdog guards the command and how;
+// gone reports that the command's whole tree was seen gone: only then may
+// what l stands for be given up.
+func superviseChild(l watchdog.Lease, c guardedChild, sigs <-chan os.Signal) (o watchdog.Outcome, who string, gone bool, err error) {
 	path, err := lookCommand(c.argv[0])
 	if err != nil {
-		return o, false, err
+		return o, "", false, err
 	}
 	// The child runs under a watchdog process that holds the lease's
 	// deadline even while this process is stopped or dead.
@@ -120,10 +165,13 @@ func superviseChild(l watchdog.Lease, c guardedChild, sigs <-chan os.Signal) (o 
 		NoCgroup: c.noCgroup,
 	})
 	if err != nil {
-		return o, false, fmt.Errorf("start %s: %w", c.argv[0], err)
+		return o, "", false, fmt.Errorf("start %s: %w", c.argv[0], err)
 	}
-	fmt.Fprintf(os.Stderr, "leasehold %s: watchdog pid %d guards pid %d (%s)\n", c.name, wd.WatchdogPid(), wd.ChildPid(), wd.Mechanism())
+	who = fmt.Sprintf("watchdog pid %d guards pid %d (%s)", wd.WatchdogPid(), wd.ChildPid(), wd.Mechanism())
+	if c.verbose {
+		fmt.Fprintf(os.Stderr, "leasehold %s: %s\n", c.name, who)
+	}
 	o = watchdog.Supervise(l, wd, sigs)
 	// Nothing the child left running may outlive the lease.
-	return o, wd.Close(10 * time.Second), nil
+	return o, who, wd.Close(10 * time.Second), nil
 }

@@ -46,8 +46,11 @@ func newHealth(g *globals) *cobra.Command {
 // health asks the first endpoint's /readyz; err is an exitError (7 when
 // the node is not ready or does not answer, 2 for a bad endpoint).
 func health(ctx context.Context, g *globals) (cliout.Health, error) {
-	endpoint, _, _ := strings.Cut(g.endpoints, ",")
-	endpoint = strings.TrimRight(strings.TrimSpace(endpoint), "/")
+	eps, err := g.endpointURLs()
+	if err != nil {
+		return cliout.Health{Endpoint: g.endpoints, Message: err.Error()}, err
+	}
+	endpoint := eps[0]
 	h := cliout.Health{Endpoint: endpoint}
 	tlsCfg, err := clientTLS(g.caFile, g.certFile, g.keyFile)
 	if err != nil {

@@ -20,9 +20,10 @@ func newIdem(g *globals) *cobra.Command {
 func newIdemShow(g *globals) *cobra.Command {
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "show KEY",
-		Short: "Show one idempotency key: its state, attempt token, owner, age and result size",
-		Args:  cobra.ExactArgs(1),
+		Use:               "show KEY",
+		Short:             "Show one idempotency key: its state, attempt token, owner, age and result size",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, idemNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -91,14 +92,14 @@ func resultCell(r client.IdemInfo) string {
 	if r.State != "completed" {
 		return ""
 	}
-	return fmt.Sprintf("%d bytes", r.ResultSize)
+	return plural(r.ResultSize, "byte", "")
 }
 
 func printIdem(w io.Writer, r client.IdemInfo) {
 	fmt.Fprintf(w, "key:        %s\nstate:      %s\ntoken:      %d\nowner:      %s\nstarted:    %s\n",
 		r.Key, r.State, r.Token, r.Owner, stamp(r.StartedAt, "2006-01-02 15:04:05 MST"))
 	if r.State == "completed" {
-		fmt.Fprintf(w, "completed:  %s\nretention:  %v\nresult:     %d bytes\n",
-			stamp(r.CompletedAt, "2006-01-02 15:04:05 MST"), r.Retention, r.ResultSize)
+		fmt.Fprintf(w, "completed:  %s\nretention:  %v\nresult:     %s\n",
+			stamp(r.CompletedAt, "2006-01-02 15:04:05 MST"), r.Retention, plural(r.ResultSize, "byte", ""))
 	}
 }

@@ -31,7 +31,7 @@ type writeFlags struct {
 	fenceToken uint64
 }
 
-func (f *writeFlags) add(cmd *cobra.Command) {
+func (f *writeFlags) add(g *globals, cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.Uint64Var(&f.ifVersion, "if-version", 0, "write only if the key is at this version (0: only if it does not exist)")
 	fl.StringVar(&f.fence.resource, "fence", "", "write only while --token holds this resource (a fenced write)")
@@ -40,6 +40,9 @@ func (f *writeFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.fence.queue, "fence-queue", "", "write only while --token is the delivery of --fence-key of this queue in flight")
 	fl.StringVar(&f.fence.key, "fence-key", "", "the key of --fence-queue")
 	fl.Uint64Var(&f.fenceToken, "token", 0, "the fencing token for --fence, --fence-group or --fence-queue (such as $LEASEHOLD_TOKEN)")
+	completeFlag(g, cmd, "fence", resourceNames)
+	completeFlag(g, cmd, "fence-group", groupNames)
+	completeFlag(g, cmd, "fence-queue", queueNames)
 }
 
 func (f *writeFlags) options(cmd *cobra.Command) ([]client.WriteOption, error) {
@@ -64,9 +67,10 @@ func newKVPut(g *globals) *cobra.Command {
 	var wf writeFlags
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "put KEY [VALUE]",
-		Short: "Write VALUE (or stdin) at KEY and print its new version",
-		Args:  cobra.RangeArgs(1, 2),
+		Use:               "put KEY [VALUE]",
+		Short:             "Write VALUE (or stdin) at KEY and print its new version",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeFirst(g, keyNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, err := wf.options(cmd)
 			if err != nil {
@@ -93,7 +97,7 @@ func newKVPut(g *globals) *cobra.Command {
 			})
 		},
 	}
-	wf.add(cmd)
+	wf.add(g, cmd)
 	out = addOutput(cmd)
 	return cmd
 }
@@ -107,7 +111,7 @@ func keyValue(key string, k client.KeyInfo) cliout.KeyValue {
 // valueText shows a value in a table: text as it is, other bytes by size.
 func valueText(b []byte, n int) string {
 	if !utf8.Valid(b) {
-		return fmt.Sprintf("(%d bytes)", len(b))
+		return "(" + plural(len(b), "byte", "") + ")"
 	}
 	return clip(string(bytes.ReplaceAll(b, []byte("\n"), []byte(`\n`))), n)
 }
@@ -118,7 +122,7 @@ func newKVGet(g *globals) *cobra.Command {
 		Use:               "get KEY",
 		Short:             "Print KEY's value (-o wide: with its version and lease)",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeKeys(g),
+		ValidArgsFunction: completeFirst(g, keyNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -161,7 +165,7 @@ func newKVDelete(g *globals) *cobra.Command {
 		Use:               "delete KEY",
 		Short:             "Delete KEY",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeKeys(g),
+		ValidArgsFunction: completeFirst(g, keyNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, err := wf.options(cmd)
 			if err != nil {
@@ -181,7 +185,7 @@ func newKVDelete(g *globals) *cobra.Command {
 			})
 		},
 	}
-	wf.add(cmd)
+	wf.add(g, cmd)
 	out = addOutput(cmd)
 	return cmd
 }
@@ -425,7 +429,7 @@ func newCheckFence(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:               "check-fence {RESOURCE | --group G --partition P | --queue Q --key K} TOKEN",
 		Short:             "Say whether a write fenced with TOKEN on RESOURCE (or a partition, or a queue key) would be accepted now",
-		ValidArgsFunction: completeResources(g),
+		ValidArgsFunction: completeFirst(g, resourceNames),
 		Long: "Asks what a fence (the guards, a fenced KV write) would say for TOKEN on RESOURCE:\n" +
 			"current (exit 0) while TOKEN belongs to the lease holding RESOURCE, else stale (exit 5).\n" +
 			"With --group and --partition, TOKEN is a partition's epoch: current while its owner has it\n" +
@@ -487,6 +491,8 @@ func newCheckFence(g *globals) *cobra.Command {
 	fl.Uint32Var(&target.partition, "partition", 0, "the partition of --group")
 	fl.StringVar(&target.queue, "queue", "", "check a delivery's token: the queue")
 	fl.StringVar(&target.key, "key", "", "the key of --queue")
+	completeFlag(g, cmd, "group", groupNames)
+	completeFlag(g, cmd, "queue", queueNames)
 	out = addOutput(cmd)
 	return cmd
 }

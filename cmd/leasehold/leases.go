@@ -14,11 +14,12 @@ import (
 )
 
 type acquireFlags struct {
-	ttl, wait, lockDelay, maxHold time.Duration
-	owner, operation              string
-	metadata                      []string
-	limit                         int
-	out                           *output
+	ttl, lockDelay, maxHold time.Duration
+	wait                    waitFlag
+	owner, operation        string
+	metadata                []string
+	limit                   int
+	out                     *output
 }
 
 // parseMetadata turns repeated --metadata k=v flags into a map.
@@ -55,14 +56,15 @@ func newAcquire(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, ctx, cancel, err := g.session(cmd, f.wait)
+			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			defer cancel()
-			l, err := c.AcquireMany(ctx, args, client.TTL(f.ttl), client.Wait(f.wait),
-				client.Owner(f.owner), client.Operation(f.operation), client.LockDelay(f.lockDelay),
-				client.MaxHold(f.maxHold), client.Metadata(md), client.ManualRenew(), client.Semaphore(f.limit))
+			l, err := inLine(g.commandSpan(cmd.Context(), cmd), g, f.wait, func(ctx context.Context, wait time.Duration) (*client.Lease, error) {
+				return c.AcquireMany(ctx, args, client.TTL(f.ttl), client.Wait(wait),
+					client.Owner(f.owner), client.Operation(f.operation), client.LockDelay(f.lockDelay),
+					client.MaxHold(f.maxHold), client.Metadata(md), client.ManualRenew(), client.Semaphore(f.limit))
+			})
 			if err != nil {
 				return err
 			}
@@ -88,7 +90,7 @@ func newAcquire(g *globals) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "lease time to live (100ms to 1h)")
-	durationVar(fl, &f.wait, "wait", 0, "how long to queue if a resource is held (0: fail at once)")
+	waitVar(fl, &f.wait, 0, "how long to queue if a resource is held: a duration, or forever (until granted or interrupted); 0: fail at once")
 	durationVar(fl, &f.lockDelay, "lock-delay", 0, "keep the resources blocked this long after an expiry")
 	durationVar(fl, &f.maxHold, "max-hold", 0, "end the lease at this age however often it is renewed")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
@@ -110,40 +112,59 @@ func leaseSecret(flag string) string {
 func newRenew(g *globals) *cobra.Command {
 	var id uint64
 	var secret, progress string
+	var keep bool
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "renew --lease ID --secret S [--progress NOTE]",
-		Short: "Renew a lease (only its holder can), optionally reporting progress",
+		Use:   "renew --lease ID --secret S [--progress NOTE] [--keep-alive]",
+		Short: "Renew a lease (only its holder can), optionally reporting progress; --keep-alive: until interrupted",
 		Long: "Restarts the lease's countdown from now on the server, as the Go client's renewals do,\n" +
 			"and records NOTE as its last progress (leasehold locks shows it). A lease acquired with\n" +
-			"leasehold acquire lives only as long as something renews it.",
+			"leasehold acquire lives only as long as something renews it.\n\n" +
+			"With --keep-alive (as etcdctl lease keep-alive) it renews a third of the TTL after each\n" +
+			"renewal and prints each one (-o json: one object per line) until interrupted (SIGINT,\n" +
+			"SIGTERM: exit 0, the lease then lasts out its TTL) or until the lease is lost: exit 5 when\n" +
+			"the node no longer knows it (expired, released, forced) or when no renewal got through\n" +
+			"before the lease's safe deadline. NOTE goes with the first renewal only.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			secret = leaseSecret(secret)
 			if id == 0 || secret == "" {
 				return usagef("--lease and --secret (or env LEASEHOLD_SECRET) are required")
 			}
-			c, ctx, cancel, err := g.session(cmd, 0)
+			c, err := g.client()
 			if err != nil {
 				return err
 			}
+			ctx := g.commandSpan(cmd.Context(), cmd)
+			w := cmd.OutOrStdout()
+			if keep {
+				return keepAlive(ctx, g, c, id, secret, progress, func(r cliout.Renewed) error {
+					if out.JSON() {
+						return writeJSONLine(w, r)
+					}
+					return printRenewed(w, r)
+				}, cmd.ErrOrStderr())
+			}
+			cctx, cancel := g.ctx(ctx, 0)
 			defer cancel()
-			_, expiresIn, err := c.RenewByID(ctx, id, secret, progress)
+			r, _, _, err := renewOnce(cctx, c, id, secret, progress)
 			if err != nil {
-				return leaseGone(err)
-			}
-			r := cliout.Renewed{LeaseID: id, ExpiresIn: cliout.Dur(expiresIn), Progress: progress}
-			return out.print(cmd.OutOrStdout(), r, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "renewed lease %d: expires in %s on the server\n", id, r.ExpiresIn)
 				return err
-			})
+			}
+			return out.print(w, r, func(w io.Writer) error { return printRenewed(w, r) })
 		},
 	}
 	cmd.Flags().Uint64Var(&id, "lease", 0, "lease id")
 	cmd.Flags().StringVar(&secret, "secret", "", "lease secret (or env LEASEHOLD_SECRET, which ps does not show)")
 	cmd.Flags().StringVar(&progress, "progress", "", "what the holder has done since the last renewal (shown to operators)")
+	cmd.Flags().BoolVar(&keep, "keep-alive", false, "renew until interrupted or the lease is lost, printing each renewal")
 	out = addOutput(cmd)
 	return cmd
+}
+
+func printRenewed(w io.Writer, r cliout.Renewed) error {
+	_, err := fmt.Fprintf(w, "renewed lease %d: expires in %s on the server\n", r.LeaseID, r.ExpiresIn)
+	return err
 }
 
 func newRelease(g *globals) *cobra.Command {
@@ -185,7 +206,7 @@ func newStatus(g *globals) *cobra.Command {
 		Use:               "status RESOURCE",
 		Short:             "Show a resource's holder, fencing token, expiry and waiters",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeResources(g),
+		ValidArgsFunction: completeFirst(g, resourceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -201,7 +222,7 @@ func newStatus(g *globals) *cobra.Command {
 				return writeJSON(w, cliout.FromResource(r))
 			}
 			if r.Limit > 0 {
-				fmt.Fprintf(w, "%s: semaphore, %d of %d slots held\n", r.Resource, len(r.Slots), r.Limit)
+				fmt.Fprintf(w, "%s: semaphore, %d of %s held\n", r.Resource, len(r.Slots), plural(r.Limit, "slot", ""))
 				for _, h := range r.Slots {
 					fmt.Fprintf(w, "  %s: lease %d, owner %s, operation %s, token %d, expires in %s\n",
 						h.Resources[0], h.ID, orDash(h.Owner), orDash(h.Operation), h.Token, expiresIn(&h))

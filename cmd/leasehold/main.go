@@ -7,10 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -25,24 +26,50 @@ const defaultEndpoint = "http://127.0.0.1:7420"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	g := &globals{}
-	err := newRootOf(g).ExecuteContext(ctx)
+	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	os.Exit(code)
+}
+
+// runMain runs the command line args, prints its error if any, and
+// returns its exit status.
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globals{}
+	root := newRootOf(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
 	g.flushTraces()
+	reportError(stderr, g, cmd, err)
+	return exitCode(err)
+}
+
+// reportError prints err (unless it only carries a status) and what to do
+// about it: the failed command's help for a usage error, how to give a
+// token when the node asks for one.
+func reportError(w io.Writer, g *globals, cmd *cobra.Command, err error) {
 	var ee exitError
-	if err != nil && (!errors.As(err, &ee) || ee.err != nil) {
-		fmt.Fprintln(os.Stderr, "leasehold:", err)
-		if errors.As(err, new(usageError)) {
-			fmt.Fprintln(os.Stderr, "Run 'leasehold help' or 'leasehold COMMAND --help' for usage.")
+	if err == nil || errors.As(err, &ee) && ee.err == nil {
+		return
+	}
+	fmt.Fprintln(w, "leasehold:", err)
+	switch {
+	case exitCode(err) == exitUsage: // the command line's mistake, or a request the node finds invalid
+		fmt.Fprintf(w, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	case leasehold.CodeOf(err) == leasehold.CodeUnauthenticated:
+		if _, source, terr := g.bearerToken(); terr == nil && source != "" {
+			fmt.Fprintf(w, "The node refused the token from %s (the token is not shown).\n", source)
+		} else {
+			fmt.Fprintf(w, "The node needs a bearer token: %s.\n", tokenHelp)
 		}
 	}
-	os.Exit(exitCode(err))
 }
 
 type globals struct {
 	endpoints                 string
 	timeout                   time.Duration
-	tokenFile                 string
+	authToken, tokenFile      string
 	caFile, certFile, keyFile string
 	otlpEndpoint              string
 
@@ -76,11 +103,15 @@ func newRootOf(g *globals) *cobra.Command {
 		def = defaultEndpoint
 	}
 	root.PersistentFlags().StringVar(&g.endpoints, "endpoints", def,
-		"comma-separated node URLs (env LEASEHOLD_ENDPOINTS)")
+		"comma-separated node URLs, or host:port meaning http:// (https:// with --ca-file or --cert-file) (env LEASEHOLD_ENDPOINTS)")
 	durationVar(root.PersistentFlags(), &g.timeout, "timeout", 10*time.Second,
 		"give up when the cluster cannot be reached for this long (on top of --wait; 0: never)")
-	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", os.Getenv("LEASEHOLD_TOKEN_FILE"),
-		"file holding the bearer token (env LEASEHOLD_TOKEN_FILE)")
+	// No default shows a token: the variables are read when a command runs.
+	root.PersistentFlags().StringVar(&g.authToken, "auth-token", "",
+		"bearer token (visible to ps: prefer env "+envAuthToken+" or --token-file). The first set of --auth-token, "+
+			"--token-file, "+envAuthToken+" and "+envTokenFile+" is used")
+	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "",
+		"file whose first line is the bearer token (env "+envTokenFile+")")
 	root.PersistentFlags().StringVar(&g.caFile, "ca-file", "", "CA certificate (PEM) to trust for https endpoints")
 	root.PersistentFlags().StringVar(&g.certFile, "cert-file", "", "client certificate (PEM) for mTLS")
 	root.PersistentFlags().StringVar(&g.keyFile, "key-file", "", "client certificate's key (PEM)")
@@ -97,7 +128,7 @@ func newRootOf(g *globals) *cobra.Command {
 		newWatch(g),
 		newRun(g), newWatchdog(),
 		newElect(g), newElections(g),
-		newBench(g),
+		newBench(g), newTorture(g),
 		newDoctor(g),
 		newCluster(g),
 		newLocks(g), newForceRelease(g), newAudit(g),
@@ -113,6 +144,10 @@ func newRootOf(g *globals) *cobra.Command {
 	)
 	root.Version = versionLine(buildVersion())
 	root.SetVersionTemplate("{{.Version}}\n")
+	// Made now, not when cobra runs, so that strictUsage covers them too.
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	strictHelp(root)
 	strictUsage(root)
 	return root
 }
@@ -138,14 +173,12 @@ func (g *globals) client() (*client.Client, error) {
 
 // clientConfig is the client configuration the global flags describe.
 func (g *globals) clientConfig() (client.Config, error) {
-	var eps []string
-	for _, e := range strings.Split(g.endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
+	eps, err := g.endpointURLs()
+	if err != nil {
+		return client.Config{}, err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	token, err := readToken(g.tokenFile)
+	token, _, err := g.bearerToken()
 	if err != nil {
 		return client.Config{}, err
 	}
@@ -158,7 +191,8 @@ func (g *globals) clientConfig() (client.Config, error) {
 	}
 	// A command makes a call or a few: unary calls, without opening a
 	// session stream for them (bench sets its own).
-	cfg := client.Config{Endpoints: eps, Logger: log, Token: token, TLS: tlsCfg, Session: client.SessionOff, Timeout: g.timeout}
+	cfg := client.Config{Endpoints: eps, Logger: log, Token: token, TLS: tlsCfg, Session: client.SessionOff,
+		Drift: clientDrift, DriftRatio: clientDriftRatio, Timeout: g.timeout}
 	if g.timeout <= 0 {
 		cfg.Timeout = -1 // --timeout 0: never give up
 	}

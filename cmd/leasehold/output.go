@@ -101,3 +101,15 @@ func (t *table) row(cells ...any) {
 }
 
 func (t *table) flush() error { return t.tw.Flush() }
+
+// plural is n with its noun in the right number: "1 message",
+// "2 messages"; many is the plural ("" adds an s).
+func plural[N ~int | ~int32 | ~int64 | ~uint32 | ~uint64](n N, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	if many == "" {
+		many = one + "s"
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

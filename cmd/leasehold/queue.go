@@ -106,7 +106,8 @@ func newQueueShow(g *globals) *cobra.Command {
 		Use: "show QUEUE",
 		Short: "Show a queue: depth, in flight, oldest message age, the keys with a message in flight (slowest first) " +
 			"and the oldest dead letters",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 1 || limit > leasehold.MaxListLimit {
 				return usagef("--limit must be 1 to %d, not %d", leasehold.MaxListLimit, limit)
@@ -144,7 +145,8 @@ func newQueuePurge(g *globals) *cobra.Command {
 		Use: "purge QUEUE --reason TEXT [--yes]",
 		Short: "Drop every message of a queue that is not in flight, and its dead letters (admin; audited). " +
 			"Asks for confirmation unless --yes",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := confirmAudited(cmd, reason, "why the messages are dropped", yes,
 				fmt.Sprintf("Drop every queued and dead message of %q? Type yes: ", args[0]), "not purged"); err != nil {
@@ -160,7 +162,7 @@ func newQueuePurge(g *globals) *cobra.Command {
 				return err
 			}
 			return o.print(cmd.OutOrStdout(), cliout.Purged{Queue: args[0], Dropped: n}, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "dropped %d messages of %s\n", n, args[0])
+				_, err := fmt.Fprintf(w, "dropped %s of %s\n", plural(n, "message", ""), args[0])
 				return err
 			})
 		},
@@ -176,9 +178,10 @@ func newQueueDelete(g *globals) *cobra.Command {
 	var yes bool
 	var o *output
 	cmd := &cobra.Command{
-		Use:   "delete QUEUE --reason TEXT [--yes]",
-		Short: "Delete a queue and everything in it (admin; audited). Asks for confirmation unless --yes",
-		Args:  cobra.ExactArgs(1),
+		Use:               "delete QUEUE --reason TEXT [--yes]",
+		Short:             "Delete a queue and everything in it (admin; audited). Asks for confirmation unless --yes",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := confirmAudited(cmd, reason, "why the queue is deleted", yes,
 				fmt.Sprintf("Delete queue %q and every message in it? Type yes: ", args[0]), "not deleted"); err != nil {
@@ -206,8 +209,8 @@ func newQueueDelete(g *globals) *cobra.Command {
 
 func printQueue(w io.Writer, q client.QueueInfo) {
 	s := q.Settings
-	fmt.Fprintf(w, "queue:       %s\ndepth:       %d (%d bytes, %d keys)\nin flight:   %d\ndead:        %d\noldest:      %s\n",
-		q.Name, q.Depth, q.Bytes, q.Keys, q.InFlight, q.Dead, pdur(q.OldestAge))
+	fmt.Fprintf(w, "queue:       %s\ndepth:       %d (%s, %s)\nin flight:   %d\ndead:        %d\noldest:      %s\n",
+		q.Name, q.Depth, plural(q.Bytes, "byte", ""), plural(q.Keys, "key", ""), q.InFlight, q.Dead, pdur(q.OldestAge))
 	fmt.Fprintf(w, "settings:    visibility %v, max receives %d, retention %v, max depth %d, max bytes %d, "+
 		"max in flight per consumer %d, dedup window %v, dead letters %s\n",
 		s.Visibility, s.MaxReceives, s.Retention, s.MaxDepth, s.MaxBytes, s.MaxInFlightPerConsumer, s.DedupWindow, s.DeadLetter)

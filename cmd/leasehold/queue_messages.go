@@ -21,9 +21,10 @@ func newQueueSend(g *globals) *cobra.Command {
 	var body, file string
 	var o *output
 	cmd := &cobra.Command{
-		Use:   "send QUEUE --key KEY [--dedup-id ID] (--body TEXT | --file FILE)",
-		Short: "Send one message; messages of one key are delivered in send order. --file - reads stdin",
-		Args:  cobra.ExactArgs(1),
+		Use:               "send QUEUE --key KEY [--dedup-id ID] (--body TEXT | --file FILE)",
+		Short:             "Send one message; messages of one key are delivered in send order. --file - reads stdin",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if m.Key == "" {
 				return usagef("--key is required: messages of one key are delivered in order, one at a time")
@@ -89,7 +90,8 @@ func newQueueReceive(g *globals) *cobra.Command {
 		Use: "receive QUEUE [--max N] [--visibility 30s] [--wait 10s] [--json]",
 		Short: "Receive up to N messages of distinct keys; ack each with its sequence and token before its " +
 			"visibility runs out, or it is delivered again",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if max < 1 || max > 100 {
 				return usagef("--max must be 1 to 100, not %d", max)
@@ -160,9 +162,10 @@ func newQueueAck(g *globals) *cobra.Command {
 	var d client.Delivery
 	var o *output
 	cmd := &cobra.Command{
-		Use:   "ack QUEUE --sequence N --token T",
-		Short: "Acknowledge a delivered message: it is removed, and its key's next message can be delivered",
-		Args:  cobra.ExactArgs(1),
+		Use:               "ack QUEUE --sequence N --token T",
+		Short:             "Acknowledge a delivered message: it is removed, and its key's next message can be delivered",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d.Queue = args[0]
 			if err := checkDelivery(d); err != nil {
@@ -193,9 +196,10 @@ func newQueueNack(g *globals) *cobra.Command {
 	var note string
 	var o *output
 	cmd := &cobra.Command{
-		Use:   "nack QUEUE --sequence N --token T [--delay 5s] [--error TEXT]",
-		Short: "Give a delivered message back: it returns to the head of its key, deliverable again after --delay",
-		Args:  cobra.ExactArgs(1),
+		Use:               "nack QUEUE --sequence N --token T [--delay 5s] [--error TEXT]",
+		Short:             "Give a delivered message back: it returns to the head of its key, deliverable again after --delay",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d.Queue = args[0]
 			if err := checkDelivery(d); err != nil {
@@ -229,9 +233,10 @@ func newQueueExtend(g *globals) *cobra.Command {
 	var progress string
 	var o *output
 	cmd := &cobra.Command{
-		Use:   "extend QUEUE --sequence N --token T --visibility 30s [--progress TEXT]",
-		Short: "Keep a delivered message invisible to other consumers for --visibility more from now",
-		Args:  cobra.ExactArgs(1),
+		Use:               "extend QUEUE --sequence N --token T --visibility 30s [--progress TEXT]",
+		Short:             "Keep a delivered message invisible to other consumers for --visibility more from now",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d.Queue = args[0]
 			if err := checkDelivery(d); err != nil {
@@ -267,9 +272,10 @@ func newQueueDeadLetters(g *globals) *cobra.Command {
 	var limit int
 	var o *output
 	cmd := &cobra.Command{
-		Use:   "dead-letters QUEUE",
-		Short: "List a queue's dead letters, oldest first: key, receives, last error note",
-		Args:  cobra.ExactArgs(1),
+		Use:               "dead-letters QUEUE",
+		Short:             "List a queue's dead letters, oldest first: key, receives, last error note",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := g.session(cmd, 0)
 			if err != nil {
@@ -294,9 +300,10 @@ func newQueueRedrive(g *globals) *cobra.Command {
 	var max int
 	var o *output
 	cmd := &cobra.Command{
-		Use:   "redrive QUEUE [--max N]",
-		Short: "Move dead letters back to their keys, oldest first, to be delivered again (admin)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "redrive QUEUE [--max N]",
+		Short:             "Move dead letters back to their keys, oldest first, to be delivered again (admin)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if max < 0 {
 				return usagef("--max must be 0 (all) or more, not %d", max)
@@ -311,7 +318,7 @@ func newQueueRedrive(g *globals) *cobra.Command {
 				return err
 			}
 			return o.print(cmd.OutOrStdout(), cliout.Redriven{Queue: args[0], Moved: n}, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "moved %d dead letters back to their keys\n", n)
+				_, err := fmt.Fprintf(w, "moved %s back to their keys\n", plural(n, "dead letter", ""))
 				return err
 			})
 		},

@@ -8,11 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
 
 func newRecover() *cobra.Command {
 	var dataDir string
 	var yes, removed bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "recover --data-dir DIR [--yes] [--removed]",
 		Short: "Repair a stopped single node whose log, snapshot or token floor is damaged, keeping what is intact",
@@ -29,6 +31,9 @@ func newRecover() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
+			if o.JSON() { // stdout is for the JSON result alone
+				w = cmd.ErrOrStderr()
+			}
 			var refused error
 			plan, err := cluster.Recover(dataDir, func(p *cluster.RecoveryPlan) bool {
 				printPlan(w, dataDir, p)
@@ -46,16 +51,23 @@ func newRecover() *cobra.Command {
 			case err != nil:
 				return err
 			case plan.Damage == nil:
-				fmt.Fprintf(w, "%s passes every check the node makes at startup: nothing to recover\n", dataDir)
-				return nil
+				return o.print(cmd.OutOrStdout(), cliout.Recovered{DataDir: dataDir}, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "%s passes every check the node makes at startup: nothing to recover\n", dataDir)
+					return err
+				})
 			case refused != nil:
 				return refused
 			}
-			fmt.Fprintf(w, "recovered: the state is kept up to index %d, %d entries lost; token floor %d; damaged files are in %s\n",
-				plan.LastGood, plan.Lost(), plan.TokenFloor, plan.Backup)
-			return nil
+			res := cliout.Recovered{DataDir: dataDir, Damaged: true, Recovered: true, KeptTo: plan.LastGood, Lost: plan.Lost(),
+				TokenFloor: plan.TokenFloor, Backup: plan.Backup}
+			return o.print(cmd.OutOrStdout(), res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "recovered: the state is kept up to index %d, %s lost; token floor %d; damaged files are in %s\n",
+					plan.LastGood, plural(plan.Lost(), "entry", "entries"), plan.TokenFloor, plan.Backup)
+				return err
+			})
 		},
 	}
+	o = addOutput(cmd)
 	cmd.Flags().StringVar(&dataDir, "data-dir", "./leasehold-data", "the stopped node's data directory")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&removed, "removed", false, "the node was removed from its cluster (leasehold cluster remove ID): recover it to rejoin with --join")
@@ -90,7 +102,7 @@ func printPlan(w io.Writer, dir string, p *cluster.RecoveryPlan) {
 	}
 	switch {
 	case p.Lost() > 0:
-		fmt.Fprintf(w, "  - LOSE entries %d to %d (%d entries)", p.LostFrom, p.LostTo, p.Lost())
+		fmt.Fprintf(w, "  - LOSE entries %d to %d (%s)", p.LostFrom, p.LostTo, plural(p.Lost(), "entry", "entries"))
 		if p.MaybeMore {
 			fmt.Fprintf(w, ", and any after them in the damaged bytes (the disk no longer says how many)")
 		}

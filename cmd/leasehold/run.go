@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
@@ -20,11 +18,13 @@ import (
 const killMargin = 250 * time.Millisecond
 
 type runFlags struct {
-	ttl, wait, grace   time.Duration
+	ttl, grace         time.Duration
+	wait               waitFlag
 	lockDelay, maxHold time.Duration
 	owner, operation   string
 	cgroup             string
 	limit              int
+	verbose            bool
 	out                *output
 }
 
@@ -43,14 +43,14 @@ exit the lease is released and run exits with CMD's status: 124 if CMD had to
 be stopped, 125 if the lease could not be had, 126 if CMD is not executable,
 127 if it was not found (leasehold help exit-codes). With --limit N, RESOURCE
 is a semaphore of N holders: LEASEHOLD_RESOURCE is then the slot held
-(RESOURCE#i), the name to fence with LEASEHOLD_TOKEN.`,
-		Args: cobra.MinimumNArgs(2),
+(RESOURCE#i), the name to fence with LEASEHOLD_TOKEN. -v says at start which
+watchdog guards CMD and how; a stop message says so anyway. With -o json the
+last document on stdout, after CMD's own output, says what became of the
+lease and CMD. --wait forever waits in line until granted or interrupted.`,
+		Args: dashArgs("RESOURCE", nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 1 {
-				return errors.New("usage: leasehold run RESOURCE [flags] -- CMD [ARGS...]")
-			}
 			if f.cgroup != "auto" && f.cgroup != "off" {
-				return fmt.Errorf("--cgroup %q: want auto or off", f.cgroup)
+				return usagef("--cgroup %q: want auto or off", f.cgroup)
 			}
 			if !cmd.Flags().Changed("grace") {
 				f.grace = defaultGrace(f.ttl)
@@ -60,7 +60,7 @@ is a semaphore of N holders: LEASEHOLD_RESOURCE is then the slot held
 	}
 	fl := cmd.Flags()
 	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "lease time to live")
-	durationVar(fl, &f.wait, "wait", time.Minute, "how long to queue for the resource")
+	waitVar(fl, &f.wait, time.Minute, "how long to queue for the resource: a duration, or forever (until granted or interrupted)")
 	durationVar(fl, &f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lease cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")
 	fl.StringVar(&f.operation, "operation", "", "what the command does (default: the command's name)")
@@ -68,6 +68,7 @@ is a semaphore of N holders: LEASEHOLD_RESOURCE is then the slot held
 	durationVar(fl, &f.lockDelay, "lock-delay", 0, "keep the resource blocked this long after an expiry")
 	durationVar(fl, &f.maxHold, "max-hold", 0, "end the lease (and stop CMD) at this age however often it is renewed")
 	fl.IntVar(&f.limit, "limit", 0, "make RESOURCE a semaphore of this many concurrent holders (0: a lock)")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say at start which watchdog process guards CMD and how (cgroup or process group)")
 	f.out = addOutput(cmd)
 	return cmd
 }
@@ -96,19 +97,11 @@ func defaultGrace(ttl time.Duration) time.Duration {
 
 func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []string) (err error) {
 	res := cliout.RunResult{Resource: resource}
-	if f.out.JSON() { // the last line of stdout, after CMD's own output
-		defer func() {
-			res.ExitCode = exitCode(err)
-			res.LeaseLost = res.ExitCode == exitLeaseLost
-			var ee exitError
-			if err != nil && (!errors.As(err, &ee) || ee.err != nil) {
-				res.Error = err.Error()
-			}
-			writeJSONLine(os.Stdout, res)
-		}()
+	if f.out.JSON() {
+		defer func() { printRunResult(&res, err) }()
 	}
 	if f.grace < 0 || f.grace+killMargin >= f.ttl/2 {
-		return fmt.Errorf("--grace %v is too long for --ttl %v: SIGTERM must come well before the lease can lapse; use a grace under %v",
+		return usagef("--grace %v is too long for --ttl %v: SIGTERM must come well before the lease can lapse; use a grace under %v",
 			f.grace, f.ttl, max(0, f.ttl/2-killMargin))
 	}
 	if f.operation == "" {
@@ -122,14 +115,14 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 		return err
 	}
 	// The child's being alive is the progress: renew without progress notes.
-	actx, cancel := g.ctx(ctx, f.wait)
-	l, err := c.Acquire(actx, resource, client.TTL(f.ttl), client.Wait(f.wait), client.Owner(f.owner),
-		client.Operation(f.operation), client.LockDelay(f.lockDelay), client.MaxHold(f.maxHold), client.ProgressTimeout(0), client.Semaphore(f.limit))
-	cancel()
+	l, err := inLine(ctx, g, f.wait, func(ctx context.Context, wait time.Duration) (*client.Lease, error) {
+		return c.Acquire(ctx, resource, client.TTL(f.ttl), client.Wait(wait), client.Owner(f.owner), client.Operation(f.operation),
+			client.LockDelay(f.lockDelay), client.MaxHold(f.maxHold), client.ProgressTimeout(0), client.Semaphore(f.limit))
+	})
 	if err != nil {
 		return noLease(err)
 	}
-	res.LeaseID, res.Token = l.ID(), l.Token()
+	res.LeaseID, res.Token, res.Slot = l.ID(), l.Token(), l.Slot()
 	fenced := resource
 	if l.Slot() != "" {
 		fenced = l.Slot() // a semaphore's holder fences its slot
@@ -141,6 +134,6 @@ func run(ctx context.Context, g *globals, f *runFlags, resource string, argv []s
 			"LEASEHOLD_RESOURCE=" + fenced,
 			"LEASEHOLD_LEASE_ID=" + strconv.FormatUint(l.ID(), 10),
 		},
-		ttl: f.ttl, grace: f.grace, noCgroup: f.cgroup == "off",
+		ttl: f.ttl, grace: f.grace, noCgroup: f.cgroup == "off", verbose: f.verbose,
 	})
 }

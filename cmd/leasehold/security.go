@@ -7,12 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 	"github.com/leasehold/leasehold/server"
 )
 
@@ -34,7 +36,7 @@ func certPool(path string) (*x509.CertPool, error) {
 func apiTLS(cert, key, clientCA string) (*tls.Config, error) {
 	if cert == "" && key == "" {
 		if clientCA != "" {
-			return nil, fmt.Errorf("--tls-client-ca needs --tls-cert and --tls-key")
+			return nil, usagef("--tls-client-ca needs --tls-cert and --tls-key")
 		}
 		return nil, nil
 	}
@@ -53,13 +55,17 @@ func apiTLS(cert, key, clientCA string) (*tls.Config, error) {
 }
 
 // raftTLS is the node-to-node mutual TLS config: this node's certificate
-// serves and dials; the CA verifies the other side both ways.
-func raftTLS(cert, key, ca string) (*tls.Config, error) {
+// serves and dials; the CA verifies the other side both ways, and a
+// dialed node's certificate must name serverName, or else the host dialed.
+func raftTLS(cert, key, ca, serverName string) (*tls.Config, error) {
 	if cert == "" && key == "" && ca == "" {
+		if serverName != "" {
+			return nil, usagef("--raft-tls-server-name needs --raft-tls-cert, --raft-tls-key and --raft-tls-ca")
+		}
 		return nil, nil
 	}
 	if cert == "" || key == "" || ca == "" {
-		return nil, fmt.Errorf("raft TLS needs all of --raft-tls-cert, --raft-tls-key and --raft-tls-ca")
+		return nil, usagef("raft TLS needs all of --raft-tls-cert, --raft-tls-key and --raft-tls-ca")
 	}
 	kp, err := tls.LoadX509KeyPair(cert, key)
 	if err != nil {
@@ -75,6 +81,7 @@ func raftTLS(cert, key, ca string) (*tls.Config, error) {
 		ClientCAs:    pool,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		MinVersion:   tls.VersionTLS12,
+		ServerName:   serverName,
 	}, nil
 }
 
@@ -125,11 +132,11 @@ func metricsAuthFor(f *serveFlags, set, auth bool) (bool, error) {
 	}
 	switch {
 	case set && f.metricsAuth && !auth:
-		return false, fmt.Errorf("--metrics-auth needs --auth-file: its tokens are what /metrics would ask for")
+		return false, usagef("--metrics-auth needs --auth-file: its tokens are what /metrics would ask for")
 	case set:
 		return f.metricsAuth, nil
 	case !auth && !loopback(addr) && !f.insecure:
-		return false, fmt.Errorf("%s %s is not a loopback address: give --auth-file (/metrics then needs an operator token) or --insecure", flag, addr)
+		return false, usagef("%s %s is not a loopback address: give --auth-file (/metrics then needs an operator token) or --insecure", flag, addr)
 	}
 	return auth, nil
 }
@@ -146,26 +153,11 @@ func checkAllowHosts(names []string) error {
 	return nil
 }
 
-// readToken reads a bearer token from a file (the first line, trimmed).
-func readToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	tok := strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
-	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
-	}
-	return tok, nil
-}
-
 func newAuth() *cobra.Command {
 	cmd := &cobra.Command{Use: "auth", Short: "Make bearer tokens for the auth file"}
 	var role string
 	var prefixes []string
+	var o *output
 	token := &cobra.Command{
 		Use:   "token NAME",
 		Short: "Make a random token; print it once, and the auth-file entry that stores only its hash",
@@ -176,13 +168,16 @@ func newAuth() *cobra.Command {
 			tok := hex.EncodeToString(b)
 			entry := server.TokenEntry{Name: args[0], SHA256: server.HashToken(tok), Role: role, Prefixes: prefixes}
 			if _, err := server.NewAuthenticator(server.AuthFile{Tokens: []server.TokenEntry{entry}}); err != nil {
-				return err
+				return usageError{err} // a bad role or prefix
 			}
 			line, _ := json.Marshal(entry)
-			fmt.Fprintf(cmd.OutOrStdout(), "token (give it to %s; it is not stored): %s\nauth-file entry:\n%s\n", args[0], tok, line)
-			return nil
+			return o.print(cmd.OutOrStdout(), cliout.AuthToken{Name: args[0], BearerToken: tok, Entry: line}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "token (give it to %s; it is not stored): %s\nauth-file entry:\n%s\n", args[0], tok, line)
+				return err
+			})
 		},
 	}
+	o = addOutput(token)
 	token.Flags().StringVar(&role, "role", "worker", "worker, operator or admin")
 	token.Flags().StringSliceVar(&prefixes, "prefix", nil,
 		"the token sees and touches only names (resources, keys, queues, groups, elections) under these prefixes (repeatable; a worker needs one, \"\" for all; an operator or admin with one may not change membership or take snapshots)")

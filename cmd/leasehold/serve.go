@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/embed"
 	"github.com/leasehold/leasehold/internal/gctarget"
@@ -26,6 +27,7 @@ type serveFlags struct {
 	acquireRate                              float64
 	tlsCert, tlsKey, tlsClientCA             string
 	raftTLSCert, raftTLSKey, raftTLSCA       string
+	raftTLSServerName                        string
 	maxWaitersPerResource, maxLeasesPerOwner int
 	walSegmentMiB                            int
 	watchHistory                             int
@@ -46,7 +48,8 @@ type serveFlags struct {
 	otlpEndpoint                             string
 	limits                                   requestLimits
 	cpuprofile                               string
-	maxConnsSet                              bool // --max-conns was given
+	clockRate                                float64 // test only: run the node's clock at this rate
+	maxConnsSet                              bool    // --max-conns was given
 }
 
 // requestLimits bound what clients may cost a node (see server.Config).
@@ -97,6 +100,9 @@ func newServe(g *globals) *cobra.Command {
 	fl.StringVar(&f.raftTLSCert, "raft-tls-cert", "", "this node's certificate for mutual TLS between nodes")
 	fl.StringVar(&f.raftTLSKey, "raft-tls-key", "", "its key")
 	fl.StringVar(&f.raftTLSCA, "raft-tls-ca", "", "the CA that signs every node's certificate")
+	fl.StringVar(&f.raftTLSServerName, "raft-tls-server-name", "", "check every other node's certificate for this name, "+
+		"instead of the host dialed: a name all nodes' certificates carry, for nodes that reach each other by changing IPs "+
+		"(a follower dials its leader at the IP the leader advertises), as in Kubernetes (deploy/kubernetes)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --api-addr")
 	fl.BoolVar(&f.metricsAuth, "metrics-auth", false, "require an operator or admin token without prefixes for /metrics "+
 		"(default: on when --auth-file is given; --metrics-auth=false opens it)")
@@ -122,6 +128,8 @@ func newServe(g *globals) *cobra.Command {
 		"(default: none, or OTEL_EXPORTER_OTLP_ENDPOINT if set)")
 	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the node until it stops")
 	fl.MarkHidden("cpuprofile")
+	fl.Float64Var(&f.clockRate, "test-clock-rate", 1, "test only: the node's clock (lease countdowns, timers) runs at this rate times real time")
+	fl.MarkHidden("test-clock-rate")
 	fl.IntVar(&f.watchHistory, "watch-history", service.DefaultHubConfig().Events,
 		"change events this node keeps for watches to resume from (1000 to 10000000; about 100 bytes each, 160 for a KV or group event, plus keys and values, 64 MiB of those at most)")
 	fl.IntVar(&f.gcPercent, "gc-percent", gctarget.Percent,
@@ -133,7 +141,7 @@ func newServe(g *globals) *cobra.Command {
 func newLogger(level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+		return nil, usagef("--log-level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -142,7 +150,7 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+	return nil, usagef("--log-format %q: use text or json", format)
 }
 
 // serve runs a node; metricsAuthSet says --metrics-auth was given (else
@@ -165,6 +173,14 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	cfg.RaftAddr = f.raftAddr
 	cfg.Advertise = f.advertise
 	cfg.Logger = log
+	if f.clockRate != 1 {
+		if f.clockRate < 0.5 || f.clockRate > 2 {
+			return usagef("--test-clock-rate is %v; it must be 0.5 to 2", f.clockRate)
+		}
+		skewed := clock.NewSkewed()
+		skewed.SetRate(f.clockRate)
+		cfg.Clock = skewed
+	}
 	tp, err := tracerProvider(ctx, f.otlpEndpoint, f.nodeID)
 	if err != nil {
 		return err
@@ -185,11 +201,11 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		return err
 	}
 	if f.walSegmentMiB < 1 || f.walSegmentMiB > maxWALSegmentMiB {
-		return fmt.Errorf("--wal-segment-size %d: give 1 to %d (MiB)", f.walSegmentMiB, maxWALSegmentMiB)
+		return usagef("--wal-segment-size %d: give 1 to %d (MiB)", f.walSegmentMiB, maxWALSegmentMiB)
 	}
 	cfg.WALSegmentSize = f.walSegmentMiB << 20
 	if f.watchHistory < 1000 || f.watchHistory > 10_000_000 {
-		return fmt.Errorf("--watch-history %d: give 1000 to 10000000 (events)", f.watchHistory)
+		return usagef("--watch-history %d: give 1000 to 10000000 (events)", f.watchHistory)
 	}
 	if f.gcPercent < 10 || f.gcPercent > 100 {
 		return usagef("--gc-percent %d: give 10 to 100 (100 is Go's default)", f.gcPercent)
@@ -204,7 +220,7 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	}
 	cfg.FSM.MaxWaitersPerResource = f.maxWaitersPerResource
 	cfg.FSM.MaxLeasesPerOwner = f.maxLeasesPerOwner
-	if cfg.TLS, err = raftTLS(f.raftTLSCert, f.raftTLSKey, f.raftTLSCA); err != nil {
+	if cfg.TLS, err = raftTLS(f.raftTLSCert, f.raftTLSKey, f.raftTLSCA, f.raftTLSServerName); err != nil {
 		return err
 	}
 	apiTLSCfg, err := apiTLS(f.tlsCert, f.tlsKey, f.tlsClientCA)
@@ -220,10 +236,10 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 	// Secure by default: off loopback, demand auth (and raft TLS) unless
 	// the operator says --insecure.
 	if !f.insecure && !loopback(f.apiAddr) && auth == nil {
-		return fmt.Errorf("--api-addr %s is not a loopback address: give --auth-file (or --insecure to serve without auth)", f.apiAddr)
+		return usagef("--api-addr %s is not a loopback address: give --auth-file (or --insecure to serve without auth)", f.apiAddr)
 	}
 	if !f.insecure && !loopback(f.raftAddr) && cfg.TLS == nil {
-		return fmt.Errorf("--raft-addr %s is not a loopback address: give --raft-tls-cert/key/ca (or --insecure)", f.raftAddr)
+		return usagef("--raft-addr %s is not a loopback address: give --raft-tls-cert/key/ca (or --insecure)", f.raftAddr)
 	}
 
 	metricsAuth, err := metricsAuthFor(f, metricsAuthSet, auth != nil)
@@ -295,7 +311,8 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		if adv == "" {
 			adv = f.raftAddr
 		}
-		c, err := (&globals{endpoints: f.join, tokenFile: g.tokenFile, caFile: g.caFile, certFile: g.certFile, keyFile: g.keyFile}).client()
+		jg := &globals{endpoints: f.join, authToken: g.authToken, tokenFile: g.tokenFile, caFile: g.caFile, certFile: g.certFile, keyFile: g.keyFile}
+		c, err := jg.client()
 		if err != nil {
 			return err
 		}
@@ -349,13 +366,13 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 	for _, item := range strings.Split(s, ",") {
 		id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok || id == "" || addr == "" {
-			return nil, fmt.Errorf("--peers: %q is not ID=HOST:PORT", item)
+			return nil, usagef("--peers: %q is not ID=HOST:PORT", item)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("--peers: %q: %v", item, err)
+			return nil, usagef("--peers: %q: %v", item, err)
 		}
 		if seen[id] {
-			return nil, fmt.Errorf("--peers: node id %q appears twice", id)
+			return nil, usagef("--peers: node id %q appears twice", id)
 		}
 		seen[id] = true
 		peers = append(peers, cluster.Peer{ID: id, Addr: addr})

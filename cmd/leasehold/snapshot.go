@@ -62,8 +62,8 @@ func newSnapshotSave(g *globals) *cobra.Command {
 			}
 			out := backupOut(file, h)
 			return o.print(cmd.OutOrStdout(), out, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "saved %s: index %d, term %d, %d bytes, sha256 %s, from node %s\n",
-					file, out.Index, out.Term, out.Size, out.SHA256, out.NodeID)
+				_, err := fmt.Fprintf(w, "saved %s: index %d, term %d, %s, sha256 %s, from node %s\n",
+					file, out.Index, out.Term, plural(out.Size, "byte", ""), out.SHA256, out.NodeID)
 				return err
 			})
 		},
@@ -149,11 +149,11 @@ func newSnapshotInspect() *cobra.Command {
 			out := cliout.BackupInspected{Backup: backupOut(args[0], h), Leases: inv.Leases, Waiters: inv.Waiters, Keys: inv.Keys,
 				Elections: inv.Elections, Semaphores: inv.Semaphores, IdempotencyKeys: inv.IdemKeys, Queues: inv.Queues}
 			return o.print(cmd.OutOrStdout(), out, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "file:        %s\nindex:       %d\nterm:        %d\nformat:      %d\nsize:        %d bytes\nsha256:      %s (checked)\n"+
+				_, err := fmt.Fprintf(w, "file:        %s\nindex:       %d\nterm:        %d\nformat:      %d\nsize:        %s\nsha256:      %s (checked)\n"+
 					"node:        %s\ntaken at:    %s\nlast token:  %d\nleases:      %d\nwaiters:     %d\nkeys:        %d\n"+
-					"elections:   %d\nsemaphores:  %d\nidempotency: %d keys\nqueues:      %d\n",
-					out.File, out.Index, out.Term, out.Format, out.Size, out.SHA256, out.NodeID, out.TakenAt, out.LastToken,
-					out.Leases, out.Waiters, out.Keys, out.Elections, out.Semaphores, out.IdempotencyKeys, out.Queues)
+					"elections:   %d\nsemaphores:  %d\nidempotency: %s\nqueues:      %d\n",
+					out.File, out.Index, out.Term, out.Format, plural(out.Size, "byte", ""), out.SHA256, out.NodeID, out.TakenAt, out.LastToken,
+					out.Leases, out.Waiters, out.Keys, out.Elections, out.Semaphores, plural(out.IdempotencyKeys, "key", ""), out.Queues)
 				return err
 			})
 		},

@@ -1,5 +1,7 @@
 package cliout
 
+import "encoding/json"
+
 // The --json structures, one per thing shown. Comments name the commands
 // that print each; docs/cli-json.md is the reference for people.
 
@@ -58,11 +60,14 @@ type Released struct {
 	Released bool   `json:"released"`
 }
 
-// Renewed is renew's output: the server's new countdown.
+// Renewed is renew's output, one per renewal with --keep-alive: the
+// server's new countdown and the client's own safe deadline (as in
+// Acquired).
 type Renewed struct {
-	LeaseID   uint64 `json:"lease_id"`
-	ExpiresIn string `json:"expires_in"`
-	Progress  string `json:"progress,omitempty"`
+	LeaseID      uint64 `json:"lease_id"`
+	ExpiresIn    string `json:"expires_in"`
+	SafeDeadline string `json:"safe_deadline"`
+	Progress     string `json:"progress,omitempty"`
 }
 
 // Waiter is a queued acquire: status.
@@ -275,13 +280,54 @@ type FenceCheck struct {
 	Reason    string  `json:"reason,omitempty"`
 }
 
-// RunResult is run --json's last line of stdout, after the command's own
-// output: what became of the lease and the command.
+// RunResult is the output of run and elect with -o json, the last
+// document on stdout, after the command's own output: what became of the
+// lease (of the resource, or of the election's leadership) and the command.
 type RunResult struct {
-	Resource  string `json:"resource"`
+	Resource  string `json:"resource,omitempty"` // run
+	Slot      string `json:"slot,omitempty"`     // run --limit: the slot held, the name to fence
+	Election  string `json:"election,omitempty"` // elect
 	LeaseID   uint64 `json:"lease_id,omitempty"` // left out if the lease was not had
 	Token     uint64 `json:"token,omitempty"`
 	ExitCode  int    `json:"exit_code"` // run's own status (leasehold help exit-codes)
 	LeaseLost bool   `json:"lease_lost"`
 	Error     string `json:"error,omitempty"`
+}
+
+// AuthToken is auth token's output: the token, shown once, and the entry
+// for the auth file, which holds only its hash.
+type AuthToken struct {
+	Name        string          `json:"name"`
+	BearerToken string          `json:"bearer_token"` // not a fencing token: those are "token"
+	Entry       json.RawMessage `json:"entry"`
+}
+
+// MemberAdded is cluster add's output.
+type MemberAdded struct {
+	NodeID   string `json:"node_id"`
+	RaftAddr string `json:"raft_addr"`
+}
+
+// MemberRemoved is cluster remove's output.
+type MemberRemoved struct {
+	NodeID string `json:"node_id"`
+}
+
+// LeaderTransferred is cluster transfer-leader's output: the node asked
+// to lead (left out when any follower would do).
+type LeaderTransferred struct {
+	NodeID      string `json:"node_id,omitempty"`
+	Transferred bool   `json:"transferred"`
+}
+
+// Recovered is recover's output: whether the data dir was damaged, and if
+// it was recovered, what was kept and lost and where the damaged files went.
+type Recovered struct {
+	DataDir    string `json:"data_dir"`
+	Damaged    bool   `json:"damaged"`
+	Recovered  bool   `json:"recovered"`
+	KeptTo     uint64 `json:"kept_to_index,omitempty"`
+	Lost       uint64 `json:"lost,omitempty"`
+	TokenFloor uint64 `json:"token_floor,omitempty"`
+	Backup     string `json:"backup,omitempty"`
 }
