@@ -216,19 +216,43 @@ func (l *Lease) Deadline() time.Time {
 	return l.deadline
 }
 
-// Done is closed when the lease ends: lost, lapsed or released.
+// Done is closed when the lease ends: lost, lapsed or released. After a
+// pause of the process (SIGSTOP, a long GC or swap) it may close a moment
+// after the process resumes; Err, and the Err of the lease's Context, see
+// the loss at once.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
-// Err says why the lease ended, or nil while it holds.
+// Err says why the lease ended, or nil while it holds. It reads the clock
+// itself: past the local safe deadline it reports the loss (and ends the
+// lease) even if the renewal goroutine has not run since, as after a pause
+// of the whole process.
 func (l *Lease) Err() error {
+	l.lapseIfPast()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
 }
 
+// lapseIfPast lapses the lease if its local deadline has passed, whether
+// or not the renewal loop has woken up to see it.
+func (l *Lease) lapseIfPast() {
+	l.mu.Lock()
+	// time.Now and the deadline (counted from a time.Now) compare on the
+	// monotonic clock, which a wall-clock step does not move.
+	past := l.err == nil && !l.degraded && !time.Now().Before(l.deadline)
+	renewing := l.renewing
+	l.mu.Unlock()
+	if past {
+		l.lapse(renewing)
+	}
+}
+
 // Context returns a context that is canceled, with the lease's Err as its
 // cause, as soon as the lease ends (or parent does). Run the protected work
-// under it.
+// under it. Its Err reads the clock as Lease.Err does, so a holder that
+// checks it before each step sees a loss at its first check after a pause;
+// a context derived from it (WithTimeout, ...) learns of the loss only
+// when its Done closes, so check this one or the lease itself.
 func (l *Lease) Context(parent context.Context) context.Context {
 	ctx, cancel := context.WithCancelCause(parent)
 	go func() {
@@ -238,7 +262,23 @@ func (l *Lease) Context(parent context.Context) context.Context {
 		case <-ctx.Done():
 		}
 	}()
-	return ctx
+	return &leaseContext{Context: ctx, l: l, cancel: cancel}
+}
+
+// leaseContext is a lease's Context: a cancelable context whose Err first
+// asks the lease, so that it needs no goroutine to have run to see a loss.
+// Done, Value and context.Cause are the inner context's.
+type leaseContext struct {
+	context.Context
+	l      *Lease
+	cancel context.CancelCauseFunc
+}
+
+func (c *leaseContext) Err() error {
+	if err := c.l.Err(); err != nil {
+		c.cancel(err)
+	}
+	return c.Context.Err()
 }
 
 // Progress records that the holder is making progress; renewal continues
@@ -322,13 +362,19 @@ func (l *Lease) loop() {
 		case <-l.stop:
 			t.Stop()
 			return
+		case <-l.done: // Err saw the deadline pass first
+			t.Stop()
+			return
 		case <-t.C:
 		}
+		if l.c.renewalStall != nil {
+			l.c.renewalStall()
+		}
+		l.lapseIfPast() // a Renew call may have moved the deadline while we slept
 		l.mu.Lock()
-		deadline = l.deadline // a Renew call may have moved it while we slept
+		over := l.err != nil || l.degraded
 		l.mu.Unlock()
-		if !time.Now().Before(deadline) {
-			l.lapse(renewing)
+		if over {
 			return
 		}
 		if !renewing {
@@ -366,8 +412,12 @@ func (l *Lease) lapse(wasRenewing bool) {
 	}
 	if l.opts.failOpen {
 		l.mu.Lock()
+		already := l.degraded // Err and the loop may both see the deadline pass
 		l.degraded = true
 		l.mu.Unlock()
+		if already {
+			return
+		}
 		l.c.metrics.degraded.Inc()
 		l.c.log.Warn("leasehold unreachable past the lease's deadline: FailOpen keeps it as a degraded lease with token 0",
 			slog.Uint64("lease", l.id))
