@@ -63,6 +63,10 @@ type Config struct {
 	// RequestTimeout bounds one attempt of a call that does not wait.
 	// Default 5s.
 	RequestTimeout time.Duration
+	// CloseTimeout bounds how long Close spends giving back what the
+	// client holds; what is not given back by then expires after its TTL.
+	// Default 3s (DefaultCloseTimeout).
+	CloseTimeout time.Duration
 	// Token is the bearer token sent with every request, if the cluster
 	// requires one.
 	Token string
@@ -104,11 +108,15 @@ type Client struct {
 
 	// Close and what it stops (close.go).
 	closeOnce     sync.Once
-	closed        atomic.Bool
+	closeErr      error       // what Close returned
+	closed        atomic.Bool // calls fail with ErrClosed
 	mu            sync.Mutex
-	held          map[*Lease]struct{} // leases whose renewal loop runs
-	givingBack    sync.WaitGroup      // giveBack goroutines
-	bg            context.Context     // canceled by Close: ends give-backs
+	closing       bool                    // Close has begun: no lease is tracked, no give-back starts
+	closeBegun    context.Context         // canceled when Close begins: ends waits for a grant
+	endWaits      context.CancelCauseFunc // cancels closeBegun
+	held          map[*Lease]struct{}     // leases whose renewal loop runs
+	givingBack    sync.WaitGroup          // giveBack goroutines
+	bg            context.Context         // canceled by Close: ends give-backs
 	stopGiveBacks context.CancelFunc
 	ownTransport  *http.Transport // made by New, nil if Config.HTTPClient was given
 	ownStream     *http.Transport // New's HTTP/2 transport for the session stream, or nil
@@ -143,6 +151,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 5 * time.Second
 	}
+	if cfg.CloseTimeout == 0 {
+		cfg.CloseTimeout = DefaultCloseTimeout
+	}
 	if cfg.MaxBatch == 0 {
 		cfg.MaxBatch = 128
 	}
@@ -152,6 +163,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registerer),
 		held: map[*Lease]struct{}{}, ownTransport: own}
 	c.bg, c.stopGiveBacks = context.WithCancel(context.Background())
+	c.closeBegun, c.endWaits = context.WithCancelCause(context.Background())
 	if cfg.MaxBatch > 1 {
 		c.batch = &coalescer{c: c, max: cfg.MaxBatch}
 	}

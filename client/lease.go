@@ -115,9 +115,14 @@ func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions,
 	}
 	ctx, stop := bound(ctx, o.wait)
 	defer stop()
+	ctx, stopAtClose := c.untilClose(ctx)
+	defer stopAtClose()
 	// The clock starts before the first send: the grant cannot be earlier.
 	sent := time.Now()
 	resp, err := send(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+		return nil, fmt.Errorf("%w: Close ended the wait: %w", ErrClosed, err)
+	}
 	if err != nil {
 		if o.failOpen && errors.Is(err, leasehold.ErrUnavailable) && !errors.Is(err, context.Canceled) {
 			return c.degradedLease(resources, o, err), nil
@@ -155,9 +160,13 @@ func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions,
 		}
 	}
 	if !c.track(l) {
-		// Closed while the acquire was out: nothing would renew the lease.
-		l.end(fmt.Errorf("%w: %w", ErrLeaseLost, ErrClosed))
-		return nil, ErrClosed
+		// Close began while the acquire was out: nothing would renew the
+		// lease, and nobody else knows it, so give it back.
+		close(l.loopDone) // no loop to stop
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.RequestTimeout)
+		defer cancel()
+		l.releaseWith(rctx, l.giveBackCall)
+		return nil, fmt.Errorf("%w: Close began before the grant arrived; it was given back", ErrClosed)
 	}
 	go l.loop()
 	return l, nil
@@ -452,11 +461,20 @@ func (l *Lease) stopRenewal() {
 // ended on the server, the error wraps ErrLeaseLost: the work done since
 // then ran without the lease, and it is counted. Calling Release again
 // returns nil.
-func (l *Lease) Release(ctx context.Context) error {
-	return l.releaseWith(ctx, func(ctx context.Context) error {
-		_, err := l.c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
-		return err
-	})
+func (l *Lease) Release(ctx context.Context) error { return l.releaseWith(ctx, l.releaseCall) }
+
+func (l *Lease) releaseCall(ctx context.Context) error {
+	_, err := l.c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
+	return err
+}
+
+// giveBackCall is the call that gives the lease back: a group session's
+// Leave, else a release.
+func (l *Lease) giveBackCall(ctx context.Context) error {
+	if l.opts.groupSession {
+		return l.leaveCall(ctx)
+	}
+	return l.releaseCall(ctx)
 }
 
 // releaseWith is Release with the call that gives the lease back (a

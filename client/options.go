@@ -18,6 +18,7 @@ type acquireOptions struct {
 	progressSet     bool
 	autoRenew       bool
 	limit           int
+	groupSession    bool // a group member's session: given back by Leave
 }
 
 func defaultOptions() acquireOptions {
