@@ -264,7 +264,7 @@ func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 	if res, ok, err := onSession[Res](ctx, c, msg); ok {
 		return res, err
 	}
-	backoff := 20 * time.Millisecond
+	var retry backoff
 	var last error // the last transport failure, kept for the error when ctx ends
 	for attempt := 0; ; attempt++ {
 		i := int(c.cur.Load()) % len(c.nodes)
@@ -300,21 +300,20 @@ func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 			return nil, e
 		}
 		last = e
-		if !c.moveOn(ctx, i, backoff) {
+		if !c.moveOn(ctx, i, retry.next()) {
 			return nil, c.ended(ctx, e)
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
 // moveOn is a retry's step after node i failed: it makes the next node the
-// current one (unless another call did already) and waits backoff. It
+// current one (unless another call did already) and waits pause. It
 // returns false if ctx ends first.
-func (c *Client) moveOn(ctx context.Context, i int, backoff time.Duration) bool {
+func (c *Client) moveOn(ctx context.Context, i int, pause time.Duration) bool {
 	if len(c.nodes) > 1 {
 		c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.nodes)))
 	}
-	t := time.NewTimer(backoff)
+	t := time.NewTimer(pause)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
