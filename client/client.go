@@ -64,6 +64,10 @@ type Config struct {
 	// RequestTimeout bounds one attempt of a call that does not wait.
 	// Default 5s.
 	RequestTimeout time.Duration
+	// CloseTimeout bounds how long Close spends giving back what the
+	// client holds; what is not given back by then expires after its TTL.
+	// Default 3s (DefaultCloseTimeout).
+	CloseTimeout time.Duration
 	// Token is the bearer token sent with every request, if the cluster
 	// requires one.
 	Token string
@@ -109,14 +113,22 @@ type Client struct {
 
 	// Close and what it stops (close.go).
 	closeOnce     sync.Once
-	closed        atomic.Bool
+	closeErr      error       // what Close returned
+	closed        atomic.Bool // calls fail with ErrClosed
 	mu            sync.Mutex
-	held          map[*Lease]struct{} // leases whose renewal loop runs
-	givingBack    sync.WaitGroup      // giveBack goroutines
-	bg            context.Context     // canceled by Close: ends give-backs
+	closing       bool                    // Close has begun: no lease is tracked, no give-back starts
+	closeBegun    context.Context         // canceled when Close begins: ends waits for a grant
+	endWaits      context.CancelCauseFunc // cancels closeBegun
+	held          map[*Lease]struct{}     // leases whose renewal loop runs
+	givingBack    sync.WaitGroup          // giveBack goroutines
+	bg            context.Context         // canceled by Close: ends give-backs
 	stopGiveBacks context.CancelFunc
 	ownTransport  *http.Transport // made by New, nil if Config.HTTPClient was given
 	ownStream     *http.Transport // New's HTTP/2 transport for the session stream, or nil
+
+	// renewalStall, if set (by tests only), runs in a lease's renewal loop
+	// each time it wakes: blocking in it stands for a process paused then.
+	renewalStall func()
 }
 
 // New makes a client. It does not contact the servers.
@@ -147,6 +159,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
+	if cfg.CloseTimeout == 0 {
+		cfg.CloseTimeout = DefaultCloseTimeout
+	}
 	if cfg.MaxBatch == 0 {
 		cfg.MaxBatch = 128
 	}
@@ -156,6 +171,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registerer),
 		held: map[*Lease]struct{}{}, ownTransport: own}
 	c.bg, c.stopGiveBacks = context.WithCancel(context.Background())
+	c.closeBegun, c.endWaits = context.WithCancelCause(context.Background())
 	if cfg.MaxBatch > 1 {
 		c.batch = &coalescer{c: c, max: cfg.MaxBatch}
 	}
@@ -256,7 +272,7 @@ func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 	if res, ok, err := onSession[Res](ctx, c, msg); ok {
 		return res, err
 	}
-	backoff := 20 * time.Millisecond
+	var retry backoff
 	var last error // the last transport failure, kept for the error when ctx ends
 	for attempt := 0; ; attempt++ {
 		i := int(c.cur.Load()) % len(c.nodes)
@@ -292,21 +308,20 @@ func call[S, Req, Res any](ctx context.Context, c *Client, perTry time.Duration,
 			return nil, e
 		}
 		last = e
-		if !c.moveOn(ctx, i, backoff) {
+		if !c.moveOn(ctx, i, retry.next()) {
 			return nil, c.ended(ctx, e)
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
 // moveOn is a retry's step after node i failed: it makes the next node the
-// current one (unless another call did already) and waits backoff. It
+// current one (unless another call did already) and waits pause. It
 // returns false if ctx ends first.
-func (c *Client) moveOn(ctx context.Context, i int, backoff time.Duration) bool {
+func (c *Client) moveOn(ctx context.Context, i int, pause time.Duration) bool {
 	if len(c.nodes) > 1 {
 		c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.nodes)))
 	}
-	t := time.NewTimer(backoff)
+	t := time.NewTimer(pause)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

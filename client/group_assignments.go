@@ -98,7 +98,7 @@ func (m *Membership) Assignments(ctx context.Context) *AssignmentStream {
 func (m *Membership) assignments(ctx context.Context, s *AssignmentStream) error {
 	c := m.lease.c
 	var from *uint64
-	backoff := 20 * time.Millisecond
+	var retry backoff
 	// Until a stream first opens, it is bounded as a call is; after that
 	// it resumes until ctx ends.
 	octx, stop := c.bound(ctx, 0)
@@ -118,7 +118,7 @@ func (m *Membership) assignments(ctx context.Context, s *AssignmentStream) error
 			return nil
 		}
 		if progressed {
-			backoff = 20 * time.Millisecond
+			retry = backoff{}
 		}
 		if opened {
 			stop()
@@ -145,13 +145,12 @@ func (m *Membership) assignments(ctx context.Context, s *AssignmentStream) error
 		default:
 			return e
 		}
-		if !c.moveOn(octx, i, backoff) {
+		if !c.moveOn(octx, i, retry.next()) {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return c.ended(octx, e)
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 

@@ -29,7 +29,7 @@ type Membership struct {
 // partitions with Assignments.
 func (c *Client) Join(ctx context.Context, group, member string, opts ...Option) (*Membership, error) {
 	o := options(append([]Option{ProgressTimeout(0)}, opts...))
-	o.failOpen = false
+	o.failOpen, o.groupSession = false, true
 	secret := randomHex(leasehold.SecretBytes)
 	req := &pb.GroupsJoinRequest{Group: group, Member: member, Ttl: durationpb.New(o.ttl), Metadata: o.metadata,
 		Secret: secret, RequestId: randomHex(16)}
@@ -85,12 +85,13 @@ func (m *Membership) Deadline() time.Time { return m.lease.Deadline() }
 // ErrLeaseLost if the session had already ended; calling it again
 // returns nil.
 func (m *Membership) Leave(ctx context.Context) error {
-	l := m.lease
-	return l.releaseWith(ctx, func(ctx context.Context) error {
-		_, err := call(ctx, l.c, l.c.cfg.RequestTimeout, groupsOf, leaseholdv1connect.GroupsClient.Leave,
-			&pb.GroupsLeaveRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
-		return err
-	})
+	return m.lease.releaseWith(ctx, m.lease.leaveCall)
+}
+
+func (l *Lease) leaveCall(ctx context.Context) error {
+	_, err := call(ctx, l.c, l.c.cfg.RequestTimeout, groupsOf, leaseholdv1connect.GroupsClient.Leave,
+		&pb.GroupsLeaveRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
+	return err
 }
 
 // AckRevocation tells the group that this member stopped working on

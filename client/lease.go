@@ -115,9 +115,14 @@ func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions,
 	}
 	ctx, stop := bound(ctx, o.wait)
 	defer stop()
+	ctx, stopAtClose := c.untilClose(ctx)
+	defer stopAtClose()
 	// The clock starts before the first send: the grant cannot be earlier.
 	sent := c.now()
 	resp, err := send(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+		return nil, fmt.Errorf("%w: Close ended the wait: %w", ErrClosed, err)
+	}
 	if err != nil {
 		if o.failOpen && errors.Is(err, leasehold.ErrUnavailable) && !errors.Is(err, context.Canceled) {
 			return c.degradedLease(resources, o, err), nil
@@ -155,9 +160,13 @@ func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions,
 		}
 	}
 	if !c.track(l) {
-		// Closed while the acquire was out: nothing would renew the lease.
-		l.end(fmt.Errorf("%w: %w", ErrLeaseLost, ErrClosed))
-		return nil, ErrClosed
+		// Close began while the acquire was out: nothing would renew the
+		// lease, and nobody else knows it, so give it back.
+		close(l.loopDone) // no loop to stop
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.RequestTimeout)
+		defer cancel()
+		l.releaseWith(rctx, l.giveBackCall)
+		return nil, fmt.Errorf("%w: Close began before the grant arrived; it was given back", ErrClosed)
 	}
 	go l.loop()
 	return l, nil
@@ -216,19 +225,43 @@ func (l *Lease) Deadline() time.Time {
 	return l.deadline
 }
 
-// Done is closed when the lease ends: lost, lapsed or released.
+// Done is closed when the lease ends: lost, lapsed or released. After a
+// pause of the process (SIGSTOP, a long GC or swap) it may close a moment
+// after the process resumes; Err, and the Err of the lease's Context, see
+// the loss at once.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
-// Err says why the lease ended, or nil while it holds.
+// Err says why the lease ended, or nil while it holds. It reads the clock
+// itself: past the local safe deadline it reports the loss (and ends the
+// lease) even if the renewal goroutine has not run since, as after a pause
+// of the whole process.
 func (l *Lease) Err() error {
+	l.lapseIfPast()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
 }
 
+// lapseIfPast lapses the lease if its local deadline has passed, whether
+// or not the renewal loop has woken up to see it.
+func (l *Lease) lapseIfPast() {
+	l.mu.Lock()
+	// The client's clock and the deadline (counted on it) compare on the
+	// monotonic clock, which a wall-clock step does not move.
+	past := l.err == nil && !l.degraded && !l.c.now().Before(l.deadline)
+	renewing := l.renewing
+	l.mu.Unlock()
+	if past {
+		l.lapse(renewing)
+	}
+}
+
 // Context returns a context that is canceled, with the lease's Err as its
 // cause, as soon as the lease ends (or parent does). Run the protected work
-// under it.
+// under it. Its Err reads the clock as Lease.Err does, so a holder that
+// checks it before each step sees a loss at its first check after a pause;
+// a context derived from it (WithTimeout, ...) learns of the loss only
+// when its Done closes, so check this one or the lease itself.
 func (l *Lease) Context(parent context.Context) context.Context {
 	ctx, cancel := context.WithCancelCause(parent)
 	go func() {
@@ -238,7 +271,23 @@ func (l *Lease) Context(parent context.Context) context.Context {
 		case <-ctx.Done():
 		}
 	}()
-	return ctx
+	return &leaseContext{Context: ctx, l: l, cancel: cancel}
+}
+
+// leaseContext is a lease's Context: a cancelable context whose Err first
+// asks the lease, so that it needs no goroutine to have run to see a loss.
+// Done, Value and context.Cause are the inner context's.
+type leaseContext struct {
+	context.Context
+	l      *Lease
+	cancel context.CancelCauseFunc
+}
+
+func (c *leaseContext) Err() error {
+	if err := c.l.Err(); err != nil {
+		c.cancel(err)
+	}
+	return c.Context.Err()
 }
 
 // Progress records that the holder is making progress; renewal continues
@@ -317,14 +366,18 @@ func (l *Lease) loop() {
 		if renewing && next.Before(deadline) {
 			wake = next
 		}
-		if !l.c.sleepUntil(wake, l.stop) {
+		// l.done: Err saw the deadline pass first.
+		if !l.c.sleepUntil(wake, l.stop, l.done) {
 			return
 		}
+		if l.c.renewalStall != nil {
+			l.c.renewalStall()
+		}
+		l.lapseIfPast() // a Renew call may have moved the deadline while we slept
 		l.mu.Lock()
-		deadline = l.deadline // a Renew call may have moved it while we slept
+		over := l.err != nil || l.degraded
 		l.mu.Unlock()
-		if !l.c.now().Before(deadline) {
-			l.lapse(renewing)
+		if over {
 			return
 		}
 		if !renewing {
@@ -362,8 +415,12 @@ func (l *Lease) lapse(wasRenewing bool) {
 	}
 	if l.opts.failOpen {
 		l.mu.Lock()
+		already := l.degraded // Err and the loop may both see the deadline pass
 		l.degraded = true
 		l.mu.Unlock()
+		if already {
+			return
+		}
 		l.c.metrics.degraded.Inc()
 		l.c.log.Warn("leasehold unreachable past the lease's deadline: FailOpen keeps it as a degraded lease with token 0",
 			slog.Uint64("lease", l.id))
@@ -398,11 +455,20 @@ func (l *Lease) stopRenewal() {
 // ended on the server, the error wraps ErrLeaseLost: the work done since
 // then ran without the lease, and it is counted. Calling Release again
 // returns nil.
-func (l *Lease) Release(ctx context.Context) error {
-	return l.releaseWith(ctx, func(ctx context.Context) error {
-		_, err := l.c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
-		return err
-	})
+func (l *Lease) Release(ctx context.Context) error { return l.releaseWith(ctx, l.releaseCall) }
+
+func (l *Lease) releaseCall(ctx context.Context) error {
+	_, err := l.c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: l.id, Secret: l.secret, RequestId: randomHex(16)})
+	return err
+}
+
+// giveBackCall is the call that gives the lease back: a group session's
+// Leave, else a release.
+func (l *Lease) giveBackCall(ctx context.Context) error {
+	if l.opts.groupSession {
+		return l.leaveCall(ctx)
+	}
+	return l.releaseCall(ctx)
 }
 
 // releaseWith is Release with the call that gives the lease back (a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -91,7 +90,7 @@ func (c *Client) observe(ctx context.Context, name string, o *Observer) error {
 func (c *Client) currentLeader(ctx context.Context, name string) (LeaderChange, error) {
 	ctx, stop := c.bound(ctx, 0)
 	defer stop()
-	backoff := 20 * time.Millisecond
+	var retry backoff
 	var last error
 	for {
 		if c.closed.Load() {
@@ -110,10 +109,9 @@ func (c *Client) currentLeader(ctx context.Context, name string) (LeaderChange, 
 			return LeaderChange{}, e
 		}
 		last = e
-		if !c.moveOn(ctx, i, backoff) {
+		if !c.moveOn(ctx, i, retry.next()) {
 			return LeaderChange{}, c.ended(ctx, last)
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 

@@ -1,6 +1,10 @@
 package client
 
-import "time"
+import (
+	"fmt"
+	"os"
+	"time"
+)
 
 // Option adjusts one Acquire.
 type Option func(*acquireOptions)
@@ -18,10 +22,21 @@ type acquireOptions struct {
 	progressSet     bool
 	autoRenew       bool
 	limit           int
+	groupSession    bool // a group member's session: given back by Leave
 }
 
 func defaultOptions() acquireOptions {
-	return acquireOptions{ttl: 15 * time.Second, autoRenew: true}
+	return acquireOptions{ttl: 15 * time.Second, autoRenew: true, owner: defaultOwner}
+}
+
+// defaultOwner is read once: neither the host name nor the pid changes.
+var defaultOwner = DefaultOwner()
+
+// DefaultOwner is the owner a lease shows unless Owner names another:
+// "HOST/PID", as the CLI's --owner default.
+func DefaultOwner() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", h, os.Getpid())
 }
 
 // TTL sets the lease's time to live (default 15s, 100ms to 1h).
@@ -31,7 +46,7 @@ func TTL(d time.Duration) Option { return func(o *acquireOptions) { o.ttl = d } 
 // with an error matching leasehold.ErrHeld).
 func Wait(d time.Duration) Option { return func(o *acquireOptions) { o.wait = d } }
 
-// Owner names the holder for operators (default: none).
+// Owner names the holder for operators (default: DefaultOwner, HOST/PID).
 func Owner(s string) Option { return func(o *acquireOptions) { o.owner = s } }
 
 // Operation names what the holder does, for operators.

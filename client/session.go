@@ -166,13 +166,13 @@ func (s *session) poke() {
 // sessionFallback, while streams keep failing so.
 func (s *session) run() {
 	defer s.runner.Done()
-	backoff := 20 * time.Millisecond
+	var retry backoff
 	for {
 		i := int(s.c.cur.Load()) % len(s.c.nodes)
 		answered, err := s.serve(i)
 		s.mu.Lock()
 		if answered {
-			backoff, s.off = 20*time.Millisecond, 0
+			retry, s.off = backoff{}, 0
 		}
 		switch {
 		case s.c.closed.Load():
@@ -196,14 +196,13 @@ func (s *session) run() {
 			// any code that is not the server's).
 			s.mu.Unlock()
 			s.c.log.Debug("session stream broke; sending its unanswered ops again", "node", s.c.nodes[i].url, "err", err)
-			if !s.c.moveOn(s.c.bg, i, backoff) {
+			if !s.c.moveOn(s.c.bg, i, retry.next()) {
 				s.mu.Lock()
 				s.failAll(ErrClosed)
 				s.running = false
 				s.mu.Unlock()
 				return
 			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		case cannotStream(err) || retryable(err):
 			s.off = min(max(2*s.off, time.Second), sessionFallback)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -118,7 +117,7 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 	if started {
 		w.index = *from
 	}
-	backoff := 20 * time.Millisecond
+	var retry backoff
 	outOfRange := 0 // nodes in a row that lack the history
 	warned := false // since the last progress: one warning per outage
 	// Until a stream first opens, the watch is bounded as a call is;
@@ -143,7 +142,7 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 			return nil
 		}
 		if progressed {
-			backoff, outOfRange, warned = 20*time.Millisecond, 0, false
+			retry, outOfRange, warned = backoff{}, 0, false
 		}
 		if opened {
 			stop()
@@ -173,13 +172,12 @@ func (c *Client) watch(ctx context.Context, prefixes []string, o watchOptions, w
 			c.log.Warn("watch interrupted; resuming on the next endpoint from the last index seen",
 				"endpoint", c.nodes[i].url, "index", w.index, "err", e)
 		}
-		if !c.moveOn(octx, i, backoff) {
+		if !c.moveOn(octx, i, retry.next()) {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return c.ended(octx, e)
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 

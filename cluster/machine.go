@@ -40,9 +40,6 @@ type machine struct {
 	// replica diverge. Every later Apply fails with it, until a snapshot
 	// install replaces the state.
 	broken error
-	// spoolDir takes the encoding of a raft snapshot until it is
-	// persisted (snapspool.go): the data directory.
-	spoolDir string
 }
 
 type delivery struct {
@@ -114,13 +111,15 @@ func (m *machine) Apply(l *raft.Log) any {
 	return res
 }
 
+// Snapshot captures the state for raft to persist (snapshot.go). It
+// takes the write lock: a capture freezes the state's maps.
 func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.broken != nil {
 		return nil, m.broken
 	}
-	return spoolSnapshot(m.state, m.spoolDir)
+	return snapshot{m.state.Capture()}, nil
 }
 
 func (m *machine) Restore(rc io.ReadCloser) error {
@@ -172,31 +171,29 @@ func (m *machine) read(f func(*fsm.State)) {
 
 // The fsm.Observer side: called inside Apply with mu held.
 
-func (m *machine) Granted(l *leasehold.Lease, _ string) {
-	m.timers.granted(l)
-	m.events.Granted(l)
-}
+func (m *machine) Granted(l *leasehold.Lease, _ string) { m.events.Granted(l) }
 
-func (m *machine) Renewed(l *leasehold.Lease, remaining time.Duration) {
-	m.timers.renewed(l, remaining)
-	m.events.Renewed(l)
-}
+func (m *machine) Renewed(l *leasehold.Lease, _ time.Duration) { m.events.Renewed(l) }
 
 func (m *machine) Ended(l *leasehold.Lease, why fsm.EndReason) {
 	if why != fsm.EndReleased {
 		m.log.Info("lease ended", "lease", l.ID, "why", why.String(), "owner", l.Owner, "operation", l.Operation)
 	}
-	m.timers.ended(l.ID)
 	m.events.Ended(l, why)
 }
 
-func (m *machine) Queued(requestID string, wait time.Duration) {
-	m.timers.queued(requestID, wait)
+func (m *machine) WaitEnded(requestID string, r fsm.Result) {
+	m.pending = append(m.pending, delivery{requestID, r})
 }
 
-func (m *machine) WaitEnded(requestID string, r fsm.Result) {
-	m.timers.waitEnded(requestID)
-	m.pending = append(m.pending, delivery{requestID, r})
+// Arm and Disarm hand the state's countdowns to the leader timers.
+func (m *machine) Arm(c fsm.Countdown)       { m.timers.arm(c) }
+func (m *machine) Disarm(k fsm.CountdownKey) { m.timers.disarm(k) }
+
+func (m *machine) GroupHandedOff(_ string, wait time.Duration) {
+	if o, ok := m.events.(interface{ GroupHandedOff(time.Duration) }); ok {
+		o.GroupHandedOff(wait)
+	}
 }
 
 // Event passes the state's change events on to the history.
@@ -204,8 +201,4 @@ func (m *machine) Event(e fsm.Event) {
 	if m.history != nil {
 		m.history.Event(e)
 	}
-}
-
-func (m *machine) Blocked(resource string, token uint64, delay time.Duration) {
-	m.timers.blocked(resource, token, delay)
 }

@@ -106,7 +106,7 @@ func open(cfg Config, events Events) (*Node, error) {
 		stop:   make(chan struct{}),
 	}
 	n.m = newMachine(cfg.FSM, n.timers, n.waits, events, cfg.History, cfg.Logger)
-	n.m.spoolDir, n.m.fault = cfg.DataDir, n.fault
+	n.m.fault = n.fault
 	if err := n.start(); err != nil {
 		n.shutdown()
 		return n, err

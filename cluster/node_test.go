@@ -183,7 +183,7 @@ func TestMachineRefusesAnOlderSnapshot(t *testing.T) {
 	}
 	propose("after")
 
-	err = n.m.Restore(io.NopCloser(bytes.NewReader(spooled(t, old))))
+	err = n.m.Restore(io.NopCloser(bytes.NewReader(encoded(t, old))))
 	if err == nil || !strings.Contains(err.Error(), "older than") {
 		t.Fatalf("restoring an older snapshot: %v, want a refusal", err)
 	}
@@ -197,7 +197,7 @@ func TestMachineRefusesAnOlderSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.m.Restore(io.NopCloser(bytes.NewReader(spooled(t, current)))); err != nil {
+	if err := n.m.Restore(io.NopCloser(bytes.NewReader(encoded(t, current)))); err != nil {
 		t.Fatalf("restoring the current state: %v", err)
 	}
 }

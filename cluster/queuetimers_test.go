@@ -102,20 +102,22 @@ func TestQueueRetireForgetsDedupIDs(t *testing.T) {
 	waitQueue(t, n, "the dedup id was forgotten", func(q fsm.QueueInfo) bool { return q.DedupIDs == 0 })
 }
 
-// A delivery extended again and again keeps one live deadline, and the
-// heap of deadlines stays bounded; the live one still fires.
+// A delivery extended again and again keeps one countdown, and the
+// heap stays one entry; it still fires.
 func TestQueueVisibilityHeapStaysBounded(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 	tm := newTimers(fake, slog.New(slog.DiscardHandler))
 	tm.active = true
+	vis := fsm.Countdown{Key: fsm.CountdownKey{Kind: fsm.CountdownVisibility, Name: "q", ID: 7}, After: time.Hour,
+		Fire: &fsm.QueueExpire{Queue: "q", Seq: 1, Token: 7}}
 	for range 10000 { // an extension a second, for nearly 3 hours
-		tm.queueDelivered("q", 1, 7, time.Hour)
+		tm.arm(vis)
 		fake.Advance(time.Second)
 	}
 	tm.mu.Lock()
-	n := len(tm.vis.due)
+	n := len(tm.cd.due)
 	tm.mu.Unlock()
-	if n > 2*1+1024+1 {
+	if n != 1 {
 		t.Fatalf("the heap holds %d deadlines for one delivery", n)
 	}
 	fake.Advance(time.Hour)

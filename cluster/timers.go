@@ -5,64 +5,75 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/fsm"
 )
 
-// timers are the leader's countdowns: one per lease (to Expire), per waiter
-// (to WaitTimeout) and per lock-delay (to Unblock). They run only on the
-// leader, on its monotonic clock; a new leader restarts every countdown from
-// its takeover, so a leader change never shortens a lease (invariant 5).
-// A timer that fires proposes a command; the state machine ignores one that
-// lost a race (an Expire after a renewal carries a stale renew count).
+// timers are the leader's countdowns (countdowns.go), one per thing the
+// state times: the state arms and disarms them as it applies entries
+// (fsm.Countdowns, through the machine). They run only on the leader, on
+// its monotonic clock; a new leader rebuilds every countdown from the
+// state at its takeover and restarts each from then, so a leader change
+// never shortens a lease, a wait, a lock-delay, a retention, a
+// visibility or a revocation bound (invariant 5). A countdown that runs
+// out proposes its command; the state machine ignores one that lost a
+// race (an Expire after a renewal carries a stale renew count).
 //
 // Lock order: machine.mu before timers.mu.
 type timers struct {
-	mu      sync.Mutex
-	clock   clock.Clock
-	active  bool
-	leases  *leaseClock // one heap of lease countdowns (leaseclock.go)
-	waits   map[string]clock.Timer
-	blocks  map[string]clock.Timer
-	ret     retention                     // idempotency results' retention (retention.go)
-	vis     visibility                    // queue deliveries' visibility (queuetimers.go)
-	revokes map[revocationKey]clock.Timer // partition revocations' bounds (revocations.go)
+	mu     sync.Mutex
+	clock  clock.Clock
+	active bool
+	cd     *countdowns
+	// retire lists the queue retirements due (queuetimers.go); it reads
+	// the state, so it runs without mu. Set by activate.
+	retire  func(now time.Time) []fsm.Command
 	pending []fsm.Command
 	kick    chan struct{}
 	log     *slog.Logger
 }
 
 func newTimers(c clock.Clock, log *slog.Logger) *timers {
-	t := &timers{
-		clock:   c,
-		log:     log,
-		waits:   make(map[string]clock.Timer),
-		blocks:  make(map[string]clock.Timer),
-		revokes: make(map[revocationKey]clock.Timer),
-		kick:    make(chan struct{}, 1),
-	}
-	t.leases = newLeaseClock(c, t.leasesDue)
+	t := &timers{clock: c, log: log, kick: make(chan struct{}, 1)}
+	t.cd = newCountdowns(c, t.due)
 	return t
 }
 
-// leasesDue proposes an expiry for each lease whose countdown ran out.
-func (t *timers) leasesDue(gen uint64) {
+// due proposes, as one batch, the command of every countdown that ran out.
+func (t *timers) due(gen uint64) {
 	t.mu.Lock()
-	cmds := t.leases.expire(gen)
+	cmds, retire := t.cd.expire(gen)
+	retire = retire && t.active
+	if retire {
+		t.cd.arm(fsm.Countdown{Key: retireKey, After: retireEvery})
+	}
+	queues := t.retire
 	if t.active {
 		t.pending = append(t.pending, cmds...)
 	}
 	t.mu.Unlock()
 	for _, c := range cmds {
-		e := c.(*fsm.Expire)
-		t.log.Debug("lease countdown ran out; proposing expiry", "lease", e.LeaseID, "renew_count", e.RenewCount)
+		t.logFired(c)
+	}
+	if retire && queues != nil {
+		for _, c := range queues(t.clock.Now()) {
+			t.fire(c)
+		}
 	}
 	if len(cmds) > 0 {
-		select {
-		case t.kick <- struct{}{}:
-		default:
-		}
+		t.poke()
+	}
+}
+
+func (t *timers) logFired(c fsm.Command) {
+	switch c := c.(type) {
+	case *fsm.Expire:
+		t.log.Debug("lease countdown ran out; proposing expiry", "lease", c.LeaseID, "renew_count", c.RenewCount)
+	case *fsm.QueueExpire:
+		t.log.Debug("queue delivery's visibility ran out; proposing expiry", "queue", c.Queue, "seq", c.Seq, "token", c.Token)
+	case *fsm.GroupLapse:
+		t.log.Info("a partition revocation was not acknowledged in time; ending the member's session",
+			"group", c.Group, "partition", c.Partition, "epoch", c.Epoch, "lease", c.LeaseID)
 	}
 }
 
@@ -73,6 +84,10 @@ func (t *timers) fire(c fsm.Command) {
 		t.pending = append(t.pending, c)
 	}
 	t.mu.Unlock()
+	t.poke()
+}
+
+func (t *timers) poke() {
 	select {
 	case t.kick <- struct{}{}:
 	default:
@@ -94,81 +109,20 @@ func (t *timers) isActive() bool {
 	return t.active
 }
 
-func (t *timers) armLease(id, renewCount uint64, start time.Time, d time.Duration) {
-	t.leases.arm(id, renewCount, start, d)
-}
-
-func firstDeadline(l *leasehold.Lease, heldFor time.Duration) time.Duration {
-	if l.MaxHold > 0 {
-		return max(0, min(l.TTL, l.MaxHold-heldFor))
-	}
-	return l.TTL
-}
-
-func (t *timers) granted(l *leasehold.Lease) {
+// arm and disarm are the state's calls (fsm.Countdowns), inside Apply;
+// only a leader times anything.
+func (t *timers) arm(c fsm.Countdown) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.active {
-		t.armLease(l.ID, l.RenewCount, t.clock.Now(), firstDeadline(l, 0))
+		t.cd.arm(c)
 	}
 }
 
-func (t *timers) renewed(l *leasehold.Lease, remaining time.Duration) {
+func (t *timers) disarm(k fsm.CountdownKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.active {
-		return
-	}
-	start, ok := t.leases.startOf(l.ID)
-	if !ok {
-		start = t.clock.Now()
-	}
-	t.armLease(l.ID, l.RenewCount, start, remaining)
-}
-
-func (t *timers) ended(id uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.leases.remove(id)
-}
-
-func (t *timers) queued(requestID string, wait time.Duration) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.active {
-		t.armWait(requestID, wait)
-	}
-}
-
-func (t *timers) armWait(requestID string, wait time.Duration) {
-	if old := t.waits[requestID]; old != nil {
-		old.Stop()
-	}
-	t.waits[requestID] = t.clock.AfterFunc(wait, func() { t.fire(&fsm.WaitTimeout{Key: requestID}) })
-}
-
-func (t *timers) waitEnded(requestID string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if w := t.waits[requestID]; w != nil {
-		w.Stop()
-		delete(t.waits, requestID)
-	}
-}
-
-func (t *timers) blocked(resource string, token uint64, delay time.Duration) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.active {
-		t.armBlock(resource, token, delay)
-	}
-}
-
-func (t *timers) armBlock(resource string, token uint64, delay time.Duration) {
-	if old := t.blocks[resource]; old != nil {
-		old.Stop()
-	}
-	t.blocks[resource] = t.clock.AfterFunc(delay, func() { t.fire(&fsm.Unblock{Resource: resource, Token: token}) })
+	t.cd.disarm(k)
 }
 
 // age is how long lease id has been held, as this leader has seen it; the
@@ -176,7 +130,7 @@ func (t *timers) armBlock(resource string, token uint64, delay time.Duration) {
 func (t *timers) age(id uint64) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.leases.age(id)
+	return t.cd.age(fsm.CountdownKey{Kind: fsm.CountdownLease, ID: id})
 }
 
 // expiresIn is the time left on lease id's countdown, if this node is the
@@ -184,11 +138,12 @@ func (t *timers) age(id uint64) time.Duration {
 func (t *timers) expiresIn(id uint64) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.leases.expiresIn(id)
+	return t.cd.expiresIn(fsm.CountdownKey{Kind: fsm.CountdownLease, ID: id})
 }
 
-// restart (re)starts every countdown from now, as a new leader must. It
-// reads the state, so the caller must not hold machine.mu.
+// restart rebuilds every countdown from the state, each starting now, as
+// a new leader must. It reads the state, so the caller must not hold
+// machine.mu.
 func (t *timers) restart(m *machine) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -197,23 +152,16 @@ func (t *timers) restart(m *machine) {
 	if !t.active {
 		return
 	}
-	t.stopAllLocked()
-	now := t.clock.Now()
-	m.state.EachLease(func(l *leasehold.Lease, heldFor time.Duration) {
-		t.armLease(l.ID, l.RenewCount, now.Add(-heldFor), firstDeadline(l, heldFor))
-	})
-	m.state.EachWaiter(func(id string, wait time.Duration) { t.armWait(id, wait) })
-	m.state.EachBlock(func(r string, tok uint64, d time.Duration) { t.armBlock(r, tok, d) })
-	m.state.EachIdemCompleted(func(k string, tok uint64, d time.Duration) { t.armRetention(k, tok, d) })
-	m.state.EachQueueDelivery(func(q string, seq, tok uint64, d time.Duration) { t.armVisibility(q, seq, tok, d) })
-	t.armRetire(m.retirements)
-	m.state.EachGroupRevocation(t.armRevocation)
+	t.cd.stopAll()
+	m.state.EachCountdown(t.cd.arm)
+	t.cd.arm(fsm.Countdown{Key: retireKey, After: retireEvery})
 }
 
 // activate starts the timers on becoming leader.
 func (t *timers) activate(m *machine) {
 	t.mu.Lock()
 	t.active = true
+	t.retire = m.retirements
 	t.mu.Unlock()
 	t.restart(m)
 }
@@ -223,21 +171,6 @@ func (t *timers) deactivate() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.active = false
-	t.stopAllLocked()
+	t.cd.stopAll()
 	t.pending = nil
-}
-
-func (t *timers) stopAllLocked() {
-	for _, w := range t.waits {
-		w.Stop()
-	}
-	for _, b := range t.blocks {
-		b.Stop()
-	}
-	t.leases.stopAll()
-	clear(t.waits)
-	clear(t.blocks)
-	t.stopRetention()
-	t.stopVisibility()
-	t.stopRevocations()
 }

@@ -120,8 +120,8 @@ func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
 	if err := leasehold.ValidateName("reason", c.Reason, MaxReasonLen, true); err != nil {
 		return Result{Err: err}
 	}
-	id, held := s.holders[c.Resource]
-	if sem := s.sems[c.Resource]; !held && sem != nil {
+	id, held := s.holders.get(c.Resource)
+	if sem := s.sems.at(c.Resource); !held && sem != nil {
 		return Result{Err: leasehold.Errorf(leasehold.CodeNotFound,
 			"%q is a semaphore, whose slots are held, never the name: force-release the holder's slot (%q to %q)",
 			c.Resource, leasehold.SlotName(c.Resource, 1), leasehold.SlotName(c.Resource, sem.limit))}
@@ -133,7 +133,7 @@ func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
 		return Result{Err: leasehold.Errorf(leasehold.CodeNotHolder,
 			"resource %q is held by lease %d, not %d: look again before forcing a release", c.Resource, id, c.LeaseID)}
 	}
-	l := s.leases[id]
+	l := s.leases.at(id)
 	view := s.end(l, EndForced)
 	s.audit = append(s.audit, AuditRecord{
 		Index: ix, Time: time.Unix(0, now).UTC(), Actor: c.Actor, Action: "force-release", Resource: c.Resource,
@@ -145,10 +145,7 @@ func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
 	// The holder may still be writing: a lock-delay protects resources that
 	// cannot check tokens, as after an expiry.
 	if l.LockDelay() > 0 {
-		for _, r := range l.Resources {
-			s.blocks[r] = block{token: l.Token, delay: l.LockDelay()}
-			s.obs.Blocked(r, l.Token, l.LockDelay())
-		}
+		s.block(l)
 	} else {
 		s.wake(ix, now, l.Resources)
 	}

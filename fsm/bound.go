@@ -27,7 +27,7 @@ type LeaseProof struct {
 
 // setItem stores it at key and keeps the lease index up to date.
 func (s *State) setItem(key string, it Item) {
-	if old := s.kv[key].Lease; old != 0 && old != it.Lease {
+	if old := s.kv.at(key).Lease; old != 0 && old != it.Lease {
 		s.unbind(old, key)
 	}
 	if it.Lease != 0 {
@@ -36,16 +36,16 @@ func (s *State) setItem(key string, it Item) {
 		}
 		s.bound[it.Lease][key] = struct{}{}
 	}
-	s.kv[key] = it
+	s.kv.set(key, it)
 }
 
 // deleteItem removes key (which exists) and returns what it held.
 func (s *State) deleteItem(key string) Item {
-	old := s.kv[key]
+	old := s.kv.at(key)
 	if old.Lease != 0 {
 		s.unbind(old.Lease, key)
 	}
-	delete(s.kv, key)
+	s.kv.del(key)
 	s.kvBytes -= len(key) + len(old.Value)
 	return old
 }

@@ -440,7 +440,7 @@ func seedSnapshots(t testing.TB) [][]byte {
 
 func uniqueArrivals(s *State) bool {
 	seen := map[uint64]bool{}
-	for _, w := range s.waiters {
+	for _, w := range s.waiters.all() {
 		if seen[w.arrival] {
 			return false
 		}

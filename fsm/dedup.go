@@ -13,9 +13,12 @@ import (
 // leave in arrival order once older than the window or past the cap, both
 // decided by entry times stamped in the log, so every node evicts alike.
 type dedup struct {
-	recs  map[string]*dedupRec
-	order []*dedupRec // arrival order; a replaced record is appended anew, its old slot dead
+	recs  cowMap[string, *dedupRec] // a record never changes once made
+	order []*dedupRec               // arrival order; a replaced record is appended anew, its old slot dead
 	head  int
+	// shared: a capture not yet released may read order's slots, so a
+	// dropped record's slot is left for compact to drop.
+	shared bool
 }
 
 type dedupRec struct {
@@ -37,8 +40,10 @@ type dedupRec struct {
 	err       *leasehold.Error
 	more      *Result
 	kind      Kind
-	live      bool
 }
+
+// live reports whether rec is its key's record, not one replaced.
+func (d *dedup) live(rec *dedupRec) bool { return d.recs.at(rec.key) == rec }
 
 // answer is the recorded result; a granted acquire's lease carries only
 // its id.
@@ -75,7 +80,7 @@ func inline(k Kind, r Result) bool {
 		r.Idem == nil && r.Queue == nil && r.Group == nil && !r.ForeignSecret && (r.Err == nil || plain)
 }
 
-func newDedup() dedup { return dedup{recs: make(map[string]*dedupRec)} }
+func newDedup() dedup { return dedup{recs: newCowMap[string, *dedupRec]()} }
 
 // lookup finds the first answer to the request with this key, of kind k
 // and fingerprint sum; id is the bare request ID, for the message. A
@@ -85,7 +90,7 @@ func (d *dedup) lookup(key, id string, k Kind, sum fingerprint) (Result, bool) {
 	if key == "" {
 		return Result{}, false
 	}
-	rec := d.recs[key]
+	rec := d.recs.at(key)
 	if rec == nil {
 		return Result{}, false
 	}
@@ -115,10 +120,7 @@ func (d *dedup) put(key string, k Kind, sum fingerprint, now int64, r Result, cf
 	if key == "" {
 		return
 	}
-	if old := d.recs[key]; old != nil {
-		old.live = false
-	}
-	rec := &dedupRec{key: key, kind: k, sum: sum, time: now, live: true}
+	rec := &dedupRec{key: key, kind: k, sum: sum, time: now}
 	if k == KindAcquire && r.Lease != nil {
 		rec.leaseID, r.Lease = r.Lease.ID, nil
 	}
@@ -128,7 +130,7 @@ func (d *dedup) put(key string, k Kind, sum fingerprint, now int64, r Result, cf
 	} else {
 		rec.more = &r
 	}
-	d.recs[key] = rec
+	d.recs.set(key, rec)
 	d.order = append(d.order, rec)
 	d.trim(cfg)
 }
@@ -137,7 +139,7 @@ func (d *dedup) evict(now int64, cfg Config) {
 	cutoff := now - int64(cfg.DedupWindow)
 	for d.head < len(d.order) {
 		rec := d.order[d.head]
-		if rec.live && rec.time > cutoff {
+		if d.live(rec) && rec.time > cutoff {
 			break
 		}
 		d.drop(rec)
@@ -146,17 +148,19 @@ func (d *dedup) evict(now int64, cfg Config) {
 }
 
 func (d *dedup) trim(cfg Config) {
-	for len(d.recs) > cfg.DedupMax && d.head < len(d.order) {
+	for d.recs.len() > cfg.DedupMax && d.head < len(d.order) {
 		d.drop(d.order[d.head])
 	}
 	d.compact()
 }
 
 func (d *dedup) drop(rec *dedupRec) {
-	if rec.live {
-		delete(d.recs, rec.key)
+	if d.live(rec) {
+		d.recs.del(rec.key)
 	}
-	d.order[d.head] = nil
+	if !d.shared {
+		d.order[d.head] = nil
+	}
 	d.head++
 }
 
@@ -168,16 +172,25 @@ func (d *dedup) compact() {
 	}
 }
 
-func (d *dedup) len() int { return len(d.recs) }
+func (d *dedup) len() int { return d.recs.len() }
 
 // each visits live records in arrival order.
 func (d *dedup) each(f func(*dedupRec)) {
 	for _, rec := range d.order[d.head:] {
-		if rec.live {
+		if d.live(rec) {
 			f(rec)
 		}
 	}
 }
+
+// freeze is the window as it is, for a capture (capture.go): the
+// records frozen, and the order as far as it goes now (Apply only
+// appends to it or replaces it).
+func (d *dedup) freeze() dedup {
+	return dedup{recs: d.recs.freeze(), order: d.order[d.head:len(d.order):len(d.order)]}
+}
+
+func (d *dedup) thaw() { d.recs.thaw() }
 
 // The snapshot section of the dedup window, in arrival order. Version 5
 // added each record's fingerprint; older records match any retry.

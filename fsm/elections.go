@@ -114,8 +114,8 @@ func validElectionValue(v []byte) error {
 func (s *State) kindConflict(c *Acquire) error {
 	for _, r := range c.Resources {
 		election, used := false, false
-		if id, held := s.holders[r]; held {
-			election, used = s.leases[id].election(), true
+		if id, held := s.holders.get(r); held {
+			election, used = s.leases.at(id).election(), true
 		} else if q := s.queues[r]; len(q) > 0 {
 			election, used = q[0].Election, true
 		}
@@ -152,6 +152,7 @@ func (s *State) proclaim(now int64, c *Proclaim) Result {
 			return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
 				"lease %d holds a lock, not an election: there is nothing to proclaim", l.ID)}
 		}
+		l, _ = s.leases.mut(l.ID)
 		l.setMore().value = c.Value
 		s.emitLeader(l)
 		view := l.view()
@@ -173,7 +174,7 @@ func (s *State) emitLeader(l *lease) {
 // in it and that nobody took over in the same command.
 func (s *State) flushVacated() {
 	for _, name := range s.vacated {
-		if _, held := s.holders[name]; !held && s.sink != nil {
+		if _, held := s.holders.get(name); !held && s.sink != nil {
 			s.emit(Event{Kind: EventLeaderChanged, Resources: []string{name}})
 		}
 	}
@@ -195,8 +196,8 @@ type Election struct {
 // candidates.
 func (s *State) Leader(name string) (Election, bool) {
 	e := Election{Name: name, Candidates: len(s.queues[name])}
-	if id, held := s.holders[name]; held {
-		l := s.leases[id]
+	if id, held := s.holders.get(name); held {
+		l := s.leases.at(id)
 		if !l.election() {
 			return Election{}, false
 		}
@@ -221,8 +222,8 @@ func (s *State) Elections(prefix string) []Election {
 // after, and says whether more follow. Only the page's leaders are read.
 func (s *State) ElectionsPage(prefix, after string, limit int) (out []Election, more bool) {
 	names := map[string]bool{}
-	for r, id := range s.holders {
-		if r > after && s.leases[id].election() && hasPrefix([]string{r}, prefix) {
+	for r, id := range s.holders.all() {
+		if r > after && s.leases.at(id).election() && hasPrefix([]string{r}, prefix) {
 			names[r] = true
 		}
 	}

@@ -207,7 +207,7 @@ func TestPropertyElections(t *testing.T) {
 
 // leaseByKey is the live lease granted to the acquire with this key, or 0.
 func (s *State) leaseByKey(key string) uint64 {
-	for id, l := range s.leases {
+	for id, l := range s.leases.all() {
 		if l.key == key {
 			return id
 		}

@@ -77,6 +77,7 @@ type EventSink interface {
 // event costs one nil check.
 func (s *State) setSink(obs Observer) {
 	s.sink, _ = obs.(EventSink)
+	s.timers, _ = obs.(Countdowns)
 }
 
 func (s *State) emit(e Event) {

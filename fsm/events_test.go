@@ -173,12 +173,12 @@ func (o *teeObserver) Event(e Event) { o.sink.Event(e) }
 // is exactly the keys' bindings.
 func checkBound(t *rapid.T, s *State) {
 	n := 0
-	for k, it := range s.kv {
+	for k, it := range s.kv.all() {
 		if it.Lease == 0 {
 			continue
 		}
 		n++
-		if s.leases[it.Lease] == nil {
+		if s.leases.at(it.Lease) == nil {
 			t.Fatalf("entry %d: key %q outlived its lease %d", s.lastIndex, k, it.Lease)
 		}
 		if _, ok := s.bound[it.Lease][k]; !ok {

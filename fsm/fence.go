@@ -80,7 +80,7 @@ func (s *State) CheckFenceTarget(f leasehold.Fence) error {
 // while the partition is revoking (the owner keeps it until it
 // acknowledges); once handed over, the old epoch is stale.
 func (s *State) checkPartitionFence(f leasehold.Fence) error {
-	g := s.groups[f.Group]
+	g := s.groups.at(f.Group)
 	if g == nil {
 		return leasehold.Errorf(leasehold.CodeStaleToken,
 			"fencing token %d for %s is stale: no group %q exists", f.Token, f.Target(), f.Group)
@@ -105,7 +105,7 @@ func (s *State) checkPartitionFence(f leasehold.Fence) error {
 // after an ack, a nack, a redelivery or the visibility running out, it is
 // stale.
 func (s *State) checkDeliveryFence(f leasehold.Fence) error {
-	q := s.queuesByName[f.Queue]
+	q := s.queuesByName.at(f.Queue)
 	if q == nil {
 		return leasehold.Errorf(leasehold.CodeStaleToken,
 			"fencing token %d for %s is stale: no queue %q exists", f.Token, f.Target(), f.Queue)

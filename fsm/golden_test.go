@@ -198,14 +198,14 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	}
 	// The fixture holds something in every section, or it pins nothing.
 	c := restored.Counts()
-	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || len(restored.kv) == 0 || len(restored.bound) == 0 || len(restored.Elections("")) == 0 || len(restored.idem) < 2 ||
-		len(restored.queuesByName) < 2 || restored.queuesByName["jobs"].depth < 3 || len(restored.queuesByName["jobs"].inflight) == 0 ||
-		len(restored.queuesByName["jobs"].dead) == 0 || len(restored.queuesByName["jobs"].dedupLog) == 0 ||
-		len(restored.groups) == 0 || restored.GroupStats().Pending == 0 || restored.GroupStats().Members < 2 ||
-		len(restored.sems) == 0 || restored.sems["pool"].users != 3 || len(restored.queuesByName["mail"].receipts) == 0 ||
+	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || restored.kv.len() == 0 || len(restored.bound) == 0 || len(restored.Elections("")) == 0 || restored.idem.len() < 2 ||
+		restored.queuesByName.len() < 2 || restored.queuesByName.at("jobs").depth < 3 || len(restored.queuesByName.at("jobs").inflight) == 0 ||
+		len(restored.queuesByName.at("jobs").dead) == 0 || len(restored.queuesByName.at("jobs").dedupLog) == 0 ||
+		restored.groups.len() == 0 || restored.GroupStats().Pending == 0 || restored.GroupStats().Members < 2 ||
+		restored.sems.len() == 0 || restored.sems.at("pool").users != 3 || len(restored.queuesByName.at("mail").receipts) == 0 ||
 		restored.LastToken() < 50 {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
-			c, len(restored.audit), len(restored.kv), restored.LastToken())
+			c, len(restored.audit), restored.kv.len(), restored.LastToken())
 	}
 }
 
@@ -254,7 +254,7 @@ func TestReadsOldNames(t *testing.T) {
 		t.Fatalf("a restored version-13 snapshot writes\n%x\nwant\n%x", old.Snapshot(), current)
 	}
 	for _, r := range []string{GroupMemberResource("shards", "w2"), IdemResource("pay/2")} {
-		if _, held := old.holders[r]; !held || !strings.HasPrefix(r, leasehold.ReservedPrefix) {
+		if _, held := old.holders.get(r); !held || !strings.HasPrefix(r, leasehold.ReservedPrefix) {
 			t.Errorf("%q is not held after the restore: %v", r, old.Counts())
 		}
 	}

@@ -84,16 +84,10 @@ func (p *partition) target() uint64 {
 	return p.lease
 }
 
-// GroupObserver hears, inside Apply, about revocations, so the leader
-// can bound them, and about hand-offs, for metrics. An Observer that
+// GroupObserver hears, inside Apply, about hand-offs, for metrics (the
+// bound of a revocation is a countdown: countdown.go). An Observer that
 // implements it receives the calls.
 type GroupObserver interface {
-	// GroupRevoking: lease must acknowledge the revocation of partition's
-	// grant epoch within timeout, or be proposed a GroupLapse.
-	GroupRevoking(group string, lease uint64, partition uint32, epoch uint64, timeout time.Duration)
-	// GroupRevokeEnded: that revocation was acknowledged, or its member's
-	// session ended.
-	GroupRevokeEnded(group string, partition uint32, epoch uint64)
 	// GroupHandedOff: a partition waited this long (leader wall clock)
 	// between its owner being asked to give it up, or lost, and its next
 	// grant.
@@ -153,7 +147,7 @@ func (s *State) groupOf(name string) (*group, error) {
 	if err := validGroupName(name); err != nil {
 		return nil, err
 	}
-	g := s.groups[name]
+	g, _ := s.groups.mut(name) // every caller changes it
 	if g == nil {
 		return nil, leasehold.Errorf(leasehold.CodeNotFound, "group %q does not exist; create it first", name)
 	}
@@ -173,19 +167,19 @@ func (s *State) groupCreate(now int64, c *GroupCreate) Result {
 			return Result{Err: err}
 		}
 	}
-	if g := s.groups[c.Group]; g != nil {
+	if g := s.groups.at(c.Group); g != nil {
 		if uint32(len(g.parts)) == c.Partitions && g.revokeTimeout == c.RevokeTimeout {
 			return Result{Dup: true, Group: s.groupInfo(c.Group, g)}
 		}
 		return Result{Err: leasehold.Errorf(leasehold.CodeHeld,
 			"group %q already exists with %d partitions and revoke timeout %v", c.Group, len(g.parts), g.revokeTimeout)}
 	}
-	if len(s.groups) >= MaxGroups {
-		return Result{Err: leasehold.Errorf(leasehold.CodeLimit, "there are %d groups already (limit %d); delete one first", len(s.groups), MaxGroups)}
+	if s.groups.len() >= MaxGroups {
+		return Result{Err: leasehold.Errorf(leasehold.CodeLimit, "there are %d groups already (limit %d); delete one first", s.groups.len(), MaxGroups)}
 	}
 	g := &group{parts: make([]partition, c.Partitions), revokeTimeout: c.RevokeTimeout, createdAt: now,
 		members: make(map[string]uint64)}
-	s.groups[c.Group] = g
+	s.groups.set(c.Group, g)
 	s.emitGroup(c.Group, c.Partitions)
 	return Result{Group: s.groupInfo(c.Group, g)}
 }
@@ -225,16 +219,14 @@ func (s *State) groupDelete(ix uint64, now int64, c *GroupDelete) Result {
 	}
 	info := s.groupInfo(c.Group, g)
 	// Gone first: the sessions ended below find no group to rebalance.
-	delete(s.groups, c.Group)
-	if o := s.groupObs(); o != nil {
-		for p := range g.parts {
-			if ps := &g.parts[p]; ps.revoking {
-				o.GroupRevokeEnded(c.Group, uint32(p), ps.epoch)
-			}
+	s.groups.del(c.Group)
+	for p := range g.parts {
+		if ps := &g.parts[p]; ps.revoking {
+			s.disarm(revocationKey(c.Group, uint32(p), ps.epoch))
 		}
 	}
 	for _, m := range sortedKeys(g.members) {
-		if l := s.leases[g.members[m]]; l != nil {
+		if l := s.leases.at(g.members[m]); l != nil {
 			s.end(l, EndForced)
 		}
 	}
@@ -252,7 +244,7 @@ func (s *State) groupJoin(ix uint64, now int64, c *GroupJoin) Result {
 		return Result{Err: err}
 	}
 	if id, ok := g.members[c.Member]; ok {
-		l := s.leases[id]
+		l := s.leases.at(id)
 		if l.secretHash == c.SecretHash && (l.TTL != c.TTL || !maps.Equal(l.more().Metadata, c.Metadata)) {
 			return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
 				"member %q of group %q has a session under this secret with another ttl or metadata: a retry must repeat its Join; "+
@@ -350,10 +342,10 @@ func (s *State) groupRevoked(ix uint64, now int64, c *GroupRevoked) Result {
 // next in line, if any.
 func (s *State) giveUp(name string, g *group, p uint32) {
 	ps := &g.parts[p]
-	if o := s.groupObs(); o != nil {
-		o.GroupRevokeEnded(name, p, ps.epoch)
+	if ps.revoking {
+		s.disarm(revocationKey(name, p, ps.epoch))
 	}
-	s.emitPartition(EventGroupRemoved, name, s.leases[ps.lease], p, ps.epoch)
+	s.emitPartition(EventGroupRemoved, name, s.leases.at(ps.lease), p, ps.epoch)
 	next := ps.next
 	ps.lease, ps.next, ps.revoking = 0, 0, false
 	if next != 0 {
@@ -362,15 +354,16 @@ func (s *State) giveUp(name string, g *group, p uint32) {
 }
 
 func (s *State) groupLapse(c *GroupLapse) Result {
-	g := s.groups[c.Group]
+	g := s.groups.at(c.Group)
 	if g == nil || c.Partition >= uint32(len(g.parts)) {
 		return Result{}
 	}
 	ps := &g.parts[c.Partition]
-	l := s.leases[c.LeaseID]
+	l := s.leases.at(c.LeaseID)
 	if !ps.revoking || ps.lease != c.LeaseID || ps.epoch != c.Epoch || l == nil {
 		return Result{} // acknowledged or ended since the leader decided
 	}
+	g, _ = s.groups.mut(c.Group)
 	g.lapsed++
 	return Result{Lease: s.end(l, EndExpired)}
 }
@@ -382,12 +375,12 @@ func (s *State) groupMemberEnded(l *lease) {
 	if !ok {
 		return
 	}
-	g := s.groups[name]
+	g := s.groups.at(name)
 	if g == nil || g.members[member] != l.ID {
 		return
 	}
+	g, _ = s.groups.mut(name)
 	delete(g.members, member)
-	o := s.groupObs()
 	for p := range g.parts {
 		ps := &g.parts[p]
 		if ps.target() == l.ID && len(g.members) > 0 {
@@ -399,8 +392,8 @@ func (s *State) groupMemberEnded(l *lease) {
 		if ps.lease != l.ID {
 			continue
 		}
-		if ps.revoking && o != nil {
-			o.GroupRevokeEnded(name, uint32(p), ps.epoch)
+		if ps.revoking {
+			s.disarm(revocationKey(name, uint32(p), ps.epoch))
 		}
 		s.emitPartition(EventGroupRemoved, name, l, uint32(p), ps.epoch)
 		if !ps.revoking {
@@ -496,14 +489,8 @@ func (s *State) rebalance(ix uint64, now int64, name string, g *group) {
 			ps.next = t
 		default:
 			ps.revoking, ps.next, ps.waitSince = true, t, now
-			s.emitPartition(EventGroupRevoking, name, s.leases[ps.lease], uint32(p), ps.epoch)
-			if o := s.groupObs(); o != nil {
-				timeout := g.revokeTimeout
-				if timeout == 0 {
-					timeout = s.leases[ps.lease].TTL
-				}
-				o.GroupRevoking(name, ps.lease, uint32(p), ps.epoch, timeout)
-			}
+			s.emitPartition(EventGroupRevoking, name, s.leases.at(ps.lease), uint32(p), ps.epoch)
+			s.armRevocation(name, ps.lease, uint32(p), ps.epoch, s.GroupRevokeTimeout(name, ps.lease))
 		}
 	}
 	if changed {
@@ -521,7 +508,7 @@ func (s *State) grantPartition(name string, g *group, p uint32, lease uint64) {
 		}
 	}
 	ps.waitSince, ps.next, ps.revoking = 0, 0, false
-	s.emitPartition(EventGroupAssigned, name, s.leases[lease], p, ps.epoch)
+	s.emitPartition(EventGroupAssigned, name, s.leases.at(lease), p, ps.epoch)
 }
 
 // emitPartition reports a change of partition p for session l (which

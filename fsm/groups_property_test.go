@@ -31,14 +31,14 @@ import (
 
 // ownership follows the group's partitions through its events.
 type ownership struct {
-	nopObserver
+	timedObserver
 	owner map[uint32]uint64 // partition -> session, while owned
 	epoch map[uint32]uint64 // partition -> last epoch granted
 	err   error
 }
 
 func newOwnership() *ownership {
-	return &ownership{owner: map[uint32]uint64{}, epoch: map[uint32]uint64{}}
+	return &ownership{timedObserver: *newTimedObserver(), owner: map[uint32]uint64{}, epoch: map[uint32]uint64{}}
 }
 
 func (o *ownership) Event(e Event) {
@@ -84,6 +84,8 @@ func TestGroupProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		obs := newOwnership()
 		s := New(DefaultConfig(), obs)
+		var capt capturing
+		defer capt.done(rt)
 		ix, now := uint64(0), t0
 		apply := func(c Command) Result {
 			ix++
@@ -188,7 +190,10 @@ func TestGroupProperties(t *testing.T) {
 					rt.Fatal("a restored state writes other bytes")
 				}
 				s = r
+				obs.reset(s)
 			}
+			obs.check(rt, s)
+			capt.step(rt, s)
 			// The state agrees with what the events said.
 			d, _ := s.Group("g")
 			for _, p := range d.Partitions {

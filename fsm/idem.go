@@ -189,14 +189,6 @@ type idemRecord struct {
 	doneBy      fingerprint // the completing attempt's secret hash (half), for retries
 }
 
-// IdemObserver hears, inside Apply, about each completed record, so the
-// leader can count its retention down. An Observer that implements it
-// receives the calls.
-type IdemObserver interface {
-	IdemCompleted(key string, token uint64, retention time.Duration)
-	IdemForgotten(key string, token uint64)
-}
-
 // idemPrefixOf is the part of key that the per-prefix limit counts: up to
 // and including its first '/' (keys without one share the empty prefix).
 func idemPrefixOf(key string) string {
@@ -224,7 +216,7 @@ func (s *State) idemBegin(ix uint64, now int64, c *IdemBegin) Result {
 		return Result{Err: err}
 	}
 	sum := fingerprint(c.Fingerprint[:16])
-	if r := s.idem[c.Key]; r != nil {
+	if r := s.idem.at(c.Key); r != nil {
 		if r.sum != sum {
 			return Result{Err: leasehold.Errorf(leasehold.CodeNotHolder,
 				"idempotency key %q was first used for a different request (its fingerprint differs); use a new key for a new request", c.Key)}
@@ -232,7 +224,7 @@ func (s *State) idemBegin(ix uint64, now int64, c *IdemBegin) Result {
 		if r.completedAt != 0 {
 			return Result{Idem: s.idemView(c.Key, r, IdemCompleted)}
 		}
-		if l := s.leases[r.token]; l != nil && l.secretHash == c.SecretHash { // a retry of the Begin that started it
+		if l := s.leases.at(r.token); l != nil && l.secretHash == c.SecretHash { // a retry of the Begin that started it
 			view := l.view()
 			return Result{Idem: s.idemView(c.Key, r, IdemStarted), Lease: &view, Remaining: l.TTL, Dup: true}
 		}
@@ -258,7 +250,7 @@ func (s *State) idemBegin(ix uint64, now int64, c *IdemBegin) Result {
 	l := s.grant(ix, now, &Acquire{Resources: []string{IdemResource(c.Key)}, Owner: c.Owner,
 		Operation: "idempotency", TTL: c.TTL, SecretHash: c.SecretHash, Caller: c.Caller}, "")
 	r := &idemRecord{sum: sum, token: l.Token, owner: c.Owner, startedAt: now, retention: retention}
-	s.idem[c.Key] = r
+	s.idem.set(c.Key, r)
 	s.idemCount[idemPrefixOf(c.Key)]++
 	return Result{Idem: s.idemView(c.Key, r, IdemStarted), Lease: l, Remaining: l.TTL}
 }
@@ -279,7 +271,7 @@ func (s *State) idemValidate(c *IdemBegin) error {
 }
 
 func (s *State) idemComplete(now int64, c *IdemComplete) Result {
-	r := s.idem[c.Key]
+	r := s.idem.at(c.Key)
 	if r != nil && r.completedAt != 0 && r.token == c.LeaseID {
 		if subtle.ConstantTimeCompare(r.doneBy[:], c.SecretHash[:16]) == 1 {
 			return Result{Idem: s.idemView(c.Key, r, IdemCompleted), Dup: true} // a retry
@@ -301,24 +293,20 @@ func (s *State) idemComplete(now int64, c *IdemComplete) Result {
 		return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
 			"stored idempotency results already take %d bytes (limit max_idem_bytes %d); abandon the attempt or retry later", s.idemBytes, max)}
 	}
+	r, _ = s.idem.mut(c.Key)
 	r.completedAt, r.result, r.doneBy = now, c.Result, fingerprint(c.SecretHash[:16])
 	s.idemBytes += len(c.Result)
 	s.end(l, EndReleased) // the record is completed: ending the lease keeps it
-	if o, ok := s.obs.(IdemObserver); ok {
-		o.IdemCompleted(c.Key, r.token, r.retention)
-	}
+	s.armRetention(c.Key, r)
 	return Result{Idem: s.idemView(c.Key, r, IdemCompleted)}
 }
 
 func (s *State) idemForget(c *IdemForget) Result {
-	r := s.idem[c.Key]
+	r := s.idem.at(c.Key)
 	if r == nil || r.completedAt == 0 || r.token != c.Token {
 		return Result{}
 	}
 	s.dropIdem(c.Key, r)
-	if o, ok := s.obs.(IdemObserver); ok {
-		o.IdemForgotten(c.Key, c.Token)
-	}
 	return Result{}
 }
 
@@ -329,13 +317,16 @@ func (s *State) idemEnded(l *lease) {
 	if !ok {
 		return
 	}
-	if r := s.idem[key]; r != nil && r.completedAt == 0 && r.token == l.ID {
+	if r := s.idem.at(key); r != nil && r.completedAt == 0 && r.token == l.ID {
 		s.dropIdem(key, r)
 	}
 }
 
 func (s *State) dropIdem(key string, r *idemRecord) {
-	delete(s.idem, key)
+	s.idem.del(key)
+	if r.completedAt != 0 {
+		s.disarm(retentionKey(key))
+	}
 	s.idemBytes -= len(r.result)
 	p := idemPrefixOf(key)
 	if s.idemCount[p]--; s.idemCount[p] <= 0 {
@@ -345,7 +336,7 @@ func (s *State) dropIdem(key string, r *idemRecord) {
 
 // IdemGet returns what key holds, if anything.
 func (s *State) IdemGet(key string) (Idem, bool) {
-	r := s.idem[key]
+	r := s.idem.at(key)
 	if r == nil {
 		return Idem{}, false
 	}
@@ -360,7 +351,7 @@ func (s *State) IdemGet(key string) (Idem, bool) {
 // after, in key order.
 func (s *State) IdemList(prefix, after string, limit int) []Idem {
 	keys := make([]string, 0)
-	for k := range s.idem {
+	for k := range s.idem.all() {
 		if strings.HasPrefix(k, prefix) && k > after {
 			keys = append(keys, k)
 		}
@@ -377,15 +368,5 @@ func (s *State) IdemList(prefix, after string, limit int) []Idem {
 	return out
 }
 
-// EachIdemCompleted calls f for every completed record, for a new leader's
-// retention countdowns.
-func (s *State) EachIdemCompleted(f func(key string, token uint64, retention time.Duration)) {
-	for k, r := range s.idem {
-		if r.completedAt != 0 {
-			f(k, r.token, r.retention)
-		}
-	}
-}
-
 // IdemStats is the count of records and the bytes of stored results.
-func (s *State) IdemStats() (keys, bytes int) { return len(s.idem), s.idemBytes }
+func (s *State) IdemStats() (keys, bytes int) { return s.idem.len(), s.idemBytes }

@@ -26,8 +26,8 @@ func (c *IdemAbandon) encode(e *encoder) { e.str(c.Key); c.Release.encode(e) }
 func (c *IdemAbandon) decode(d *decoder) { c.Key = d.str(); c.Release.decode(d) }
 
 func (s *State) idemAbandon(ix uint64, now int64, c *IdemAbandon) Result {
-	if s.dedup.recs[c.Release.key()] == nil { // a retry goes on to its recorded answer
-		l := s.leases[c.LeaseID]
+	if s.dedup.recs.at(c.Release.key()) == nil { // a retry goes on to its recorded answer
+		l := s.leases.at(c.LeaseID)
 		if l == nil || l.Resources[0] != IdemResource(c.Key) {
 			return Result{Err: leasehold.Errorf(leasehold.CodeStaleToken,
 				"attempt %d does not own idempotency key %q: it completed, lapsed or was abandoned already", c.LeaseID, c.Key)}

@@ -36,7 +36,10 @@ type mAttempt struct {
 
 func TestIdemModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		s := New(DefaultConfig(), nil)
+		timed := newTimedObserver()
+		s := New(DefaultConfig(), timed)
+		var capt capturing
+		defer capt.done(rt)
 		ix, now := uint64(0), t0
 		apply := func(c Command) Result {
 			ix++
@@ -155,6 +158,8 @@ func TestIdemModel(t *testing.T) {
 				}
 			}
 			checkIdemModel(rt, s, model, keys)
+			timed.check(rt, s)
+			capt.step(rt, s)
 		}
 		// Every record survives a snapshot.
 		back, err := Restore(s.Snapshot(), DefaultConfig(), nil)

@@ -15,7 +15,7 @@ type Inventory struct {
 }
 
 func (s *State) Inventory() Inventory {
-	return Inventory{LastIndex: s.lastIndex, LastToken: s.lastToken, Leases: len(s.leases), Waiters: len(s.waiters),
-		LockDelays: len(s.blocks), Keys: len(s.kv), Elections: len(s.Elections("")), Semaphores: len(s.sems),
-		IdemKeys: len(s.idem), Queues: len(s.queuesByName), AuditRecords: len(s.audit), DedupRecords: s.dedup.len()}
+	return Inventory{LastIndex: s.lastIndex, LastToken: s.lastToken, Leases: s.leases.len(), Waiters: s.waiters.len(),
+		LockDelays: s.blocks.len(), Keys: s.kv.len(), Elections: len(s.Elections("")), Semaphores: s.sems.len(),
+		IdemKeys: s.idem.len(), Queues: s.queuesByName.len(), AuditRecords: len(s.audit), DedupRecords: s.dedup.len()}
 }

@@ -96,8 +96,8 @@ type Item struct {
 // CheckFence reports whether token belongs to the lease that holds
 // resource now, and if not, why (a *leasehold.Error with CodeStaleToken).
 func (s *State) CheckFence(resource string, token uint64) error {
-	id, held := s.holders[resource]
-	if sem := s.sems[resource]; !held && sem != nil {
+	id, held := s.holders.get(resource)
+	if sem := s.sems.at(resource); !held && sem != nil {
 		return leasehold.Errorf(leasehold.CodeStaleToken,
 			"fencing token %d for %q is stale: %q is a semaphore, whose slots are held, never the name; fence the holder's slot (its lease's resource, %q to %q)",
 			token, resource, resource, leasehold.SlotName(resource, 1), leasehold.SlotName(resource, sem.limit))
@@ -107,7 +107,7 @@ func (s *State) CheckFence(resource string, token uint64) error {
 			"fencing token %d for %q is stale: no lease holds the resource now (newest token issued: %d)",
 			token, resource, s.lastToken)
 	}
-	if l := s.leases[id]; l.Token != token {
+	if l := s.leases.at(id); l.Token != token {
 		return leasehold.Errorf(leasehold.CodeStaleToken,
 			"fencing token %d for %q is stale: the resource is held by lease %d with token %d", token, resource, l.ID, l.Token)
 	}
@@ -116,7 +116,7 @@ func (s *State) CheckFence(resource string, token uint64) error {
 
 // Get returns the item at key.
 func (s *State) Get(key string) (Item, bool) {
-	it, ok := s.kv[key]
+	it, ok := s.kv.get(key)
 	return it, ok
 }
 
@@ -130,7 +130,7 @@ func (s *State) kvConditions(key string, hasIf bool, ifVersion uint64, f *leaseh
 		}
 	}
 	if hasIf {
-		cur := s.kv[key].Version
+		cur := s.kv.at(key).Version
 		if cur != ifVersion {
 			if ifVersion == 0 {
 				return leasehold.Errorf(leasehold.CodeVersionMismatch, "key %q exists (version %d); expected it absent", key, cur)
@@ -156,7 +156,7 @@ func (s *State) put(ix uint64, now int64, c *Put) Result {
 		if err := s.kvConditions(c.Key, c.HasIfVersion, c.IfVersion, c.Fence); err != nil {
 			return Result{Err: err}
 		}
-		old := s.kv[c.Key]
+		old := s.kv.at(c.Key)
 		grow := len(c.Value) - len(old.Value)
 		if old.Version == 0 {
 			grow += len(c.Key)
@@ -185,7 +185,7 @@ func (s *State) del(now int64, c *Delete) Result {
 		if err := s.kvConditions(c.Key, c.HasIfVersion, c.IfVersion, c.Fence); err != nil {
 			return Result{Err: err}
 		}
-		if _, ok := s.kv[c.Key]; !ok {
+		if _, ok := s.kv.get(c.Key); !ok {
 			return Result{Err: leasehold.Errorf(leasehold.CodeNotFound, "key %q does not exist", c.Key)}
 		}
 		old := s.deleteItem(c.Key)
@@ -199,7 +199,7 @@ func (s *State) del(now int64, c *Delete) Result {
 // The snapshot section of the key-value space, by key. Version 6 added
 // each key's lease (0: unbound).
 func writeKV(s *State, e *encoder) {
-	writeSorted(e, s.kv, func(k string, it Item) {
+	writeSortedCow(e, &s.kv, func(k string, it Item) {
 		e.str(k)
 		e.str(string(it.Value))
 		e.uvarint(it.Version)
@@ -214,10 +214,10 @@ func readKV(s *State, d *decoder, v byte) error {
 		if v >= 6 {
 			it.Lease = d.uvarint()
 		}
-		if _, dup := s.kv[k]; dup || it.Version == 0 || it.Version > s.lastIndex {
+		if _, dup := s.kv.get(k); dup || it.Version == 0 || it.Version > s.lastIndex {
 			return errCorrupt
 		}
-		if _, live := s.leases[it.Lease]; it.Lease != 0 && !live {
+		if _, live := s.leases.get(it.Lease); it.Lease != 0 && !live {
 			return errCorrupt // a bound key outlived its lease
 		}
 		s.setItem(k, it)

@@ -18,7 +18,7 @@ func TestKeysPagesAPrefixInOrder(t *testing.T) {
 	for page := 0; ; page++ {
 		items, more := s.Keys("b/", after, 2)
 		for _, it := range items {
-			if want := s.kv[it.Key]; it.Version != want.Version || it.Lease != want.Lease {
+			if want := s.kv.at(it.Key); it.Version != want.Version || it.Lease != want.Lease {
 				t.Errorf("%s: %+v, want %+v", it.Key, it.Item, want)
 			}
 			got = append(got, it.Key)

@@ -58,7 +58,7 @@ func TestHeldLeasesShareTheirNames(t *testing.T) {
 	}
 	shared := func(s *State) {
 		t.Helper()
-		a, b := s.leases[1], s.leases[3]
+		a, b := s.leases.at(1), s.leases.at(3)
 		if unsafe.StringData(a.Owner) != unsafe.StringData(b.Owner) || unsafe.StringData(a.Operation) != unsafe.StringData(b.Operation) {
 			t.Fatal("two leases of one owner keep two copies of its names")
 		}
@@ -107,7 +107,7 @@ func TestPlainLockAllocations(t *testing.T) {
 	if allocs > 10 {
 		t.Fatalf("%.0f allocations for an acquire and its release, want at most 10", allocs)
 	}
-	if l := s.leases; len(l) != 0 {
-		t.Fatalf("%d leases left", len(l))
+	if n := s.leases.len(); n != 0 {
+		t.Fatalf("%d leases left", n)
 	}
 }

@@ -444,11 +444,11 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 	if s.lastToken != m.lastToken {
 		t.Fatalf("lastToken %d, model %d", s.lastToken, m.lastToken)
 	}
-	if len(s.leases) != len(m.leases) {
-		t.Fatalf("%d leases, model %d", len(s.leases), len(m.leases))
+	if s.leases.len() != len(m.leases) {
+		t.Fatalf("%d leases, model %d", s.leases.len(), len(m.leases))
 	}
 	for id, ml := range m.leases {
-		l := s.leases[id]
+		l := s.leases.at(id)
 		if l == nil {
 			t.Fatalf("lease %d missing", id)
 		}
@@ -457,20 +457,20 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 			t.Fatalf("lease %d = %+v (age %v), model %+v", id, l.leaseFields, l.heldFor, ml)
 		}
 	}
-	if !mapsEqual(s.holders, m.holders) {
+	if !mapsEqual(plainMap(&s.holders), m.holders) {
 		t.Fatalf("holders %v, model %v", s.holders, m.holders)
 	}
-	if len(s.blocks) != len(m.blocks) {
+	if s.blocks.len() != len(m.blocks) {
 		t.Fatalf("blocks %v, model %v", s.blocks, m.blocks)
 	}
 	for r, b := range m.blocks {
-		if sb, ok := s.blocks[r]; !ok || sb.token != b.token || sb.delay != b.delay {
+		if sb, ok := s.blocks.get(r); !ok || sb.token != b.token || sb.delay != b.delay {
 			t.Fatalf("block on %s = %+v, model %+v", r, sb, b)
 		}
 	}
 	// Waiters in arrival order, and each resource's queue in that order.
-	ws := make([]*waiter, 0, len(s.waiters))
-	for _, w := range s.waiters {
+	ws := make([]*waiter, 0, s.waiters.len())
+	for _, w := range s.waiters.all() {
 		ws = append(ws, w)
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].arrival < ws[j].arrival })
@@ -528,19 +528,19 @@ func mapsEqual[K, V comparable](a, b map[K]V) bool {
 // checkStructure checks the state's own consistency and invariant 6
 // without the model: no waiter is left that could be granted.
 func checkStructure(t *rapid.T, s *State) {
-	for r, id := range s.holders {
-		l := s.leases[id]
+	for r, id := range s.holders.all() {
+		l := s.leases.at(id)
 		if l == nil || !slices.Contains(l.Resources, r) {
 			t.Fatalf("holder of %s is lease %d, which does not hold it", r, id)
 		}
-		if _, blocked := s.blocks[r]; blocked {
+		if _, blocked := s.blocks.get(r); blocked {
 			t.Fatalf("%s is both held and in lock-delay", r)
 		}
 	}
-	for id, l := range s.leases {
+	for id, l := range s.leases.all() {
 		for _, r := range l.Resources {
-			if s.holders[r] != id {
-				t.Fatalf("lease %d lists %s, held by %d", id, r, s.holders[r])
+			if s.holders.at(r) != id {
+				t.Fatalf("lease %d lists %s, held by %d", id, r, s.holders.at(r))
 			}
 		}
 	}
@@ -549,7 +549,7 @@ func checkStructure(t *rapid.T, s *State) {
 			t.Fatalf("empty queue kept for %s", r)
 		}
 		for i, w := range q {
-			if s.waiters[w.key] != w || !slices.Contains(w.Resources, r) {
+			if s.waiters.at(w.key) != w || !slices.Contains(w.Resources, r) {
 				t.Fatalf("queue of %s holds a stray waiter %q", r, w.RequestID)
 			}
 			if i > 0 && q[i-1].arrival >= w.arrival {
@@ -557,14 +557,14 @@ func checkStructure(t *rapid.T, s *State) {
 			}
 		}
 	}
-	for id, w := range s.waiters {
+	for id, w := range s.waiters.all() {
 		grantable := true
 		for _, r := range w.Resources {
 			if !slices.Contains(s.queues[r], w) {
 				t.Fatalf("waiter %q missing from the queue of %s", id, r)
 			}
-			_, held := s.holders[r]
-			_, blocked := s.blocks[r]
+			_, held := s.holders.get(r)
+			_, blocked := s.blocks.get(r)
 			if held || blocked || s.queues[r][0] != w {
 				grantable = false
 			}
@@ -867,7 +867,9 @@ func TestPropertyModel(t *testing.T) {
 			DedupMax:    rapid.SampledFrom([]int{4, 16, 1 << 20}).Draw(t, "dedupmax"),
 		}
 		m := newModel(cfg)
-		watch := &tokenWatch{recorder: &recorder{}, last: map[string]uint64{}, issued: map[uint64]bool{}}
+		var capt capturing
+		defer capt.done(t)
+		watch := &tokenWatch{recorder: &recorder{timed: armed{}}, last: map[string]uint64{}, issued: map[uint64]bool{}}
 		s := New(cfg, watch)
 		g := &gen{t: t, m: m, bad: map[Command]string{}}
 		var log []*Batch
@@ -923,6 +925,8 @@ func TestPropertyModel(t *testing.T) {
 			}
 			checkStructure(t, s)
 			compareWithModel(t, s, m)
+			watch.timed.check(t, s)
+			capt.step(t, s)
 
 			if rapid.IntRange(0, 7).Draw(t, "restore") == 0 {
 				snap := s.Snapshot()
@@ -934,6 +938,7 @@ func TestPropertyModel(t *testing.T) {
 					t.Fatalf("restored snapshot differs")
 				}
 				s = r
+				watch.timed.reset(s)
 			}
 		}
 		// Determinism: the same log on a fresh state gives the same bytes.

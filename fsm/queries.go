@@ -21,7 +21,7 @@ type Waiter struct {
 
 // Lease returns the lease with this id.
 func (s *State) Lease(id uint64) (leasehold.Lease, bool) {
-	l := s.leases[id]
+	l := s.leases.at(id)
 	if l == nil {
 		return leasehold.Lease{}, false
 	}
@@ -30,7 +30,7 @@ func (s *State) Lease(id uint64) (leasehold.Lease, bool) {
 
 // Holder returns the lease that holds resource, if any.
 func (s *State) Holder(resource string) (leasehold.Lease, bool) {
-	id, ok := s.holders[resource]
+	id, ok := s.holders.get(resource)
 	if !ok {
 		return leasehold.Lease{}, false
 	}
@@ -39,7 +39,7 @@ func (s *State) Holder(resource string) (leasehold.Lease, bool) {
 
 // HeldFor is the age of a lease as last stamped by a leader.
 func (s *State) HeldFor(id uint64) time.Duration {
-	if l := s.leases[id]; l != nil {
+	if l := s.leases.at(id); l != nil {
 		return l.heldFor
 	}
 	return 0
@@ -48,7 +48,7 @@ func (s *State) HeldFor(id uint64) time.Duration {
 // Queued reports whether the acquire with this key (Acquire.Key) waits in
 // line, with the attempt that owns its place and its secret's hash.
 func (s *State) Queued(key string) (attempt string, secretHash [32]byte, ok bool) {
-	w := s.waiters[key]
+	w := s.waiters.at(key)
 	if w == nil || key == "" {
 		return "", [32]byte{}, false
 	}
@@ -65,11 +65,11 @@ func (s *State) Contended(resources []string) bool { return s.blocker(resources,
 // next is answered from it when the grant landed in between, without a
 // log entry.
 func (s *State) GrantOf(key string) (r Result, attempt string, ok bool) {
-	rec := s.dedup.recs[key]
+	rec := s.dedup.recs.at(key)
 	if key == "" || rec == nil || rec.kind != KindAcquire || rec.leaseID == 0 {
 		return Result{}, "", false
 	}
-	l := s.leases[rec.leaseID]
+	l := s.leases.at(rec.leaseID)
 	if l == nil || l.key != key {
 		return Result{}, "", false
 	}
@@ -93,15 +93,15 @@ func (s *State) Waiters(resource string) []Waiter {
 // LockDelay reports whether resource is in a lock-delay, and how long the
 // delay is (its countdown runs on the leader).
 func (s *State) LockDelay(resource string) (time.Duration, bool) {
-	b, ok := s.blocks[resource]
+	b, ok := s.blocks.get(resource)
 	return b.delay, ok
 }
 
 // Leases returns up to limit leases with id > after, in id order, that
 // hold a resource starting with prefix.
 func (s *State) Leases(after uint64, limit int, prefix string) []leasehold.Lease {
-	ids := make([]uint64, 0, len(s.leases))
-	for id, l := range s.leases {
+	ids := make([]uint64, 0, s.leases.len())
+	for id, l := range s.leases.all() {
 		if id > after && hasPrefix(l.Resources, prefix) {
 			ids = append(ids, id)
 		}
@@ -115,7 +115,7 @@ func (s *State) Leases(after uint64, limit int, prefix string) []leasehold.Lease
 	}
 	out := make([]leasehold.Lease, len(ids))
 	for i, id := range ids {
-		out[i] = s.leases[id].view()
+		out[i] = s.leases.at(id).view()
 	}
 	return out
 }
@@ -139,29 +139,15 @@ type Counts struct {
 }
 
 func (s *State) Counts() Counts {
-	return Counts{Leases: len(s.leases), Waiters: len(s.waiters), Blocked: len(s.blocks), Dedup: s.dedup.len(),
-		IdemKeys: len(s.idem), IdemBytes: s.idemBytes}
+	return Counts{Leases: s.leases.len(), Waiters: s.waiters.len(), Blocked: s.blocks.len(), Dedup: s.dedup.len(),
+		IdemKeys: s.idem.len(), IdemBytes: s.idemBytes}
 }
 
 // EachLease visits every lease (in no particular order) with its recorded
 // age; a new leader restarts its countdowns from these.
 func (s *State) EachLease(f func(l *leasehold.Lease, heldFor time.Duration)) {
-	for _, l := range s.leases {
+	for _, l := range s.leases.all() {
 		view := l.view()
 		f(&view, l.heldFor)
-	}
-}
-
-// EachWaiter visits every waiter, by its key.
-func (s *State) EachWaiter(f func(key string, wait time.Duration)) {
-	for key, w := range s.waiters {
-		f(key, w.Wait)
-	}
-}
-
-// EachBlock visits every resource in lock-delay.
-func (s *State) EachBlock(f func(resource string, token uint64, delay time.Duration)) {
-	for r, b := range s.blocks {
-		f(r, b.token, b.delay)
 	}
 }

@@ -23,8 +23,8 @@ import (
 // consumer (Settler): a token is guessable, a consumer's credentials are not.
 //
 // Visibility deadlines are the leader's: it proposes QueueExpire when one
-// runs out on its monotonic clock (the QueueObserver hears of each
-// delivery) and restarts the countdowns on takeover (EachQueueDelivery).
+// runs out on its monotonic clock (a countdown: countdown.go) and
+// restarts the countdowns on takeover (EachCountdown).
 // A message's delay is measured against the entries' wall-clock time, the
 // only clock the state sees: a delay is a hint, never a safety property.
 
@@ -198,12 +198,10 @@ func (h *readyHeap) Pop() any {
 	return k
 }
 
-// QueueObserver hears, inside Apply, about each delivery and its end, so
-// the leader can time visibility. An Observer that implements it receives
-// the calls.
+// QueueObserver hears, inside Apply, what a long poll and metrics want
+// (a delivery's visibility is a countdown: countdown.go). An Observer
+// that implements it receives the calls.
 type QueueObserver interface {
-	QueueDelivered(queue string, seq, token uint64, visibility time.Duration)
-	QueueDeliveryEnded(queue string, seq, token uint64)
 	// QueueReady says a command left the queue with a key ready, maybe
 	// not before NextReady, or deleted the queue: a long-polling Receive
 	// can try again.
@@ -244,7 +242,7 @@ type QueueResult struct {
 }
 
 func (s *State) queueOf(name string) (*queue, error) {
-	q := s.queuesByName[name]
+	q, _ := s.queuesByName.mut(name) // every caller changes it
 	if q == nil {
 		return nil, leasehold.Errorf(leasehold.CodeNotFound, "queue %q does not exist", name)
 	}
@@ -265,13 +263,13 @@ func (s *State) queueCreate(now int64, c *QueueCreate) Result {
 	if err := set.validate(); err != nil {
 		return Result{Err: err}
 	}
-	if q := s.queuesByName[c.Queue]; q != nil {
+	if q := s.queuesByName.at(c.Queue); q != nil {
 		if q.QueueSettings != set {
 			return Result{Err: leasehold.Errorf(leasehold.CodeHeld, "queue %q already exists with other settings", c.Queue)}
 		}
 		return Result{Dup: true, Queue: &QueueResult{Existed: true}}
 	}
-	s.queuesByName[c.Queue] = newQueue(set, now)
+	s.queuesByName.set(c.Queue, newQueue(set, now))
 	return Result{Queue: &QueueResult{}}
 }
 
@@ -487,7 +485,6 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 	}
 	want := min(c.Max, room)
 	res := &QueueResult{Deliveries: make([]Delivery, 0, min(want, len(q.ready)))}
-	obs := s.queueObs()
 	for len(res.Deliveries) < want && len(q.ready) > 0 && q.ready[0].msgs[0].notReady <= now {
 		k := heap.Pop(&q.ready).(*qkey)
 		m := k.msgs[0]
@@ -498,9 +495,7 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 		q.consumers[m.consumer]++
 		res.Deliveries = append(res.Deliveries, Delivery{Queue: c.Queue, Key: k.name, Seq: m.seq, Token: m.token,
 			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: vis})
-		if obs != nil {
-			obs.QueueDelivered(c.Queue, m.seq, m.token, vis)
-		}
+		s.armVisibility(c.Queue, m, vis)
 	}
 	q.keepReceipt(receipt, res.Deliveries)
 	return Result{Queue: res}
@@ -525,9 +520,7 @@ func (s *State) endDelivery(name string, q *queue, m *qmsg) {
 	delete(q.inflight, m.seq)
 	q.release(m.consumer)
 	q.dropReceipt(m)
-	if o := s.queueObs(); o != nil {
-		o.QueueDeliveryEnded(name, m.seq, m.token)
-	}
+	s.disarm(visibilityKey(name, m.token))
 	m.token, m.consumer = 0, ""
 }
 
@@ -656,9 +649,7 @@ func (s *State) queueExtend(c *QueueExtend) Result {
 		return Result{Err: err}
 	}
 	m.vis = c.Visibility
-	if o := s.queueObs(); o != nil {
-		o.QueueDelivered(c.Queue, m.seq, m.token, c.Visibility) // restarts the countdown
-	}
+	s.armVisibility(c.Queue, m, c.Visibility) // restarts the countdown
 	return Result{}
 }
 
@@ -779,12 +770,10 @@ func (s *State) queueDelete(ix uint64, now int64, c *QueueDelete) Result {
 		return Result{Err: err}
 	}
 	for _, m := range q.inflight {
-		if o := s.queueObs(); o != nil {
-			o.QueueDeliveryEnded(c.Queue, m.seq, m.token)
-		}
+		s.disarm(visibilityKey(c.Queue, m.token))
 	}
 	s.queueBytes -= q.bytes
-	delete(s.queuesByName, c.Queue)
+	s.queuesByName.del(c.Queue)
 	if o := s.queueObs(); o != nil {
 		o.QueueReady(c.Queue) // wakes long polls, to answer that it is gone
 	}

@@ -56,7 +56,10 @@ func TestQueueModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		const maxReceives, maxDepth = 3, 12
 		mode := rapid.SampledFrom([]DeadLetterMode{DeadLetterSkip, DeadLetterBlock}).Draw(rt, "mode")
-		s := New(DefaultConfig(), nil)
+		timed := newTimedObserver()
+		s := New(DefaultConfig(), timed)
+		var capt capturing
+		defer capt.done(rt)
 		ix, now := uint64(0), t0
 		apply := func(c Command) Result { // at the step's time, now
 			ix++
@@ -387,12 +390,15 @@ func TestQueueModel(t *testing.T) {
 					rt.Fatalf("retire before %d dropped %v (%v), want %d", before, r.Queue, r.Err, want)
 				}
 			case 9: // a snapshot and restore, as a follower catching up
-				restored, err := Restore(s.Snapshot(), DefaultConfig(), nil)
+				restored, err := Restore(s.Snapshot(), DefaultConfig(), timed)
 				if err != nil {
 					rt.Fatal(err)
 				}
 				s = restored
+				timed.reset(s)
 			}
+			timed.check(rt, s)
+			capt.step(rt, s)
 			info, _ := s.Queue("q")
 			inflight := 0
 			for _, k := range keys {

@@ -49,15 +49,12 @@ func (s *State) retried(name string, q *queue, receipt string, vis time.Duration
 		return nil, false
 	}
 	res = &QueueResult{Deliveries: make([]Delivery, 0, len(seqs))}
-	obs := s.queueObs()
 	for _, seq := range seqs {
 		m := q.inflight[seq]
 		m.vis = vis
 		res.Deliveries = append(res.Deliveries, Delivery{Queue: name, Key: m.key.name, Seq: m.seq, Token: m.token,
 			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: vis})
-		if obs != nil {
-			obs.QueueDelivered(name, m.seq, m.token, vis) // restarts the countdown
-		}
+		s.armVisibility(name, m, vis) // restarts the countdown
 	}
 	return res, true
 }
@@ -98,6 +95,6 @@ func (q *queue) dropReceipt(m *qmsg) {
 // in flight): the service proposes such a retry at once instead of
 // waiting for a message.
 func (s *State) HasReceipt(name, consumer, id string) bool {
-	q := s.queuesByName[name]
+	q := s.queuesByName.at(name)
 	return q != nil && id != "" && len(q.receipts[requestKey(consumer, [32]byte{}, id)]) > 0
 }

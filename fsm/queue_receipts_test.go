@@ -3,7 +3,6 @@ package fsm
 import (
 	"slices"
 	"testing"
-	"time"
 )
 
 // deliveredCount counts the leader's countdown (re)starts per token.
@@ -12,12 +11,14 @@ type deliveredCount struct {
 	starts map[uint64]int
 }
 
-func (o *deliveredCount) QueueDelivered(_ string, _, token uint64, _ time.Duration) {
-	o.starts[token]++
+func (o *deliveredCount) Arm(c Countdown) {
+	if c.Key.Kind == CountdownVisibility {
+		o.starts[c.Key.ID]++
+	}
 }
-func (o *deliveredCount) QueueReady(string)                         {}
-func (o *deliveredCount) QueueDeliveryEnded(string, uint64, uint64) {}
-func (o *deliveredCount) QueueDeadLettered(string, uint64)          {}
+func (o *deliveredCount) Disarm(CountdownKey)              {}
+func (o *deliveredCount) QueueReady(string)                {}
+func (o *deliveredCount) QueueDeadLettered(string, uint64) {}
 
 func seqTokens(ds []Delivery) [][2]uint64 {
 	out := make([][2]uint64, len(ds))
@@ -76,7 +77,7 @@ func TestQueueReceiveRetryAnswersTheSameDeliveries(t *testing.T) {
 	if again := q.ok(rcv); again.Dup || len(again.Queue.Deliveries) != 1 || again.Queue.Deliveries[0].Token == d1.Token {
 		t.Fatalf("a retry after all ended: %+v, want a new receive (the nacked message, a new token)", again)
 	}
-	if n := len(q.s.queuesByName["jobs"].receipts); n != 2 {
+	if n := len(q.s.queuesByName.at("jobs").receipts); n != 2 {
 		t.Fatalf("%d receipts kept, want 2 (bob's and alice's last)", n)
 	}
 }

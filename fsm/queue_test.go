@@ -223,9 +223,18 @@ type queueTimers struct {
 
 func (o *queueTimers) QueueReady(string) { o.wakes++ }
 
-func (o *queueTimers) QueueDelivered(_ string, _, token uint64, v time.Duration) { o.vis[token] = v }
-func (o *queueTimers) QueueDeliveryEnded(_ string, _, token uint64)              { delete(o.vis, token) }
-func (o *queueTimers) QueueDeadLettered(string, uint64)                          {}
+func (o *queueTimers) QueueDeadLettered(string, uint64) {}
+
+func (o *queueTimers) Arm(c Countdown) {
+	if c.Key.Kind == CountdownVisibility {
+		o.vis[c.Key.ID] = c.After
+	}
+}
+func (o *queueTimers) Disarm(k CountdownKey) {
+	if k.Kind == CountdownVisibility {
+		delete(o.vis, k.ID)
+	}
+}
 
 // The leader's timers hear of each delivery and its end; an Extend
 // restarts the countdown, and a new leader finds the extended visibility.
@@ -252,7 +261,11 @@ func TestQueueObserverTimesVisibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[uint64]time.Duration{}
-	restored.EachQueueDelivery(func(_ string, _, token uint64, v time.Duration) { got[token] = v })
+	restored.EachCountdown(func(c Countdown) {
+		if c.Key.Kind == CountdownVisibility {
+			got[c.Fire.(*QueueExpire).Token] = c.After
+		}
+	})
 	if len(got) != 1 || got[ds[0].Token] != time.Minute {
 		t.Fatalf("a new leader finds %v, want %v", got, want)
 	}

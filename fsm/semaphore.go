@@ -88,7 +88,7 @@ func validateSemaphore(c *Acquire) error {
 func (s *State) semConflict(c *Acquire) error {
 	if c.Limit == 0 {
 		for _, r := range c.Resources {
-			if sem, ok := s.sems[r]; ok {
+			if sem, ok := s.sems.get(r); ok {
 				return leasehold.Errorf(leasehold.CodeConflict,
 					"%q is a semaphore with limit %d: acquire it with that limit, or choose another name", r, sem.limit)
 			}
@@ -100,14 +100,14 @@ func (s *State) semConflict(c *Acquire) error {
 		return nil
 	}
 	name := c.Resources[0]
-	if sem, ok := s.sems[name]; ok {
+	if sem, ok := s.sems.get(name); ok {
 		if sem.limit != c.Limit {
 			return leasehold.Errorf(leasehold.CodeConflict,
 				"semaphore %q has limit %d, not %d: every holder must ask for the same limit", name, sem.limit, c.Limit)
 		}
 		return nil
 	}
-	if _, held := s.holders[name]; held || len(s.queues[name]) > 0 {
+	if _, held := s.holders.get(name); held || len(s.queues[name]) > 0 {
 		return leasehold.Errorf(leasehold.CodeConflict,
 			"%q is held or awaited as a lock, so it cannot be a semaphore; choose another name", name)
 	}
@@ -120,11 +120,11 @@ func (s *State) semConflict(c *Acquire) error {
 	defer func() { s.scratch.b = b[:0] }()
 	for i := 1; i <= c.Limit; i++ {
 		b = strconv.AppendInt(b[:n], int64(i), 10)
-		if _, held := s.holders[string(b)]; held || len(s.queues[string(b)]) > 0 {
+		if _, held := s.holders.get(string(b)); held || len(s.queues[string(b)]) > 0 {
 			return leasehold.Errorf(leasehold.CodeConflict,
 				"%q, slot %d of semaphore %q, is held or awaited as a lock; choose another name", string(b), i, name)
 		}
-		if _, nested := s.sems[string(b)]; nested {
+		if _, nested := s.sems.get(string(b)); nested {
 			return leasehold.Errorf(leasehold.CodeConflict,
 				"%q, slot %d of semaphore %q, is a semaphore itself; choose another name", string(b), i, name)
 		}
@@ -139,7 +139,7 @@ func (s *State) slotOf(resource string) (string, int) {
 	if i < 0 {
 		return "", 0
 	}
-	sem, ok := s.sems[resource[:i]]
+	sem, ok := s.sems.get(resource[:i])
 	if !ok {
 		return "", 0
 	}
@@ -158,7 +158,7 @@ func (s *State) slotOf(resource string) (string, int) {
 // semConflict), so only lock-delays are looked up by name; a new one looks
 // up each slot's name.
 func (s *State) freeSlot(name string, limit int) int {
-	sem := s.sems[name]
+	sem := s.sems.at(name)
 	if sem != nil && sem.held >= limit {
 		return 0
 	}
@@ -169,12 +169,12 @@ func (s *State) freeSlot(name string, limit int) int {
 		if sem != nil && sem.taken[i-1] {
 			continue
 		}
-		if sem == nil || len(s.blocks) > 0 {
+		if sem == nil || s.blocks.len() > 0 {
 			b = strconv.AppendInt(b[:n], int64(i), 10)
-			if _, held := s.holders[string(b)]; held && sem == nil {
+			if _, held := s.holders.get(string(b)); held && sem == nil {
 				continue
 			}
-			if _, blocked := s.blocks[string(b)]; blocked {
+			if _, blocked := s.blocks.get(string(b)); blocked {
 				continue
 			}
 		}
@@ -199,10 +199,10 @@ func (s *State) semBlocker(name string, limit int, w *waiter) error {
 // semJoin and semLeave count a lease or waiter of the semaphore in or
 // out.
 func (s *State) semJoin(name string, limit int) {
-	sem := s.sems[name]
+	sem, _ := s.sems.mut(name)
 	if sem == nil {
 		sem = &semaphore{limit: limit, taken: make([]bool, limit)}
-		s.sems[name] = sem
+		s.sems.set(name, sem)
 	}
 	sem.users++
 }
@@ -210,13 +210,13 @@ func (s *State) semJoin(name string, limit int) {
 // semTake marks slot i (1..limit) of a joined semaphore held; semFree
 // counts the holder l out of its slot and the semaphore.
 func (s *State) semTake(name string, i int) {
-	sem := s.sems[name]
+	sem, _ := s.sems.mut(name)
 	sem.taken[i-1] = true
 	sem.held++
 }
 
 func (s *State) semFree(l *lease) {
-	sem := s.sems[l.Semaphore()]
+	sem, _ := s.sems.mut(l.Semaphore())
 	if sem == nil {
 		return
 	}
@@ -228,9 +228,9 @@ func (s *State) semFree(l *lease) {
 }
 
 func (s *State) semLeave(name string) {
-	if sem := s.sems[name]; sem != nil {
+	if sem, _ := s.sems.mut(name); sem != nil {
 		if sem.users--; sem.users <= 0 {
-			delete(s.sems, name)
+			s.sems.del(name)
 		}
 	}
 }
@@ -247,7 +247,7 @@ func (s *State) wakeName(r string) string {
 // Semaphore returns the limit of name if it is a semaphore in use, with
 // the leases holding its slots in slot order.
 func (s *State) Semaphore(name string) (limit int, slots []leasehold.Lease, ok bool) {
-	sem := s.sems[name]
+	sem := s.sems.at(name)
 	if sem == nil {
 		return 0, nil, false
 	}

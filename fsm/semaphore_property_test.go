@@ -14,7 +14,7 @@ import (
 
 // semWatch is an Observer that records grants and ended waits in order.
 type semWatch struct {
-	nopObserver
+	timedObserver
 	granted []string // keys of grants, in order
 	ended   []string // keys of waits that ended without a grant
 }
@@ -35,8 +35,10 @@ func (w *semWatch) WaitEnded(key string, r Result) {
 func TestSemaphoreProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		limit := rapid.IntRange(1, 3).Draw(rt, "limit")
-		obs := &semWatch{}
+		obs := &semWatch{timedObserver: *newTimedObserver()}
 		s := New(DefaultConfig(), obs)
+		var capt capturing
+		defer capt.done(rt)
 		var queue []string               // model: waiting keys in arrival order
 		lastToken := map[string]uint64{} // slot -> last token granted on it
 		ix, n := uint64(0), 0
@@ -76,8 +78,10 @@ func TestSemaphoreProperties(t *testing.T) {
 				}
 			default:
 				var unblock []Command
-				s.EachBlock(func(r string, tok uint64, _ time.Duration) {
-					unblock = append(unblock, &Unblock{Resource: r, Token: tok})
+				s.EachCountdown(func(c Countdown) {
+					if u, ok := c.Fire.(*Unblock); ok {
+						unblock = append(unblock, u)
+					}
 				})
 				if len(unblock) == 0 {
 					c = &Unblock{Resource: "none"}
@@ -112,7 +116,10 @@ func TestSemaphoreProperties(t *testing.T) {
 					rt.Fatal("a restored state writes another snapshot")
 				}
 				s = restored
+				obs.reset(s)
 			}
+			obs.check(rt, s)
+			capt.step(rt, s)
 			checkSemaphore(rt, s, limit, queue, lastToken)
 			held = nil
 			for _, l := range s.Leases(0, 1000, "") {
@@ -148,7 +155,7 @@ func checkSemaphore(rt *rapid.T, s *State, limit int, queue []string, lastToken 
 		}
 	}
 	semWaiters, plainWaiters := 0, 0
-	for _, w := range s.waiters {
+	for _, w := range s.waiters.all() {
 		if w.Limit > 0 {
 			semWaiters++
 		} else if names[w.Resources[0]] {
@@ -194,7 +201,7 @@ func checkSemaphore(rt *rapid.T, s *State, limit int, queue []string, lastToken 
 		rt.Fatalf("%d waiters behind a free slot", semWaiters)
 	}
 	// The name is a semaphore exactly while someone holds or awaits it.
-	if users, sem := semLeases+semWaiters, s.sems["pool"]; users == 0 && sem != nil || users > 0 && (sem == nil || sem.users != users || sem.limit != limit) {
+	if users, sem := semLeases+semWaiters, s.sems.at("pool"); users == 0 && sem != nil || users > 0 && (sem == nil || sem.users != users || sem.limit != limit) {
 		rt.Fatalf("%d holders and waiters, semaphore record %+v", users, sem)
 	}
 }

@@ -85,7 +85,7 @@ func (s *State) Snapshot() []byte {
 	// Size the buffer from the last snapshot, with room to grow: growing
 	// a 25 MB buffer by appends copies it four times over, which the node
 	// holds at once at its memory peak.
-	size := max(64+len(s.leases)*128, int(s.snapSize.Load())*9/8)
+	size := max(64+s.leases.len()*128, int(s.snapSize.Load())*9/8)
 	e := encoder{b: make([]byte, 0, size)}
 	e.b = append(e.b, snapMagic...)
 	e.byte1(snapVersion)

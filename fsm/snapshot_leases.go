@@ -31,14 +31,14 @@ func decodeElection(d *decoder) (bool, []byte) {
 // 14 renamed leasehold's own leases (snapshot_names.go: decodeLease reads
 // the old names as the new).
 func writeLeases(s *State, e *encoder) {
-	ids := make([]uint64, 0, len(s.leases))
-	for id := range s.leases {
+	ids := make([]uint64, 0, s.leases.len())
+	for id := range s.leases.all() {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	e.uvarint(uint64(len(ids)))
 	for _, id := range ids {
-		l := s.leases[id]
+		l := s.leases.at(id)
 		view := l.view()
 		encodeLease(e, &view)
 		e.hash(l.secretHash)
@@ -80,24 +80,24 @@ func readLeases(s *State, d *decoder, v byte) error {
 		}
 		// Refuse a state Apply could never have made: it would break
 		// mutual exclusion or token monotonicity on this replica only.
-		if l.ID == 0 || l.Token != l.ID || l.Token > s.lastToken || s.leases[l.ID] != nil || len(l.Resources) == 0 ||
+		if l.ID == 0 || l.Token != l.ID || l.Token > s.lastToken || s.leases.at(l.ID) != nil || len(l.Resources) == 0 ||
 			l.election() && len(l.Resources) != 1 {
 			return errCorrupt
 		}
-		s.leases[l.ID] = l
+		s.leases.set(l.ID, l)
 		l.Owner, l.Operation = s.owners.take(l.Owner), s.operations.take(l.Operation)
 		for _, r := range l.Resources {
-			if _, held := s.holders[r]; held {
+			if _, held := s.holders.get(r); held {
 				return errCorrupt
 			}
-			s.holders[r] = l.ID
+			s.holders.set(r, l.ID)
 		}
 	}
 	return nil
 }
 
 func writeBlocks(s *State, e *encoder) {
-	writeSorted(e, s.blocks, func(r string, b block) {
+	writeSortedCow(e, &s.blocks, func(r string, b block) {
 		e.str(r)
 		e.uvarint(b.token)
 		e.varint(int64(b.delay))
@@ -108,10 +108,10 @@ func readBlocks(s *State, d *decoder, _ byte) error {
 	for range d.count(3) {
 		r := legacyName(d.str())
 		b := block{token: d.uvarint(), delay: time.Duration(d.varint())}
-		if _, dup := s.blocks[r]; dup || b.token > s.lastToken {
+		if _, dup := s.blocks.get(r); dup || b.token > s.lastToken {
 			return errCorrupt
 		}
-		s.blocks[r] = b
+		s.blocks.set(r, b)
 	}
 	return nil
 }
@@ -120,8 +120,8 @@ func readBlocks(s *State, d *decoder, _ byte) error {
 // fingerprint; before, by the bare request ID (and its acquire has no
 // caller: the decoder is legacy).
 func writeWaiters(s *State, e *encoder) {
-	ws := make([]*waiter, 0, len(s.waiters))
-	for _, w := range s.waiters {
+	ws := make([]*waiter, 0, s.waiters.len())
+	for _, w := range s.waiters.all() {
 		ws = append(ws, w)
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].arrival < ws[j].arrival })
@@ -159,12 +159,12 @@ func readWaiters(s *State, d *decoder, v byte) error {
 		if d.err != nil {
 			return nil
 		}
-		if w.key == "" || w.RequestID == "" || s.waiters[w.key] != nil || w.arrival <= lastArrival ||
+		if w.key == "" || w.RequestID == "" || s.waiters.at(w.key) != nil || w.arrival <= lastArrival ||
 			w.arrival > s.nextArrival || len(w.Resources) == 0 {
 			return errCorrupt
 		}
 		lastArrival = w.arrival
-		s.waiters[w.key] = w
+		s.waiters.set(w.key, w)
 		for _, r := range w.Resources {
 			s.queues[r] = append(s.queues[r], w)
 		}

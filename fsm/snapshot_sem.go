@@ -12,7 +12,7 @@ import (
 // bytes are as before; the per-name counts are rebuilt from it.
 func writeSems(s *State, e *encoder) {
 	var ids []uint64
-	for id, l := range s.leases {
+	for id, l := range s.leases.all() {
 		if l.Limit() > 0 {
 			ids = append(ids, id)
 		}
@@ -20,13 +20,13 @@ func writeSems(s *State, e *encoder) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	e.uvarint(uint64(len(ids)))
 	for _, id := range ids {
-		l := s.leases[id]
+		l := s.leases.at(id)
 		e.uvarint(id)
 		e.str(l.Semaphore())
 		e.uvarint(uint64(l.Limit()))
 	}
 	var ws []*waiter
-	for _, w := range s.waiters {
+	for _, w := range s.waiters.all() {
 		if w.Limit > 0 {
 			ws = append(ws, w)
 		}
@@ -45,7 +45,7 @@ func readSems(s *State, d *decoder, v byte) error {
 	}
 	for range d.count(3) {
 		id, name, limit := d.uvarint(), d.str(), decodeLimit(d)
-		l := s.leases[id]
+		l := s.leases.at(id)
 		if d.err != nil {
 			return nil
 		}
@@ -63,7 +63,7 @@ func readSems(s *State, d *decoder, v byte) error {
 	}
 	for range d.count(2) {
 		key, limit := d.str(), decodeLimit(d)
-		w := s.waiters[key]
+		w := s.waiters.at(key)
 		if d.err != nil {
 			return nil
 		}
@@ -82,6 +82,6 @@ func (s *State) semFits(name string, limit int) bool {
 	if limit < 1 || limit > leasehold.MaxSemaphoreLimit || name == "" {
 		return false
 	}
-	sem := s.sems[name]
+	sem := s.sems.at(name)
 	return sem == nil || sem.limit == limit
 }

@@ -131,7 +131,11 @@ func TestSnapshotThenApply(t *testing.T) {
 	la, _ := h.s.Holder("x")
 	lb, _ := h.s.Holder("z")
 	ld := uint64(0)
-	h.s.EachBlock(func(_ string, token uint64, _ time.Duration) { ld = token })
+	h.s.EachCountdown(func(c Countdown) {
+		if u, ok := c.Fire.(*Unblock); ok {
+			ld = u.Token
+		}
+	})
 	entries := [][]Command{
 		{&Renew{RequestID: "renew-a", LeaseID: la.ID, SecretHash: secret("a")}},   // retry: dup
 		{&Renew{RequestID: "renew-bad", LeaseID: la.ID, SecretHash: secret("a")}}, // retry: dup refusal
@@ -338,11 +342,18 @@ func (g *randomLog) Ended(l *leasehold.Lease, _ EndReason) {
 	g.live = slices.DeleteFunc(g.live, func(id uint64) bool { return id == l.ID })
 	delete(g.renews, l.ID)
 }
-func (g *randomLog) Queued(key string, _ time.Duration) { g.waiting = append(g.waiting, showKey(key)) }
 func (g *randomLog) WaitEnded(key string, _ Result) {
 	g.waiting = slices.DeleteFunc(g.waiting, func(w string) bool { return w == showKey(key) })
 }
-func (g *randomLog) Blocked(r string, token uint64, _ time.Duration) { g.blocks[r] = token }
+func (g *randomLog) Arm(c Countdown) {
+	switch c.Key.Kind {
+	case CountdownWait:
+		g.waiting = append(g.waiting, showKey(c.Key.Name))
+	case CountdownLockDelay:
+		g.blocks[c.Key.Name] = c.Fire.(*Unblock).Token
+	}
+}
+func (g *randomLog) Disarm(CountdownKey) {}
 
 // TestDeterminism applies one log to two fresh states, and to a third
 // restored from a snapshot halfway: results and snapshots are identical.

@@ -42,8 +42,9 @@ func (r EndReason) String() string {
 }
 
 // Observer hears about every change as it is applied, in log order. The
-// node uses it to run leader timers and wake waiting requests. Calls happen
-// inside Apply, so they must be quick and must not call back into State.
+// node uses it for metrics and to wake waiting requests (its leader
+// timers hear of countdowns: Countdowns). Calls happen inside Apply, so
+// they must be quick and must not call back into State.
 //
 // A waiting acquire is named by its key (Acquire.Key), which the node
 // treats as an opaque string.
@@ -51,9 +52,7 @@ type Observer interface {
 	Granted(l *leasehold.Lease, key string)
 	Renewed(l *leasehold.Lease, remaining time.Duration)
 	Ended(l *leasehold.Lease, why EndReason)
-	Queued(key string, wait time.Duration)
 	WaitEnded(key string, r Result)
-	Blocked(resource string, token uint64, delay time.Duration)
 }
 
 // Result is the answer to one command. Exactly one of Err, Lease or Queued
@@ -156,31 +155,36 @@ func DefaultConfig() Config {
 type State struct {
 	cfg          Config
 	obs          Observer
-	sink         EventSink // obs, if it wants events; else nil
+	sink         EventSink  // obs, if it wants events; else nil
+	timers       Countdowns // obs, if it times countdowns (countdown.go); else nil
 	lastIndex    uint64
 	lastToken    uint64
 	nextArrival  uint64
-	leases       map[uint64]*lease
-	holders      map[string]uint64    // resource -> lease id
-	blocks       map[string]block     // resources in lock-delay
-	waiters      map[string]*waiter   // by acquire key (Acquire.Key)
-	queues       map[string][]*waiter // resource -> waiters in arrival order
+	leases       cowMap[uint64, *lease]
+	holders      cowMap[string, uint64]  // resource -> lease id
+	blocks       cowMap[string, block]   // resources in lock-delay
+	waiters      cowMap[string, *waiter] // by acquire key (Acquire.Key)
+	queues       map[string][]*waiter    // resource -> waiters in arrival order
 	dedup        dedup
-	kv           map[string]Item
+	kv           cowMap[string, Item]
 	bound        map[uint64]map[string]struct{} // lease -> keys bound to it
 	kvBytes      int
 	audit        []AuditRecord
-	owners       names                  // owner -> leases held, interned (names.go)
-	operations   names                  // operations of held leases, interned
-	vacated      []string               // elections whose leader ended in this command (elections.go)
-	idem         map[string]*idemRecord // idempotency keys (idem.go)
-	idemCount    map[string]int         // key prefix -> records
-	idemBytes    int                    // bytes of stored results
-	queuesByName map[string]*queue      // keyed queues (queue.go)
-	queueBytes   int                    // bytes of message bodies in all queues
-	groups       map[string]*group      // partition groups (groups.go)
-	now          int64                  // the time of the entry being applied
-	sems         map[string]*semaphore  // names in use as semaphores (semaphore.go)
+	owners       names                       // owner -> leases held, interned (names.go)
+	operations   names                       // operations of held leases, interned
+	vacated      []string                    // elections whose leader ended in this command (elections.go)
+	idem         cowMap[string, *idemRecord] // idempotency keys (idem.go)
+	idemCount    map[string]int              // key prefix -> records
+	idemBytes    int                         // bytes of stored results
+	queuesByName cowMap[string, *queue]      // keyed queues (queue.go)
+	queueBytes   int                         // bytes of message bodies in all queues
+	groups       cowMap[string, *group]      // partition groups (groups.go)
+	now          int64                       // the time of the entry being applied
+	sems         cowMap[string, *semaphore]  // names in use as semaphores (semaphore.go)
+	// capture is the snapshot that holds the maps frozen, if any, and
+	// captures the count of those not yet released (capture.go).
+	capture  *capture
+	captures atomic.Int32
 
 	scratch  encoder      // a buffer for fingerprints (request.go); not state
 	snapSize atomic.Int64 // the last snapshot's size, to size the next one's buffer; not state
@@ -194,21 +198,21 @@ func New(cfg Config, obs Observer) *State {
 	s := &State{
 		cfg:          cfg,
 		obs:          obs,
-		leases:       make(map[uint64]*lease),
-		holders:      make(map[string]uint64),
-		blocks:       make(map[string]block),
-		waiters:      make(map[string]*waiter),
+		leases:       newCowMap[uint64, *lease](),
+		holders:      newCowMap[string, uint64](),
+		blocks:       newCowMap[string, block](),
+		waiters:      newCowMap[string, *waiter](),
 		queues:       make(map[string][]*waiter),
 		dedup:        newDedup(),
-		kv:           make(map[string]Item),
+		kv:           newCowMap[string, Item](),
 		bound:        make(map[uint64]map[string]struct{}),
 		owners:       make(names),
 		operations:   make(names),
-		idem:         make(map[string]*idemRecord),
+		idem:         newCowMap[string, *idemRecord](),
 		idemCount:    make(map[string]int),
-		queuesByName: make(map[string]*queue),
-		groups:       make(map[string]*group),
-		sems:         make(map[string]*semaphore),
+		queuesByName: newCowMap[string, *queue](),
+		groups:       newCowMap[string, *group](),
+		sems:         newCowMap[string, *semaphore](),
 	}
 	s.setSink(obs)
 	return s
@@ -231,6 +235,7 @@ func (s *State) LastToken() uint64 { return s.lastToken }
 
 // Apply applies one log entry and returns one result per command.
 func (s *State) Apply(index uint64, b *Batch) []Result {
+	s.thaw()
 	s.lastIndex, s.now = index, b.Time
 	s.dedup.evict(b.Time, s.cfg)
 	out := make([]Result, len(b.Cmds))
@@ -257,10 +262,11 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 		return Result{Err: err}
 	}
 	key, sum := c.Key(), c.sum(&s.scratch)
-	if w := s.waiters[key]; w != nil && key != "" {
+	if w := s.waiters.at(key); w != nil && key != "" {
 		if !w.sum.matches(sum) {
 			return Result{Err: reusedID(c.RequestID)}
 		}
+		w = s.mutWaiter(w)
 		w.Attempt = c.Attempt // the retry takes the place over
 		return Result{Queued: true, Dup: true, ForeignSecret: w.SecretHash != c.SecretHash}
 	}
@@ -268,7 +274,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 		if r.Lease == nil {
 			return r
 		}
-		l := s.leases[r.Lease.ID]
+		l := s.leases.at(r.Lease.ID)
 		if l == nil || l.key != key {
 			// Answering with a lease that has ended would let the caller
 			// count a fresh deadline from its retry.
@@ -276,6 +282,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 				"lease %d, granted to this request, has already ended", r.Lease.ID)}
 		}
 		r.ForeignSecret = l.secretHash != c.SecretHash
+		l, _ = s.leases.mut(l.ID)
 		l.attempt = c.Attempt // the retry takes the grant over
 		view := l.view()
 		r.Lease = &view
@@ -307,7 +314,7 @@ func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
 	}
 	s.dedup.put(key, KindAcquire, sum, now, r, s.cfg)
 	if r.Queued {
-		s.obs.Queued(key, c.Wait)
+		s.armWait(key, c.Wait)
 		s.emitWaiter(EventQueued, c)
 	}
 	return r
@@ -326,12 +333,12 @@ func (s *State) blockerOf(c *Acquire, w *waiter) error {
 // lock-delay, and wanted by no waiter earlier than w.
 func (s *State) blocker(resources []string, w *waiter) error {
 	for _, r := range resources {
-		if id, held := s.holders[r]; held {
-			l := s.leases[id]
+		if id, held := s.holders.get(r); held {
+			l := s.leases.at(id)
 			return leasehold.Errorf(leasehold.CodeHeld,
 				"resource %q is held by lease %d (owner %q, operation %q)", r, id, l.Owner, l.Operation)
 		}
-		if b, blocked := s.blocks[r]; blocked {
+		if b, blocked := s.blocks.get(r); blocked {
 			return leasehold.Errorf(leasehold.CodeHeld,
 				"resource %q is in a %v lock-delay after lease %d expired", r, b.delay, b.token)
 		}
@@ -387,12 +394,13 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 		key:        key,
 		attempt:    c.Attempt,
 	}
-	s.leases[l.ID] = l
+	s.leases.set(l.ID, l)
 	for _, r := range resources {
-		s.holders[r] = l.ID
+		s.holders.set(r, l.ID)
 	}
 	view := l.view()
 	s.obs.Granted(&view, key)
+	s.armLease(l, firstDeadline(l, 0), 0)
 	s.emitLease(EventGranted, &view, 0)
 	if l.election() {
 		s.emitLeader(l)
@@ -403,7 +411,7 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 func (s *State) enqueue(now int64, c *Acquire, key string, sum fingerprint) {
 	s.nextArrival++
 	w := &waiter{Acquire: *c, key: key, sum: sum, arrival: s.nextArrival, queuedAt: now}
-	s.waiters[key] = w
+	s.waiters.set(key, w)
 	for _, r := range c.Resources {
 		s.queues[r] = append(s.queues[r], w)
 	}
@@ -412,10 +420,23 @@ func (s *State) enqueue(now int64, c *Acquire, key string, sum fingerprint) {
 	}
 }
 
+// mutWaiter is w to change in place (cowMap.mut), in its queues too.
+func (s *State) mutWaiter(w *waiter) *waiter {
+	c, _ := s.waiters.mut(w.key)
+	if c != w {
+		for _, r := range w.Resources {
+			q := s.queues[r]
+			q[slices.Index(q, w)] = c
+		}
+	}
+	return c
+}
+
 // dequeue removes w from the waiters and returns the resources whose queue
 // head changed.
 func (s *State) dequeue(w *waiter) []string {
-	delete(s.waiters, w.key)
+	s.waiters.del(w.key)
+	s.disarm(waitKey(w.key))
 	if w.Limit > 0 {
 		s.semLeave(w.Resources[0])
 	}
@@ -468,7 +489,7 @@ func (s *State) wake(ix uint64, now int64, resources []string) {
 }
 
 func (s *State) holderOf(id uint64, hash [32]byte, action string) (*lease, error) {
-	l := s.leases[id]
+	l := s.leases.at(id)
 	if l == nil && id > s.lastToken {
 		return nil, leasehold.Errorf(leasehold.CodeNotFound, "lease %d was never granted", id)
 	}
@@ -491,13 +512,13 @@ func (s *State) renew(now int64, c *Renew) Result {
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindRenew, fingerprint{}); ok {
 		return r // the ID was used for another kind of request
 	}
-	if l := s.leases[c.LeaseID]; l != nil && key != "" && l.renewKey == digestRenewKey(key) && l.secretHash == c.SecretHash {
+	if l := s.leases.at(c.LeaseID); l != nil && key != "" && l.renewKey == digestRenewKey(key) && l.secretHash == c.SecretHash {
 		view := l.view()
 		return Result{Lease: &view, Remaining: l.renewRemaining, Dup: true}
 	}
 	r := s.doRenew(now, c)
 	if r.Err == nil {
-		l := s.leases[c.LeaseID]
+		l, _ := s.leases.mut(c.LeaseID)
 		l.renewKey, l.renewRemaining = digestRenewKey(key), r.Remaining
 	}
 	return r
@@ -520,6 +541,7 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 		}
 		remaining = min(remaining, left)
 	}
+	l, _ = s.leases.mut(l.ID)
 	l.heldFor = max(l.heldFor, c.Age)
 	l.RenewCount++
 	l.renewedAt = now
@@ -529,6 +551,7 @@ func (s *State) doRenew(now int64, c *Renew) Result {
 	}
 	view := l.view()
 	s.obs.Renewed(&view, remaining)
+	s.armLease(l, remaining, l.heldFor)
 	s.emitLease(EventRenewed, &view, 0)
 	return Result{Lease: &view, Remaining: remaining}
 }
@@ -558,12 +581,12 @@ func (s *State) release(ix uint64, now int64, c *Release) Result {
 
 // end removes a lease and frees its resources; the caller wakes waiters.
 func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
-	delete(s.leases, l.ID)
+	s.leases.del(l.ID)
 	s.owners.drop(l.Owner)
 	s.operations.drop(l.Operation)
 	for _, r := range l.Resources {
-		if s.holders[r] == l.ID {
-			delete(s.holders, r)
+		if s.holders.at(r) == l.ID {
+			s.holders.del(r)
 		}
 	}
 	if l.Semaphore() != "" {
@@ -571,6 +594,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	}
 	view := l.view()
 	s.obs.Ended(&view, why)
+	s.disarm(leaseKey(l.ID))
 	s.emitLease(endEvent(why), &view, why)
 	s.dropBound(l.ID)
 	if l.election() {
@@ -582,32 +606,40 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 }
 
 func (s *State) expire(ix uint64, now int64, c *Expire) Result {
-	l := s.leases[c.LeaseID]
+	l := s.leases.at(c.LeaseID)
 	if l == nil || l.RenewCount != c.RenewCount {
 		return Result{} // renewed or gone since the leader decided: nothing to do
 	}
 	view := s.end(l, EndExpired)
-	if delay := l.LockDelay(); delay > 0 {
-		for _, r := range l.Resources {
-			s.blocks[r] = block{token: l.Token, delay: delay}
-			s.obs.Blocked(r, l.Token, delay)
-		}
+	if l.LockDelay() > 0 {
+		s.block(l)
 		return Result{Lease: view}
 	}
 	s.wake(ix, now, l.Resources)
 	return Result{Lease: view}
 }
 
+// block puts the resources of l, which ended without a clean release, in
+// its lock-delay.
+func (s *State) block(l *lease) {
+	for _, r := range l.Resources {
+		b := block{token: l.Token, delay: l.LockDelay()}
+		s.blocks.set(r, b)
+		s.armLockDelay(r, b)
+	}
+}
+
 func (s *State) unblock(ix uint64, now int64, c *Unblock) Result {
-	if b, ok := s.blocks[c.Resource]; ok && b.token == c.Token {
-		delete(s.blocks, c.Resource)
+	if b, ok := s.blocks.get(c.Resource); ok && b.token == c.Token {
+		s.blocks.del(c.Resource)
+		s.disarm(lockDelayKey(c.Resource))
 		s.wake(ix, now, []string{c.Resource})
 	}
 	return Result{}
 }
 
 func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
-	if w := s.waiters[c.Key]; w != nil {
+	if w := s.waiters.at(c.Key); w != nil {
 		if w.Attempt != c.Attempt {
 			return Result{}
 		}
@@ -620,7 +652,7 @@ func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
 	if !ok || rec.Lease == nil {
 		return Result{}
 	}
-	l := s.leases[rec.Lease.ID]
+	l := s.leases.at(rec.Lease.ID)
 	if l == nil || l.key != c.Key || l.attempt != c.Attempt {
 		return Result{}
 	}
@@ -630,7 +662,7 @@ func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
 }
 
 func (s *State) waitTimeout(ix uint64, now int64, c *WaitTimeout) Result {
-	w := s.waiters[c.Key]
+	w := s.waiters.at(c.Key)
 	if w == nil {
 		return Result{}
 	}
@@ -692,6 +724,4 @@ type nopObserver struct{}
 func (nopObserver) Granted(*leasehold.Lease, string)        {}
 func (nopObserver) Renewed(*leasehold.Lease, time.Duration) {}
 func (nopObserver) Ended(*leasehold.Lease, EndReason)       {}
-func (nopObserver) Queued(string, time.Duration)            {}
 func (nopObserver) WaitEnded(string, Result)                {}
-func (nopObserver) Blocked(string, uint64, time.Duration)   {}

@@ -1305,9 +1305,9 @@ func TestQueries(t *testing.T) {
 	}
 	n := 0
 	h.s.EachLease(func(l *leasehold.Lease, _ time.Duration) { n++ })
-	h.s.EachWaiter(func(id string, wait time.Duration) {
-		if id != keyOf("w") || wait != time.Minute {
-			t.Fatalf("EachWaiter: %q %v", id, wait)
+	h.s.EachCountdown(func(c Countdown) {
+		if w, ok := c.Fire.(*WaitTimeout); ok && (w.Key != keyOf("w") || c.Key != waitKey(w.Key) || c.After != time.Minute) {
+			t.Fatalf("EachCountdown: waiter %q %v", w.Key, c.After)
 		}
 	})
 	if n != 3 {

@@ -215,7 +215,7 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 	}
 	grow := 0
 	for _, op := range ops {
-		old, had := s.kv[op.Key]
+		old, had := s.kv.get(op.Key)
 		switch {
 		case op.Delete && had:
 			grow -= len(op.Key) + len(old.Value)
@@ -232,7 +232,7 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 	res.Versions = make([]uint64, len(ops))
 	for i, op := range ops {
 		if op.Delete {
-			if _, had := s.kv[op.Key]; had {
+			if _, had := s.kv.get(op.Key); had {
 				old := s.deleteItem(op.Key)
 				s.emitKV(EventDeleted, op.Key, nil, old.Version, 0)
 			}
@@ -242,7 +242,7 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 		if op.Lease != nil {
 			it.Lease = op.Lease.ID
 		}
-		old, had := s.kv[op.Key]
+		old, had := s.kv.get(op.Key)
 		s.kvBytes += len(op.Value) - len(old.Value)
 		if !had {
 			s.kvBytes += len(op.Key)
@@ -257,7 +257,7 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 // holds reports whether a compare holds on the state before the
 // transaction.
 func (s *State) holds(c Compare) bool {
-	it, ok := s.kv[c.Key]
+	it, ok := s.kv.get(c.Key)
 	switch c.Op {
 	case CompareVersionEqual:
 		return it.Version == c.Version

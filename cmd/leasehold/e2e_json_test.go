@@ -141,7 +141,7 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 	// Every command that takes -o has its JSON decoded here, or where named.
 	elsewhere := map[string]string{"leasehold force-release": "below", "leasehold watch": "below",
 		"leasehold cluster add": "TestClusterMembershipCommands", "leasehold cluster remove": "TestClusterMembershipCommands",
-		"leasehold cluster transfer-leader": "TestClusterMembershipCommands"}
+		"leasehold cluster transfer-leader": "TestClusterMembershipCommands", "leasehold torture": "TestTortureLocalShort"}
 	covered := map[string]bool{}
 	for _, tc := range cases {
 		covered[lh.CommandOf(tc.args)] = true

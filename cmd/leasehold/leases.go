@@ -38,10 +38,7 @@ func parseMetadata(kvs []string) (map[string]string, error) {
 	return md, nil
 }
 
-func defaultOwner() string {
-	h, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d", h, os.Getpid())
-}
+func defaultOwner() string { return client.DefaultOwner() }
 
 func newAcquire(g *globals) *cobra.Command {
 	f := &acquireFlags{}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/fsm"
 )
@@ -16,6 +15,12 @@ func activeTimers(c clock.Clock) *timers {
 	t := newTimers(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.active = true
 	return t
+}
+
+// leaseCountdown is what the state arms for lease id.
+func leaseCountdown(id, renewCount uint64, after time.Duration) fsm.Countdown {
+	return fsm.Countdown{Key: fsm.CountdownKey{Kind: fsm.CountdownLease, ID: id}, After: after,
+		Fire: &fsm.Expire{LeaseID: id, RenewCount: renewCount}}
 }
 
 func expired(t *testing.T, tm *timers) []uint64 {
@@ -39,13 +44,13 @@ func TestLeaseCountdownsShareOneTimer(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 	tm := activeTimers(fake)
 	for id := uint64(1); id <= 1000; id++ {
-		tm.granted(&leasehold.Lease{ID: id, TTL: time.Duration(1001-id) * time.Second})
+		tm.arm(leaseCountdown(id, 0, time.Duration(1001-id)*time.Second))
 	}
 	if n := fake.Pending(); n != 1 {
 		t.Fatalf("%d runtime timers pending for 1000 leases, want 1", n)
 	}
-	tm.renewed(&leasehold.Lease{ID: 1000, RenewCount: 1}, time.Hour) // was due in 1s
-	tm.ended(999)                                                    // was due in 2s
+	tm.arm(leaseCountdown(1000, 1, time.Hour))                     // was due in 1s
+	tm.disarm(fsm.CountdownKey{Kind: fsm.CountdownLease, ID: 999}) // was due in 2s
 
 	fake.Advance(3 * time.Second)
 	if got := expired(t, tm); len(got) != 1 || got[0] != 998 {
@@ -79,7 +84,7 @@ func TestLeaseCountdownsShareOneTimer(t *testing.T) {
 }
 
 // A leader's countdown costs little memory per lease (a runtime timer
-// and closure per lease took about 215 bytes).
+// and closure per lease took about 215 bytes), its expiry included.
 func TestLeaseCountdownMemory(t *testing.T) {
 	heap := func() uint64 {
 		runtime.GC()
@@ -91,7 +96,7 @@ func TestLeaseCountdownMemory(t *testing.T) {
 	base := heap()
 	tm := activeTimers(clock.Real{})
 	for id := uint64(1); id <= leases; id++ {
-		tm.granted(&leasehold.Lease{ID: id, TTL: time.Hour})
+		tm.arm(leaseCountdown(id, 0, time.Hour))
 	}
 	per := float64(heap()-base) / leases
 	runtime.KeepAlive(tm)
