@@ -25,7 +25,7 @@ func nightlyReport(ctx context.Context, chunks [][]byte) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, c.Close()) }() // runs last: Close ends leases still held
+	defer func() { err = errors.Join(err, c.Close()) }() // runs last: Close gives back leases still held
 	lease, err := c.Acquire(ctx, "reports/nightly", client.TTL(15*time.Second),
 		client.Wait(time.Minute), client.Operation("nightly-report"))
 	if err != nil {
