@@ -132,7 +132,7 @@ func Relayed(err error) error {
 }
 
 // ToBatchError is ToConnect for one operation of a Batch: the same Connect
-// code, by the name the unary calls and the README use
+// code, by the name the unary calls and docs/api.md use
 // ("invalid_argument", "already_exists", ...), and the same message,
 // carried in the result instead of the reply's status.
 func ToBatchError(err error) *pb.BatchError {

@@ -30,7 +30,7 @@ const (
 	// costs about 20% less CPU per operation than batched unary calls
 	// with one goroutine, half with 16 sharing a client, a third less
 	// with 64, and carries more operations a second in each (see the
-	// README's Performance section).
+	// docs/benchmarks.md, "The session stream").
 	SessionDefault SessionMode = iota
 	// SessionOn sends them, and the calls Config.Session names, on one
 	// session stream per client (HTTP/2), pipelined and answered out of

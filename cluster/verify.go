@@ -86,7 +86,7 @@ func (e *DamageError) Loss() string {
 func (e *DamageError) Error() string {
 	return fmt.Sprintf("cluster: %s. Refusing to start: in a cluster, remove this node (`leasehold cluster remove ID`), "+
 		"empty its data dir (or run `leasehold recover --data-dir %s --removed`) and start it with --join; on a single node, "+
-		"`leasehold recover --data-dir %s` keeps what is intact: see README, \"Failure semantics\"",
+		"`leasehold recover --data-dir %s` keeps what is intact: see docs/failure-semantics.md",
 		e.What(), e.DataDir, e.DataDir)
 }
 

@@ -334,7 +334,7 @@ func planSummary(p *RecoveryPlan) string {
 const matrixHeader = `# The damage matrix
 
 Written by ` + "`LEASEHOLD_DAMAGE_MATRIX=$PWD/docs/damage-matrix.md go test ./cluster -run TestDamageMatrix`" + `
-(the test asserts every row; see README, "Failure semantics"). A single node
+(the test asserts every row; see docs/failure-semantics.md). A single node
 grants 60 leases (one log entry and one write each, tokens 4 to 63) on 2 KiB
 segments (4 of them) and stops, cleanly or by a crash (no clean stop
 recorded); one frame of its log is then zeroed, has a bit flipped, or the

@@ -7,7 +7,7 @@
 // empty critical section: etcd through concurrency.Mutex (one shared
 // clientv3, one session per worker), leasehold through its Go client (one
 // client per worker, and one client shared by all workers). run.sh
-// installs etcd and builds leasehold; see the README's Performance section.
+// installs etcd and builds leasehold; see docs/benchmarks.md.
 package main
 
 import (

@@ -21,7 +21,7 @@ func order(results []result) []string {
 	return ts
 }
 
-// markdown renders the results as the README's tables: throughput and
+// markdown renders the results as docs/benchmarks.md's tables: throughput and
 // latency per scenario with ratios to etcd, then the contended waits
 // against their FIFO bound.
 func markdown(results []result, targets []string, warmup, measure time.Duration) string {

@@ -41,7 +41,7 @@ A holder renews a third of the TTL after its last renewal's send, and its
 own deadline is TTL x (1 - drift ratio) - drift after that send; the worst
 pause starts just before a renewal is due. Add --failover (1s) if
 leases must also survive a raft leader change. A longer TTL keeps a
-crashed holder's resources blocked longer: that is the trade. See README,
+crashed holder's resources blocked longer: that is the trade. See docs/concepts.md,
 "Choosing a TTL".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,7 +62,7 @@ crashed holder's resources blocked longer: that is the trade. See README,
 	host, _ := os.Hostname()
 	fl := cmd.Flags()
 	fl.DurationVar(&f.maxPause, "max-pause", 0, "the longest pause a holder's process must survive (required)")
-	fl.DurationVar(&f.failover, "failover", 0, "added to the pause: how long renewals may fail during a leader change (under 1s measured: README)")
+	fl.DurationVar(&f.failover, "failover", 0, "added to the pause: how long renewals may fail during a leader change (under 1s measured: docs/elections.md)")
 	fl.DurationVar(&f.window, "window", 10*time.Second, "how long to measure renewals")
 	fl.IntVar(&f.roundTrips, "round-trips", 2, "renewal round trips at p99.9 that must fit after the pause (the delayed renewal and a retry)")
 	// The Go client's defaults (client.Config Drift and DriftRatio).

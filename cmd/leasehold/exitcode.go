@@ -32,7 +32,7 @@ const (
 	exitNoCommand     = 127 // run/elect: the command was not found
 )
 
-// exitCodes is the table that help exit-codes and the README show.
+// exitCodes is the table that help exit-codes and docs/cli.md show.
 var exitCodes = []struct {
 	code int
 	what string

@@ -27,7 +27,7 @@ func newRecover() *cobra.Command {
 			"so no token is issued twice. Nothing is deleted: the damaged files go to DIR/damaged-TIME/.\n" +
 			"A member of a cluster of several voters is recovered only once it is removed from the cluster\n" +
 			"(`leasehold cluster remove ID`, then --removed here), and then started with --join; or empty\n" +
-			"its data dir instead: the others send it everything. See README, \"Failure semantics\".",
+			"its data dir instead: the others send it everything. See docs/failure-semantics.md.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
@@ -114,7 +114,7 @@ func printPlan(w io.Writer, dir string, p *cluster.RecoveryPlan) {
 	}
 	if p.Fresh {
 		fmt.Fprintf(w, "  - start this node again as a new single-node cluster: nothing of its state is left\n"+
-			"    (if you have a backup from `leasehold snapshot save`, restore that instead: README, \"Backup and restore\")\n")
+			"    (if you have a backup from `leasehold snapshot save`, restore that instead: docs/operations.md, \"Backup and restore\")\n")
 	}
 	if p.FloorRepaired {
 		fmt.Fprintf(w, "  - save a token floor of %d: the token-floor file is missing or damaged, so the floor is set far\n"+
