@@ -3,6 +3,10 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,6 +207,42 @@ func TestDeadlineNeverLaterThanServer(t *testing.T) {
 		}
 	})
 
+	t.Run("reply delayed", func(t *testing.T) {
+		// Every Acquire and Renew answer (unary or in a Batch) is held back a second on its way
+		// to the client, so the grant happens about a second before the
+		// client hears of it. Counting from the send, the deadline is at
+		// most send + TTL·(1 − DriftRatio) − Drift; a client that counted
+		// from the answer would be about a second past that bound.
+		const ttl, delay = 3 * time.Second, time.Second
+		cfg := client.Config{Session: client.SessionOff, Drift: 10 * time.Millisecond, DriftRatio: 0.02}
+		proxy, sentBy := delayedReplies(t, n.URL, delay, "/Acquire", "/Renew", "/Batch")
+		dc := newClient(t, cfg, proxy)
+		bound := func(sent time.Time) time.Time {
+			return sent.Add(time.Duration(float64(ttl)*(1-cfg.DriftRatio)) - cfg.Drift)
+		}
+		before := time.Now()
+		l := mustAcquire(t, dc, []string{"deadline/delayed"}, client.TTL(ttl), client.ManualRenew())
+		if waited := time.Since(before); waited < delay {
+			t.Fatalf("Acquire answered after %v: the proxy did not delay it", waited)
+		}
+		if d := l.Deadline(); d.After(bound(sentBy())) {
+			t.Fatalf("after a delayed Acquire: deadline %v is %v past send + TTL·(1−ratio) − drift", d, d.Sub(bound(sentBy())))
+		}
+		checkServer(l, "deadline/delayed")
+		for i := range 2 {
+			before := time.Now()
+			if err := l.Renew(ctxFor(t, callTimeout)); err != nil {
+				t.Fatalf("renewal %d: %v", i, err)
+			}
+			if d := l.Deadline(); d.After(bound(sentBy())) {
+				t.Fatalf("after delayed renewal %d: deadline %v is %v past send + TTL·(1−ratio) − drift", i, d, d.Sub(bound(sentBy())))
+			} else if !d.After(before.Add(delay)) {
+				t.Fatalf("after delayed renewal %d: deadline %v not past the answer's arrival", i, d)
+			}
+			checkServer(l, "deadline/delayed")
+		}
+	})
+
 	t.Run("background", func(t *testing.T) {
 		// Renewed every third of the TTL: with 1s, a renewal may take
 		// 650ms on a loaded machine before the lease lapses under the
@@ -230,6 +270,49 @@ func TestDeadlineNeverLaterThanServer(t *testing.T) {
 			t.Fatal("background renewal never moved the deadline")
 		}
 	})
+}
+
+// delayedReplies serves target through a reverse proxy that holds back
+// the answer of every call whose path ends in one of suffixes by delay.
+// The returned func says when the proxy received the last such call: the
+// client sent it no later than that.
+func delayedReplies(t *testing.T, target string, delay time.Duration, suffixes ...string) (string, func() time.Time) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var arrived time.Time
+	matches := func(path string) bool {
+		for _, s := range suffixes {
+			if strings.HasSuffix(path, s) {
+				return true
+			}
+		}
+		return false
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if matches(resp.Request.URL.Path) {
+			time.Sleep(delay)
+		}
+		return nil
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if matches(r.URL.Path) {
+			mu.Lock()
+			arrived = time.Now()
+			mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return arrived
+	}
 }
 
 // TestManualRenewKeepsLease: with ManualRenew, the caller's Renew calls
