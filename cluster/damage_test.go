@@ -68,7 +68,7 @@ func refuses(t *testing.T, cfg Config, file string) *DamageError {
 	if !errors.As(err, &de) {
 		t.Fatalf("open: %v, want a DamageError", err)
 	}
-	if de.File != file || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "Failure semantics") {
+	if de.File != file || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "docs/failure-semantics.md") {
 		t.Fatalf("open: %v\nwant it to name %s and point to the recovery steps", err, file)
 	}
 	t.Logf("refused: %v", err)

@@ -87,7 +87,7 @@ func TestServeRefusesDamageAndRecovers(t *testing.T) {
 				t.Fatal("serve started on a damaged data dir")
 			}
 			msg := n.p.Stderr()
-			for _, want := range append(refusal, "leasehold recover --data-dir "+n.dataDir, "Failure semantics") {
+			for _, want := range append(refusal, "leasehold recover --data-dir "+n.dataDir, "docs/failure-semantics.md") {
 				if !strings.Contains(msg, want) {
 					t.Errorf("serve's refusal does not say %q:\n%s", want, msg)
 				}
