@@ -27,6 +27,8 @@ var mayImport = map[string][]string{
 	"server":                 {".", "api", "cluster", "fsm", "service"},
 	"api":                    {".", "api"},
 	"client":                 {".", "api", "clock"}, // clock: Config.Clock, for fault tests of skewed clients
+	"client/clientprom":      {"client"},
+	"client/clientotel":      {"client"},
 	"fence":                  {".", "fence"},
 	"idempotency":            {".", "client"},
 	"queue":                  {".", "client"},

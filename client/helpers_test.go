@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/client/clientprom"
 	"github.com/leasehold/leasehold/internal/testcluster"
 
 	"github.com/leasehold/leasehold/internal/testutil"
@@ -58,8 +59,8 @@ func newClient(t testing.TB, cfg client.Config, endpoints ...string) *testClient
 		cfg.Logger = testcluster.Logger()
 	}
 	reg := prometheus.NewRegistry()
-	if cfg.Registerer == nil {
-		cfg.Registerer = reg
+	if cfg.Metrics == nil {
+		cfg.Metrics = clientprom.New(reg)
 	}
 	c, err := client.New(cfg)
 	if err != nil {

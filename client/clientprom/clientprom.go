@@ -1,14 +1,27 @@
-package client
+// Package clientprom counts the Go client's events into a Prometheus
+// registry: client.Config{Metrics: clientprom.New(reg)}. It is a module of
+// its own (github.com/leasehold/leasehold/client/clientprom), so a
+// program that uses the client without Prometheus does not pull
+// Prometheus's modules.
+//
+// The counters: leasehold_client_acquisitions_total{outcome},
+// leasehold_client_renewal_failures_total,
+// leasehold_client_leases_lost_total,
+// leasehold_client_work_after_loss_total and
+// leasehold_client_degraded_leases_total. Several clients given the same
+// registry share them.
+package clientprom
 
 import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasehold/leasehold/client"
 )
 
-// metrics are the client-side counters; they count into nothing unless a
-// Registerer was given.
-type metrics struct {
+// Metrics is client.Metrics on Prometheus counters.
+type Metrics struct {
 	acquisitions    *prometheus.CounterVec
 	renewalFailures prometheus.Counter
 	leasesLost      prometheus.Counter
@@ -16,8 +29,14 @@ type metrics struct {
 	degraded        prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+var _ client.Metrics = (*Metrics)(nil)
+
+// New makes the client's counters and registers them with reg, or takes
+// the ones already registered there (so several clients can share one
+// registry). A nil reg registers them nowhere. It panics if reg holds
+// other collectors under the same names.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_client_acquisitions_total", Help: "Acquire calls by outcome.",
 		}, []string{"outcome"}),
@@ -43,6 +62,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	return m
 }
+
+func (m *Metrics) Acquisition(outcome string) { m.acquisitions.WithLabelValues(outcome).Inc() }
+func (m *Metrics) RenewalFailure()            { m.renewalFailures.Inc() }
+func (m *Metrics) LeaseLost()                 { m.leasesLost.Inc() }
+func (m *Metrics) WorkAfterLoss()             { m.workAfterLoss.Inc() }
+func (m *Metrics) Degraded()                  { m.degraded.Inc() }
 
 // register adds c to reg, or returns the collector already registered
 // there, so several clients can share one registry.

@@ -1,4 +1,11 @@
-package client
+// Package clientotel traces the Go client's calls with OpenTelemetry:
+// client.Config{Tracing: clientotel.New(tp)}. Every call attempt, unary or
+// stream, gets a client span, and its context goes to the node in the W3C
+// traceparent header, so the node's spans (and the leader's, when the node
+// forwards) join the caller's trace. It is a module of its own
+// (github.com/leasehold/leasehold/client/clientotel), so a program that
+// uses the client without tracing does not pull OpenTelemetry's modules.
+package clientotel
 
 import (
 	"context"
@@ -13,20 +20,22 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/leasehold/leasehold/client"
 )
 
 // tracerName names the client's spans' instrumentation scope.
 const tracerName = "github.com/leasehold/leasehold/client"
 
-// clientSpans starts a client span for every call attempt, unary or
-// stream, and sends its context in the W3C traceparent header, so the
-// node's spans (and the leader's, when the node forwards) join the
-// caller's trace. A stream is one span, from its opening until its
+// New returns the client's Tracing with tp's tracer: a client span for
+// every call attempt, unary or stream, whose context is sent in the W3C
+// traceparent header. A stream is one span, from its opening until its
 // response is closed or ends, with an event per message.
-func clientSpans(tr trace.Tracer) connect.Interceptor { return spans{tr} }
+func New(tp trace.TracerProvider) client.Tracing { return spans{tp.Tracer(tracerName)} }
 
 type spans struct{ tr trace.Tracer }
+
+func (s spans) Interceptor() connect.Interceptor { return s }
 
 func (s spans) start(ctx context.Context, procedure string) (context.Context, trace.Span) {
 	service, method, _ := strings.Cut(strings.TrimPrefix(procedure, "/"), "/")
@@ -124,19 +133,17 @@ func spanError(span trace.Span, err error) {
 	}
 }
 
-// sharedBatchSpan starts the span of a batch request sent on behalf of
+// SharedRequest starts the span of a batch request sent on behalf of
 // several callers: it belongs to no caller's trace alone, so it links to
-// each. Without a tracer it returns ctx and a span that does nothing.
-func (c *Client) sharedBatchSpan(ctx context.Context, batch []*batchCall) (context.Context, trace.Span) {
-	if c.tracer == nil {
-		return ctx, noop.Span{}
-	}
-	links := make([]trace.Link, 0, len(batch))
-	for _, bc := range batch {
-		if sc := trace.SpanContextFromContext(bc.ctx); sc.IsValid() {
+// each.
+func (s spans) SharedRequest(ctx context.Context, callers []context.Context) (context.Context, func()) {
+	links := make([]trace.Link, 0, len(callers))
+	for _, cctx := range callers {
+		if sc := trace.SpanContextFromContext(cctx); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
-	return c.tracer.Start(ctx, "leasehold.client shared batch", trace.WithLinks(links...),
-		trace.WithAttributes(attribute.Int("leasehold.calls", len(batch))))
+	ctx, span := s.tr.Start(ctx, "leasehold.client shared batch", trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int("leasehold.calls", len(callers))))
+	return ctx, func() { span.End() }
 }
