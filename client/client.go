@@ -125,10 +125,6 @@ type Client struct {
 	stopGiveBacks context.CancelFunc
 	ownTransport  *http.Transport // made by New, nil if Config.HTTPClient was given
 	ownStream     *http.Transport // New's HTTP/2 transport for the session stream, or nil
-
-	// renewalStall, if set (by tests only), runs in a lease's renewal loop
-	// each time it wakes: blocking in it stands for a process paused then.
-	renewalStall func()
 }
 
 // New makes a client. It does not contact the servers.

@@ -370,9 +370,6 @@ func (l *Lease) loop() {
 		if !l.c.sleepUntil(wake, l.stop, l.done) {
 			return
 		}
-		if l.c.renewalStall != nil {
-			l.c.renewalStall()
-		}
 		l.lapseIfPast() // a Renew call may have moved the deadline while we slept
 		l.mu.Lock()
 		over := l.err != nil || l.degraded
