@@ -2,10 +2,14 @@ module github.com/leasehold/leasehold/benchmarks/peers
 
 go 1.26.8
 
-replace github.com/leasehold/leasehold => ../..
+replace (
+	github.com/leasehold/leasehold/api => ../../api
+	github.com/leasehold/leasehold/client => ../../client
+	github.com/leasehold/leasehold/clock => ../../clock
+)
 
 require (
-	github.com/leasehold/leasehold v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/client v0.0.0-00010101000000-000000000000
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/zap v1.27.1
 )
@@ -16,6 +20,8 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/leasehold/leasehold/api v0.0.0-00010101000000-000000000000 // indirect
+	github.com/leasehold/leasehold/clock v0.0.0-00010101000000-000000000000 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
