@@ -15,29 +15,34 @@ import (
 const module = "github.com/leasehold/leasehold"
 
 // mayImport is docs/architecture.md's table: for each package (and the
-// packages below it, unless listed themselves), the packages of this module
-// its non-test files may import. "." is the root package, the domain types.
-// Test files are free: tests may start whole nodes.
+// packages below it, unless listed themselves), the packages of this
+// repository its non-test files may import, whichever module they are in.
+// "api/leasehold" is the vocabulary (package leasehold), the domain types.
+// Test files are free: tests may start whole nodes (but a client-side
+// module's go.mod lists what its tests import too, so its node-starting
+// tests live in tests/, in the root module).
 var mayImport = map[string][]string{
-	".":                      {},
+	"api/leasehold":          {},
 	"clock":                  {},
-	"fsm":                    {"."},
-	"cluster":                {".", "clock", "fsm"},
-	"service":                {".", "cluster", "fsm"},
-	"server":                 {".", "api", "cluster", "fsm", "service"},
-	"api":                    {".", "api"},
-	"client":                 {".", "api", "clock"}, // clock: Config.Clock, for fault tests of skewed clients
-	"fence":                  {".", "fence"},
-	"idempotency":            {".", "client"},
-	"queue":                  {".", "client"},
-	"groups":                 {".", "client"},
-	"embed":                  {".", "cluster", "server", "service", "ui"},
-	"ui":                     {".", "api"},
-	"cmd/leasehold":          {".", "api", "client", "clock", "cluster", "embed", "groups", "server", "service", "cmd/leasehold/internal", "internal/watchdog", "internal/gctarget"},
-	"cmd/leasehold/internal": {".", "api", "client", "cluster", "embed", "server"},
-	"examples":               {".", "api", "client", "fence", "groups", "idempotency", "queue"},
+	"fsm":                    {"api/leasehold"},
+	"cluster":                {"api/leasehold", "clock", "fsm"},
+	"service":                {"api/leasehold", "cluster", "fsm"},
+	"server":                 {"api/leasehold", "api", "cluster", "fsm", "service"},
+	"api":                    {"api/leasehold", "api"},
+	"client":                 {"api/leasehold", "api", "clock"}, // clock: Config.Clock, for fault tests of skewed clients
+	"client/clientprom":      {"client"},
+	"client/clientotel":      {"client"},
+	"fence":                  {"api/leasehold", "fence"},
+	"idempotency":            {"api/leasehold", "client"},
+	"queue":                  {"api/leasehold", "client"},
+	"groups":                 {"api/leasehold", "client"},
+	"embed":                  {"api/leasehold", "cluster", "server", "service", "ui"},
+	"ui":                     {"api/leasehold", "api"},
+	"cmd/leasehold":          {"api/leasehold", "api", "client", "clock", "cluster", "embed", "groups", "server", "service", "cmd/leasehold/internal", "internal/watchdog", "internal/gctarget"},
+	"cmd/leasehold/internal": {"api/leasehold", "api", "client", "cluster", "embed", "server"},
+	"examples":               {"api/leasehold", "api", "client", "fence", "groups", "idempotency", "queue"},
 	"benchmarks":             {"client"},
-	"conformance":            {".", "client", "fence"}, // the Go driver and bench: the public client only
+	"conformance":            {"api/leasehold", "client", "fence"}, // the Go driver and bench: the public client only
 	"internal/watchdog":      {},
 	"internal/gctarget":      {},
 	"internal/freeport":      {},
@@ -47,11 +52,11 @@ var mayImport = map[string][]string{
 	"internal/netfault":      {"internal/freeport"}, // a loopback lab's ports
 	"internal/history":       {},
 	"internal/pgtest":        {"internal/freeport"},
-	"internal/testcluster":   {".", "api", "client", "cluster", "embed", "server", "service", "internal/testutil"},
+	"internal/testcluster":   {"api/leasehold", "api", "client", "cluster", "embed", "server", "service", "internal/testutil"},
 	"integration":            {},
 	"faults":                 {},
 	"scripts":                {},
-	"cmd/leasehold/internal/torture": {".", "client", "groups", "cmd/leasehold/internal/bench", "internal/history",
+	"cmd/leasehold/internal/torture": {"api/leasehold", "client", "groups", "cmd/leasehold/internal/bench", "internal/history",
 		"internal/netfault", "internal/freeport"},
 }
 

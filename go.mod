@@ -12,6 +12,16 @@ require (
 	github.com/hashicorp/raft v1.8.0
 	github.com/hashicorp/raft-wal v0.4.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/leasehold/leasehold/api v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/client v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/client/clientotel v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/client/clientprom v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/clock v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/fence v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/fence/pgfence v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/groups v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/idempotency v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/queue v0.0.0-00010101000000-000000000000
 	github.com/moby/patternmatcher v0.6.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -72,4 +82,19 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect
+)
+
+// The client-side modules live in this repository, each tagged on its own
+// (client/v0.x.y, queue/v0.x.y, ...): docs/go-client.md.
+replace (
+	github.com/leasehold/leasehold/api => ./api
+	github.com/leasehold/leasehold/client => ./client
+	github.com/leasehold/leasehold/client/clientotel => ./client/clientotel
+	github.com/leasehold/leasehold/client/clientprom => ./client/clientprom
+	github.com/leasehold/leasehold/clock => ./clock
+	github.com/leasehold/leasehold/fence => ./fence
+	github.com/leasehold/leasehold/fence/pgfence => ./fence/pgfence
+	github.com/leasehold/leasehold/groups => ./groups
+	github.com/leasehold/leasehold/idempotency => ./idempotency
+	github.com/leasehold/leasehold/queue => ./queue
 )

@@ -9,10 +9,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // batchInflight is how many Batch requests a client keeps open at once.
@@ -126,8 +126,15 @@ func (co *coalescer) send(batch []*batchCall) {
 		})
 		defer stop()
 	}
-	ctx, span := co.c.sharedBatchSpan(ctx, batch)
-	defer span.End()
+	if tr := co.c.cfg.Tracing; tr != nil {
+		callers := make([]context.Context, len(batch))
+		for i, bc := range batch {
+			callers[i] = bc.ctx
+		}
+		var end func()
+		ctx, end = tr.SharedRequest(ctx, callers)
+		defer end()
+	}
 	results, err := co.post(ctx, batch)
 	co.deliver(batch, results, err)
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // The client's own bound (Config.Timeout): a call whose context has no

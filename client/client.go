@@ -22,13 +22,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/clock"
 )
 
@@ -44,8 +42,11 @@ type Config struct {
 	// renewals. Nil discards them: the client never writes to the
 	// process's default logger unless given it (slog.Default()).
 	Logger *slog.Logger
-	// Registerer, if set, receives the client's counters.
-	Registerer prometheus.Registerer
+	// Metrics, if set, counts acquisitions by outcome, renewal failures,
+	// lost leases, work after loss and degraded leases: see Metrics
+	// (clientprom.New(reg) counts into a Prometheus registry). Nil counts
+	// nothing.
+	Metrics Metrics
 	// Drift is subtracted from every expiry the server reports, on top of
 	// DriftRatio of it, to cover clock-rate differences and pauses between
 	// sending a request and reading the clock. Default 10ms.
@@ -80,11 +81,11 @@ type Config struct {
 	// round trip and one commit on the server. Default 128; 1 sends each
 	// call on its own.
 	MaxBatch int
-	// TracerProvider, if set, traces every call (OpenTelemetry) and
-	// sends its context to the node (W3C traceparent), so a slow call can
-	// be followed through the node, its forward to the leader and the
-	// raft commit. Nil: no spans.
-	TracerProvider trace.TracerProvider
+	// Tracing, if set, traces every call and sends its context to the
+	// node, so a slow call can be followed through the node, its forward
+	// to the leader and the raft commit: see Tracing (clientotel.New(tp)
+	// traces with OpenTelemetry). Nil: no spans.
+	Tracing Tracing
 	// Session chooses whether acquires, renewals and releases (and the
 	// queue's sends, receives, acks and nacks, idempotency's Begin,
 	// Complete and Abandon, a group member's AckRevocation) travel on a
@@ -106,10 +107,9 @@ type Client struct {
 	log     *slog.Logger
 	nodes   []endpoint
 	cur     atomic.Int32 // index into nodes of the endpoint in use
-	metrics *metrics
-	batch   *coalescer   // nil when MaxBatch is 1
-	session *session     // nil with SessionOff or MaxBatch 1
-	tracer  trace.Tracer // nil: no spans
+	metrics Metrics
+	batch   *coalescer // nil when MaxBatch is 1
+	session *session   // nil with SessionOff or MaxBatch 1
 
 	// Close and what it stops (close.go).
 	closeOnce     sync.Once
@@ -125,10 +125,6 @@ type Client struct {
 	stopGiveBacks context.CancelFunc
 	ownTransport  *http.Transport // made by New, nil if Config.HTTPClient was given
 	ownStream     *http.Transport // New's HTTP/2 transport for the session stream, or nil
-
-	// renewalStall, if set (by tests only), runs in a lease's renewal loop
-	// each time it wakes: blocking in it stands for a process paused then.
-	renewalStall func()
 }
 
 // New makes a client. It does not contact the servers.
@@ -168,7 +164,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxBatch < 1 || cfg.MaxBatch > leasehold.MaxBatchOps {
 		return nil, fmt.Errorf("client: MaxBatch %d must be 1 to %d", cfg.MaxBatch, leasehold.MaxBatchOps)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registerer),
+	if cfg.Metrics == nil {
+		cfg.Metrics = NoMetrics{}
+	}
+	c := &Client{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		held: map[*Lease]struct{}{}, ownTransport: own}
 	c.bg, c.stopGiveBacks = context.WithCancel(context.Background())
 	c.closeBegun, c.endWaits = context.WithCancelCause(context.Background())
@@ -176,9 +175,8 @@ func New(cfg Config) (*Client, error) {
 		c.batch = &coalescer{c: c, max: cfg.MaxBatch}
 	}
 	var opts []connect.ClientOption
-	if cfg.TracerProvider != nil {
-		c.tracer = cfg.TracerProvider.Tracer(tracerName)
-		opts = append(opts, connect.WithInterceptors(clientSpans(c.tracer)))
+	if cfg.Tracing != nil {
+		opts = append(opts, connect.WithInterceptors(cfg.Tracing.Interceptor()))
 	}
 	if cfg.Token != "" {
 		opts = append(opts, connect.WithInterceptors(bearer(cfg.Token)))
@@ -390,7 +388,7 @@ func (c *Client) RenewByID(ctx context.Context, id uint64, secret, progress stri
 func (c *Client) ReleaseByID(ctx context.Context, id uint64, secret string) error {
 	_, err := c.releaseCall(ctx, &pb.ReleaseRequest{LeaseId: id, Secret: secret, RequestId: randomHex(16)})
 	if errors.Is(err, leasehold.ErrNotFound) {
-		c.metrics.workAfterLoss.Inc()
+		c.metrics.WorkAfterLoss()
 	}
 	return err
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // TestClientImportsNoServerSide keeps the client light: it imports the
-// domain types and the generated API, never raft or the server side.
+// domain types and the generated API, never raft or the server side, nor
+// a metrics or tracing library.
 func TestClientImportsNoServerSide(t *testing.T) {
 	t.Parallel()
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -33,6 +34,10 @@ func TestClientImportsNoServerSide(t *testing.T) {
 		"github.com/leasehold/leasehold/fsm",
 		"github.com/leasehold/leasehold/internal/",
 		"github.com/leasehold/leasehold/fence",
+		// Counting and tracing are the caller's choice (Config.Metrics,
+		// Config.Tracing): clientprom and clientotel bring the libraries.
+		"github.com/prometheus/",
+		"go.opentelemetry.io/",
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {

@@ -2,10 +2,6 @@ package client
 
 import "time"
 
-// StallRenewals makes every renewal loop of c call stall when it wakes, as
-// a paused process would not run it. Set it before the first acquire.
-func StallRenewals(c *Client, stall func()) { c.renewalStall = stall }
-
 // RetryPauses are the pauses one retry loop takes before its first n
 // retries.
 func RetryPauses(n int) []time.Duration {

@@ -11,8 +11,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 var (
@@ -127,10 +127,10 @@ func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions,
 		if o.failOpen && errors.Is(err, leasehold.ErrUnavailable) && !errors.Is(err, context.Canceled) {
 			return c.degradedLease(resources, o, err), nil
 		}
-		c.metrics.acquisitions.WithLabelValues(leasehold.CodeOf(err).String()).Inc()
+		c.metrics.Acquisition(leasehold.CodeOf(err).String())
 		return nil, err
 	}
-	c.metrics.acquisitions.WithLabelValues("granted").Inc()
+	c.metrics.Acquisition("granted")
 	slot := ""
 	if resp.Lease.GetLimit() > 0 && len(resp.Lease.GetResources()) == 1 {
 		// A semaphore's lease holds its slot, not the name asked for.
@@ -173,8 +173,8 @@ func (c *Client) hold(ctx context.Context, resources []string, o acquireOptions,
 }
 
 func (c *Client) degradedLease(resources []string, o acquireOptions, cause error) *Lease {
-	c.metrics.acquisitions.WithLabelValues("degraded").Inc()
-	c.metrics.degraded.Inc()
+	c.metrics.Acquisition("degraded")
+	c.metrics.Degraded()
 	c.log.Warn("leasehold unreachable: FailOpen hands out a degraded lease with token 0; fenced resources will refuse it",
 		"resources", resources, "err", cause)
 	l := &Lease{c: c, resources: resources, opts: o, degraded: true,
@@ -323,7 +323,7 @@ func (l *Lease) renew(ctx context.Context, bounded bool) error {
 	sent := l.c.now()
 	resp, err := l.c.renewCall(ctx, &pb.RenewRequest{LeaseId: l.id, Secret: l.secret, Progress: note, RequestId: randomHex(16)})
 	if err != nil {
-		l.c.metrics.renewalFailures.Inc()
+		l.c.metrics.RenewalFailure()
 		return err
 	}
 	expires := resp.ExpiresIn.AsDuration()
@@ -369,9 +369,6 @@ func (l *Lease) loop() {
 		// l.done: Err saw the deadline pass first.
 		if !l.c.sleepUntil(wake, l.stop, l.done) {
 			return
-		}
-		if l.c.renewalStall != nil {
-			l.c.renewalStall()
 		}
 		l.lapseIfPast() // a Renew call may have moved the deadline while we slept
 		l.mu.Lock()
@@ -421,7 +418,7 @@ func (l *Lease) lapse(wasRenewing bool) {
 		if already {
 			return
 		}
-		l.c.metrics.degraded.Inc()
+		l.c.metrics.Degraded()
 		l.c.log.Warn("leasehold unreachable past the lease's deadline: FailOpen keeps it as a degraded lease with token 0",
 			slog.Uint64("lease", l.id))
 		return
@@ -439,7 +436,7 @@ func (l *Lease) end(err error) {
 	l.err = err
 	close(l.done)
 	if !errors.Is(err, ErrReleased) {
-		l.c.metrics.leasesLost.Inc()
+		l.c.metrics.LeaseLost()
 		l.c.log.Warn("lease ended before release", slog.Uint64("lease", l.id), slog.Any("why", err))
 	}
 }
@@ -497,7 +494,7 @@ func (l *Lease) releaseWith(ctx context.Context, send func(context.Context) erro
 		l.end(ErrReleased)
 		return nil
 	case errors.Is(err, leasehold.ErrNotFound):
-		l.c.metrics.workAfterLoss.Inc()
+		l.c.metrics.WorkAfterLoss()
 		l.end(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 		return fmt.Errorf("%w: lease %d had already ended when released; work done after that ran without it: %w",
 			ErrLeaseLost, l.id, err)

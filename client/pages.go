@@ -4,7 +4,7 @@ import (
 	"context"
 	"iter"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Leases yields every held lease on a resource starting with prefix ("":

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // The keyed queues' types, in plain Go: callers never need the generated

@@ -3,9 +3,9 @@ package client
 import (
 	"context"
 
-	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Txn is a multi-key transaction being built: compares (If), the writes

@@ -3,7 +3,7 @@ package client
 import (
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // The results of the client's inspection, operator and cluster calls, in

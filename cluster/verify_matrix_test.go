@@ -15,7 +15,7 @@ import (
 
 	"github.com/hashicorp/raft-wal/types"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/fsm"
 )
 

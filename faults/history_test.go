@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	hist "github.com/leasehold/leasehold/internal/history"
 )

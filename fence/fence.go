@@ -3,7 +3,7 @@ package fence
 import (
 	"fmt"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // ErrStaleToken is leasehold.ErrStaleToken, so errors.Is(err,

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/fence"
 )
 

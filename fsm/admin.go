@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Forced release and its audit log. A forced release names the resource

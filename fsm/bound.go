@@ -3,7 +3,7 @@ package fsm
 import (
 	"strconv"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Lease-bound keys (ZooKeeper's ephemeral nodes, Consul's session keys): a

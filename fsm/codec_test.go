@@ -3,7 +3,7 @@ package fsm
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"math"
 	"reflect"
 	"runtime/metrics"

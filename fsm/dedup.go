@@ -3,7 +3,7 @@ package fsm
 import (
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // dedup remembers the answer to each request for a bounded window, so a

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Elections: an election named E is a lease on the one resource E, marked

@@ -1,6 +1,6 @@
 package fsm
 
-import "github.com/leasehold/leasehold"
+import "github.com/leasehold/leasehold/api/leasehold"
 
 // Change events: every change Apply makes, reported with the log index of
 // its entry, in apply order. Every node applying the same log reports the

@@ -3,7 +3,7 @@ package fsm
 import (
 	"math"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // A fence names exactly one target, and its token must be current for it:

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Partition groups: a group has a fixed (growable) number of partitions

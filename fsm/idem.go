@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Idempotency keys: a record per key holds the fingerprint of the request

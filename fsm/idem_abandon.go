@@ -1,6 +1,6 @@
 package fsm
 
-import "github.com/leasehold/leasehold"
+import "github.com/leasehold/leasehold/api/leasehold"
 
 // KindIdemAbandon ends an attempt without a result. Before it, a node
 // proposed a plain Release after reading that the lease was the key's; a

@@ -3,7 +3,7 @@ package fsm
 import (
 	"testing"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // An Abandon retried with its request ID (after a snapshot restore too)

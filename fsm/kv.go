@@ -1,7 +1,7 @@
 package fsm
 
 import (
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // The fenced key-value space: small values with a version (the log index

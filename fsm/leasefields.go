@@ -3,7 +3,7 @@ package fsm
 import (
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // leaseFields is a lease as the state keeps it: leasehold.Lease with its

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Waiter is what an operator may see of a queued acquire.

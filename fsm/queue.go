@@ -4,7 +4,7 @@ import (
 	"container/heap"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Keyed queues. Messages live in the replicated state: in memory on every

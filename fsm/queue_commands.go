@@ -3,7 +3,7 @@ package fsm
 import (
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // The commands of keyed queues (queue.go). Sends and acks carry their

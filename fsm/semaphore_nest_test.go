@@ -3,7 +3,7 @@ package fsm
 import (
 	"testing"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // A semaphore's name is never one of another semaphore's slots, in either

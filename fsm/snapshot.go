@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Snapshot layout (version 5): magic, version, counters, then leases by id,

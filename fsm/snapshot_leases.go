@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // The snapshot sections of the lease area (state.go): leases by id,

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // leasehold's own names are printable, under the reserved prefix, and

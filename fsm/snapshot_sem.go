@@ -3,7 +3,7 @@ package fsm
 import (
 	"sort"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // The semaphores section (version 10, semaphore.go): which leases hold a

@@ -1,6 +1,6 @@
 package fsm
 
-import "github.com/leasehold/leasehold"
+import "github.com/leasehold/leasehold/api/leasehold"
 
 // KindRaiseTokens is the command that lifts the token counter to a floor.
 const KindRaiseTokens Kind = 11

@@ -3,7 +3,7 @@ package fsm
 import (
 	"bytes"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // A transaction on the key-value space: compares on several keys, then one

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/client/clientotel"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/internal/testcluster"
 	"github.com/leasehold/leasehold/internal/testutil"
@@ -31,7 +32,7 @@ func TestTraceStreams(t *testing.T) {
 
 	// The client's own transport: the session stream needs HTTP/2.
 	cl, err := client.New(client.Config{Endpoints: []string{n.URL},
-		Logger: testcluster.Logger(), RequestTimeout: 10 * time.Second, TracerProvider: tp, Session: client.SessionOn})
+		Logger: testcluster.Logger(), RequestTimeout: 10 * time.Second, Tracing: clientotel.New(tp), Session: client.SessionOn})
 	if err != nil {
 		t.Fatal(err)
 	}

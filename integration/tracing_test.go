@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/client/clientotel"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/internal/testcluster"
 	"github.com/leasehold/leasehold/internal/testutil"
@@ -36,7 +37,7 @@ func TestTraceFollowsAcquireThroughForward(t *testing.T) {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	cl, err := client.New(client.Config{Endpoints: []string{c.URL(follower)}, HTTPClient: &http.Client{Transport: tr},
-		Logger: testcluster.Logger(), RequestTimeout: 10 * time.Second, TracerProvider: tp})
+		Logger: testcluster.Logger(), RequestTimeout: 10 * time.Second, Tracing: clientotel.New(tp)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func BenchmarkTracingCost(b *testing.B) {
 			n := testcluster.StartNode(b, "", opt)
 			cfg := client.Config{Endpoints: []string{n.URL}, Logger: testcluster.Logger()}
 			if traced {
-				cfg.TracerProvider = tp
+				cfg.Tracing = clientotel.New(tp)
 			}
 			cl, err := client.New(cfg)
 			if err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/api"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Role orders what a bearer token may do (the procedure table's roles).

@@ -11,8 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/api"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // bodyGuard bounds what request bodies may cost a node, in the bytes they

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // A token's prefixes bind every role. A token limited to prefixes may

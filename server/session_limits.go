@@ -5,7 +5,7 @@ import (
 	"net"
 	"sync"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // sessionCount bounds the session streams open on a node, in all and per

@@ -3,7 +3,7 @@ package service
 import (
 	"context"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/fsm"
 )
 

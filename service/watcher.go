@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/fsm"
 )
 

@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // groupRow is one partition group in the list.

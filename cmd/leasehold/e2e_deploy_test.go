@@ -87,6 +87,36 @@ func TestDockerfileInvariants(t *testing.T) {
 	}
 }
 
+// TestDockerfileCopiesTheModulesTheNodeRequires: every module the root's
+// go.mod replaces by a directory of this repository (the client-side
+// modules) has its go.mod copied before the build stage's go mod download,
+// which cannot resolve the module graph without it.
+func TestDockerfileCopiesTheModulesTheNodeRequires(t *testing.T) {
+	t.Parallel()
+	df, err := os.ReadFile("../../deploy/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _, ok := strings.Cut(string(df), "go mod download")
+	if !ok {
+		t.Fatal("deploy/Dockerfile runs no go mod download")
+	}
+	dirs := regexp.MustCompile(`(?m)^\s*(?:replace\s+)?\S+\s+=>\s+\./(\S+)\s*$`).FindAllStringSubmatch(string(gomod), -1)
+	if len(dirs) == 0 {
+		t.Fatal("go.mod replaces no module by a directory of the repository")
+	}
+	for _, d := range dirs {
+		want := regexp.MustCompile(`(?m)^COPY .*\b` + regexp.QuoteMeta(d[1]+"/go.mod") + `\b`)
+		if !want.MatchString(before) {
+			t.Errorf("deploy/Dockerfile does not COPY %s/go.mod before go mod download", d[1])
+		}
+	}
+}
+
 // TestDockerignoreCoversGitignore: the build context leaves out .git and
 // everything .gitignore ignores (data dirs, binaries, node_modules), as
 // Docker reads .dockerignore (moby/patternmatcher, its own matcher), and

@@ -12,7 +12,8 @@ import (
 
 // TestGoInstallFromCleanModuleCache: `go install ./cmd/leasehold` works on
 // a machine that has never built the module: an empty module cache and
-// GOBIN, -mod=mod (go.mod and go.sum alone must name every dependency),
+// GOBIN, -mod=mod and GOWORK=off (go.mod and go.sum alone must name every
+// dependency; the repository's go.work is for development),
 // modules fetched from GOPROXY as the user's would be. The installed
 // binary answers `leasehold version`. (The README's `go install
 // github.com/leasehold/leasehold/cmd/leasehold@latest` takes the same
@@ -32,7 +33,7 @@ func TestGoInstallFromCleanModuleCache(t *testing.T) {
 	defer cancel()
 	install := exec.CommandContext(ctx, "go", "install", "./cmd/leasehold")
 	install.Dir = "../.."
-	install.Env = append(os.Environ(), "GOMODCACHE="+modcache, "GOBIN="+gobin, "GOFLAGS=-mod=mod", "CGO_ENABLED=0")
+	install.Env = append(os.Environ(), "GOMODCACHE="+modcache, "GOBIN="+gobin, "GOFLAGS=-mod=mod", "GOWORK=off", "CGO_ENABLED=0")
 	out, err := install.CombinedOutput()
 	// The module cache is read-only on disk: make it writable so that
 	// TempDir's cleanup can remove it.

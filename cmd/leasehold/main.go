@@ -18,8 +18,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/client/clientotel"
 )
 
 const defaultEndpoint = "http://127.0.0.1:7420"
@@ -197,7 +198,7 @@ func (g *globals) clientConfig() (client.Config, error) {
 		cfg.Timeout = -1 // --timeout 0: never give up
 	}
 	if g.tp != nil {
-		cfg.TracerProvider = g.tp
+		cfg.Tracing = clientotel.New(g.tp)
 	}
 	return cfg, nil
 }

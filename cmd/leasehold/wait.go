@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // inLine waits in line with try (an acquire or a campaign) for as long as

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // TestInLineWaitsPastTheLongestWaitOfANode: a node keeps a waiter an hour

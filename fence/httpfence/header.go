@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // HeaderName is the request header that carries a fencing token.

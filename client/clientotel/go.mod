@@ -1,0 +1,23 @@
+module github.com/leasehold/leasehold/client/clientotel
+
+go 1.26.8
+
+replace github.com/leasehold/leasehold/client => ../../client
+
+replace github.com/leasehold/leasehold/api => ../../api
+
+replace github.com/leasehold/leasehold/clock => ../../clock
+
+require (
+	connectrpc.com/connect v1.21.1
+	github.com/leasehold/leasehold/client v0.0.0-00010101000000-000000000000
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/trace v1.47.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/leasehold/leasehold/api v0.0.0-00010101000000-000000000000 // indirect
+	github.com/leasehold/leasehold/clock v0.0.0-00010101000000-000000000000 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)

@@ -1,0 +1,14 @@
+module github.com/leasehold/leasehold/client
+
+go 1.26.8
+
+replace github.com/leasehold/leasehold/api => ../api
+
+replace github.com/leasehold/leasehold/clock => ../clock
+
+require (
+	connectrpc.com/connect v1.21.1
+	github.com/leasehold/leasehold/api v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/clock v0.0.0-00010101000000-000000000000
+	google.golang.org/protobuf v1.36.12
+)

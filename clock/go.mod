@@ -1,0 +1,3 @@
+module github.com/leasehold/leasehold/clock
+
+go 1.26.8
