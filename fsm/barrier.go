@@ -102,10 +102,14 @@ type BarrierDelete struct {
 }
 
 // BarrierTimeout ends Phase of Name broken, if it is still open: the
-// leader proposes it when the phase's timeout runs out.
+// leader proposes it when the phase's timeout runs out. Started is the
+// phase's first arrival (leader's wall clock, as applied), so a timeout
+// armed for a barrier since deleted and created again, at the same phase,
+// finds another phase and does nothing.
 type BarrierTimeout struct {
-	Name  string
-	Phase uint64
+	Name    string
+	Phase   uint64
+	Started int64
 }
 
 func (*BarrierCreate) Kind() Kind    { return KindBarrierCreate }
@@ -218,12 +222,14 @@ func (c *BarrierTimeout) encode(e *encoder) {
 	e.byte1(barrierBodyVersion)
 	e.str(c.Name)
 	e.uvarint(c.Phase)
+	e.varint(c.Started)
 }
 
 func (c *BarrierTimeout) decode(d *decoder) {
 	barrierBody(d)
 	c.Name = d.str()
 	c.Phase = d.uvarint()
+	c.Started = d.varint()
 }
 
 // barrierBody reads a body's version byte; a version this node does not
@@ -369,7 +375,7 @@ func barrierTimeoutKey(name string, phase uint64) CountdownKey {
 
 func barrierTimeoutCountdown(name string, b *barrier) Countdown {
 	return Countdown{Key: barrierTimeoutKey(name, b.phase), After: b.timeout,
-		Fire: &BarrierTimeout{Name: name, Phase: b.phase}}
+		Fire: &BarrierTimeout{Name: name, Phase: b.phase, Started: b.firstAt}}
 }
 
 // eachBarrierCountdown visits the timeouts of the phases under way.
@@ -614,7 +620,7 @@ func (s *State) barrierDelete(now int64, c *BarrierDelete) Result {
 
 func (s *State) barrierTimeout(now int64, c *BarrierTimeout) Result {
 	b := s.barriers.m.at(c.Name)
-	if b == nil || b.phase != c.Phase || !b.open() || b.firstAt == 0 {
+	if b == nil || b.phase != c.Phase || !b.open() || b.timeout == 0 || b.firstAt == 0 || b.firstAt != c.Started {
 		return Result{} // tripped, reset or deleted since the leader decided
 	}
 	b, _ = s.barriers.m.mut(c.Name)

@@ -149,7 +149,7 @@ func sampleCommands() map[string]Command {
 		"barrier reset zero":      &BarrierReset{},
 		"barrier delete":          &BarrierDelete{RequestID: "r", Name: "b", Caller: "c"},
 		"barrier delete zero":     &BarrierDelete{},
-		"barrier timeout":         &BarrierTimeout{Name: "b", Phase: math.MaxUint64},
+		"barrier timeout":         &BarrierTimeout{Name: "b", Phase: math.MaxUint64, Started: math.MinInt64},
 		"barrier timeout zero":    &BarrierTimeout{},
 	}
 }
