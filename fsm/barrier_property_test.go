@@ -30,7 +30,7 @@ type mBarrier struct {
 	arrivals map[string]mArrival // participant -> its arrival
 	counted  uint32
 	tripped  bool
-	started  bool               // the phase has had an arrival or count-down
+	started  bool                // the phase has had an arrival or count-down
 	ends     map[uint64]PhaseEnd // every phase that ended (outcome, token)
 	lastTrip uint64
 }

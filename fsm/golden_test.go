@@ -158,7 +158,7 @@ func goldenEntries() []*Batch {
 			&BarrierCountDown{RequestID: "c1", Name: "latch", Count: 2, Caller: "w"},
 			&BarrierCreate{Name: "done", Type: leasehold.BarrierLatch, Parties: 1, Caller: "svc"},
 			&BarrierCountDown{RequestID: "c2", Name: "done", Count: 1, Caller: "w"}, // trips, stays tripped
-			&BarrierReset{RequestID: "r1", Name: "pair", Caller: "svc"},               // phase 2 broken
+			&BarrierReset{RequestID: "r1", Name: "pair", Caller: "svc"},             // phase 2 broken
 			&BarrierCreate{Name: "gone", Type: leasehold.BarrierCyclic, Parties: 2, Caller: "svc"},
 			&BarrierDelete{RequestID: "d1", Name: "gone", Caller: "svc"},
 			&BarrierTimeout{Name: "phase", Phase: 7}, // stale
