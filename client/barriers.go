@@ -85,7 +85,9 @@ type arriveOptions struct {
 
 // As names the party (default: the client's owner, HOST/PID). A party
 // arrives once a phase.
-func As(participant string) ArriveOption { return func(o *arriveOptions) { o.participant = participant } }
+func As(participant string) ArriveOption {
+	return func(o *arriveOptions) { o.participant = participant }
+}
 
 // ArrivalTTL is the arrival lease's TTL (default leasehold.DefaultTTL); it
 // renews in the background until the phase ends.
