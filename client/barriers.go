@@ -280,7 +280,7 @@ func (c *Client) WaitPhase(ctx context.Context, name string, phase uint64) (Phas
 	for {
 		poll := barrierPoll
 		if d, ok := ctx.Deadline(); ok {
-			poll = max(0, min(poll, time.Until(d)-c.cfg.RequestTimeout))
+			poll = max(0, min(poll, time.Until(d))) // the call ends with ctx anyway
 		}
 		pctx, cancel := context.WithTimeout(ctx, poll+c.cfg.RequestTimeout)
 		r, err := call(pctx, c, poll+c.cfg.RequestTimeout, barriersOf, leaseholdv1connect.BarriersClient.Wait,
