@@ -365,16 +365,16 @@ func TestDashboardInABrowser(t *testing.T) {
 				t.Fatalf("%s: HTTP %d %s", proc, status, body)
 			}
 		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+"/ui/barriers"), chromedp.WaitVisible(chromedp.CSS("#barriers"))); err != nil {
+			t.Fatal(err)
+		}
+		pollText(t, ctx, "#barriers", "phase 1 tripped")
 		for _, view := range []string{"elections", "idempotency", "queues", "groups", "barriers", "cluster"} {
 			if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+"/ui/"+view), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 				t.Fatal(err)
 			}
 			shot(t, ctx, view)
 		}
-		if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+"/ui/barriers"), chromedp.WaitVisible(chromedp.CSS("#barriers"))); err != nil {
-			t.Fatal(err)
-		}
-		pollText(t, ctx, "#barriers", "phase 1 tripped")
 		pollText(t, ctx, "#cluster-rows", "Leader")
 	})
 
