@@ -59,20 +59,21 @@ type PhaseEnd struct {
 }
 
 // BarrierOption changes how CreateBarrier makes a barrier.
-type BarrierOption func(*pb.BarriersCreateRequest)
+type BarrierOption func(*barrierOptions)
+
+type barrierOptions struct {
+	latch   bool
+	timeout time.Duration
+}
 
 // Latch makes a latch: counted down parties times (CountDown), it trips
 // and stays tripped until ResetBarrier.
-func Latch() BarrierOption {
-	return func(r *pb.BarriersCreateRequest) { r.Kind = pb.BarrierKind_BARRIER_KIND_LATCH }
-}
+func Latch() BarrierOption { return func(o *barrierOptions) { o.latch = true } }
 
 // PhaseTimeout breaks a phase not tripped d after its first arrival or
 // count-down (1s to 24h): its parties' leases end and Wait answers
 // ErrBarrierBroken.
-func PhaseTimeout(d time.Duration) BarrierOption {
-	return func(r *pb.BarriersCreateRequest) { r.Timeout = durationpb.New(d) }
-}
+func PhaseTimeout(d time.Duration) BarrierOption { return func(o *barrierOptions) { o.timeout = d } }
 
 // ArriveOption changes how Arrive and Await arrive.
 type ArriveOption func(*arriveOptions)
@@ -103,9 +104,16 @@ func barriersOf(e *endpoint) leaseholdv1connect.BarriersClient { return e.barrie
 // of that count), or returns the one of that name if it is alike. One
 // that differs is refused with leasehold.ErrHeld.
 func (c *Client) CreateBarrier(ctx context.Context, name string, parties int, opts ...BarrierOption) (Barrier, error) {
-	req := &pb.BarriersCreateRequest{Name: name, Kind: pb.BarrierKind_BARRIER_KIND_CYCLIC, Parties: count(parties)}
+	var o barrierOptions
 	for _, f := range opts {
-		f(req)
+		f(&o)
+	}
+	req := &pb.BarriersCreateRequest{Name: name, Kind: pb.BarrierKind_BARRIER_KIND_CYCLIC, Parties: count(parties)}
+	if o.latch {
+		req.Kind = pb.BarrierKind_BARRIER_KIND_LATCH
+	}
+	if o.timeout != 0 {
+		req.Timeout = durationpb.New(o.timeout)
 	}
 	r, err := call(ctx, c, c.cfg.RequestTimeout, barriersOf, leaseholdv1connect.BarriersClient.Create, req)
 	if err != nil {
@@ -280,7 +288,16 @@ func (c *Client) WaitPhase(ctx context.Context, name string, phase uint64) (Phas
 	for {
 		poll := barrierPoll
 		if d, ok := ctx.Deadline(); ok {
-			poll = max(0, min(poll, time.Until(d))) // the call ends with ctx anyway
+			// The node's wait must end before the call's deadline, which
+			// it hears too (else it answers deadline exceeded): ask for
+			// three quarters of what is left, and near the end, wait out
+			// ctx here.
+			left := time.Until(d)
+			if left < 20*time.Millisecond {
+				<-ctx.Done()
+				return PhaseEnd{}, ctx.Err()
+			}
+			poll = min(poll, left*3/4)
 		}
 		pctx, cancel := context.WithTimeout(ctx, poll+c.cfg.RequestTimeout)
 		r, err := call(pctx, c, poll+c.cfg.RequestTimeout, barriersOf, leaseholdv1connect.BarriersClient.Wait,
