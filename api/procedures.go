@@ -176,6 +176,26 @@ var procedures = []*Procedure{
 	stream[pb.GroupsAssignmentsRequest](c.GroupsAssignmentsProcedure, Row{Role: worker,
 		Scope: group(func(m *pb.GroupsAssignmentsRequest) string { return m.Group }), Route: anyNode, Retry: read}),
 
+	// Barriers and latches (docs/barriers.md): workers create, arrive,
+	// count down, wait, reset and delete under their prefixes; operators
+	// list. Create is retried by its values, the rest by request id.
+	unary[pb.BarriersCreateRequest, pb.BarriersCreateResponse](c.BarriersCreateProcedure, Row{Role: worker,
+		Scope: barrier(func(m *pb.BarriersCreateRequest) string { return m.Name }), Route: leader, Retry: byValue}),
+	unary[pb.BarriersArriveRequest, pb.BarriersArriveResponse](c.BarriersArriveProcedure, Row{Role: worker,
+		Scope: barrier(func(m *pb.BarriersArriveRequest) string { return m.Name }), Route: leader, Rate: RateAcquire, Retry: byID}),
+	unary[pb.BarriersCountDownRequest, pb.BarriersCountDownResponse](c.BarriersCountDownProcedure, Row{Role: worker,
+		Scope: barrier(func(m *pb.BarriersCountDownRequest) string { return m.Name }), Route: leader, Retry: byID}),
+	unary[pb.BarriersWaitRequest, pb.BarriersWaitResponse](c.BarriersWaitProcedure, Row{Role: worker,
+		Scope: barrier(func(m *pb.BarriersWaitRequest) string { return m.Name }), Route: leader, Retry: read}),
+	unary[pb.BarriersResetRequest, pb.BarriersResetResponse](c.BarriersResetProcedure, Row{Role: worker,
+		Scope: barrier(func(m *pb.BarriersResetRequest) string { return m.Name }), Route: leader, Retry: byID}),
+	unary[pb.BarriersDeleteRequest, pb.BarriersDeleteResponse](c.BarriersDeleteProcedure, Row{Role: worker,
+		Scope: barrier(func(m *pb.BarriersDeleteRequest) string { return m.Name }), Route: leader, Retry: byID}),
+	unary[pb.BarriersGetRequest, pb.BarriersGetResponse](c.BarriersGetProcedure, Row{Role: worker,
+		Scope: barrier(func(m *pb.BarriersGetRequest) string { return m.Name }), Route: leader, Retry: read}),
+	unary[pb.BarriersListRequest, pb.BarriersListResponse](c.BarriersListProcedure, Row{Role: operator,
+		Scope: listing(func(m *pb.BarriersListRequest) []string { return []string{m.Prefix} }), Route: leader, Retry: read}),
+
 	// The session stream: lease ops, and the calls above marked
 	// SessionCall, each checked, charged and retried as its unary call.
 	stream[pb.SessionRequest](c.SessionsSessionProcedure, Row{Role: worker,
@@ -184,6 +204,10 @@ var procedures = []*Procedure{
 
 func queue[Req any](f func(*Req) string) Scope {
 	return touches("queue", func(m *Req) []string { return []string{f(m)} })
+}
+
+func barrier[Req any](f func(*Req) string) Scope {
+	return touches("barrier", func(m *Req) []string { return []string{f(m)} })
 }
 
 func group[Req any](f func(*Req) string) Scope {

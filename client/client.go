@@ -197,6 +197,7 @@ func New(cfg Config) (*Client, error) {
 			idem:      leaseholdv1connect.NewIdempotencyClient(cfg.HTTPClient, e, opts...),
 			queues:    leaseholdv1connect.NewQueuesClient(cfg.HTTPClient, e, opts...),
 			groups:    leaseholdv1connect.NewGroupsClient(cfg.HTTPClient, e, opts...),
+			barriers:  leaseholdv1connect.NewBarriersClient(cfg.HTTPClient, e, opts...),
 		})
 	}
 	if cfg.Session != SessionOff && c.batch != nil {
@@ -222,6 +223,7 @@ type endpoint struct {
 	idem      leaseholdv1connect.IdempotencyClient
 	queues    leaseholdv1connect.QueuesClient
 	groups    leaseholdv1connect.GroupsClient
+	barriers  leaseholdv1connect.BarriersClient
 }
 
 // Service pickers for call.

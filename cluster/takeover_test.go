@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/fsm"
 )
@@ -38,7 +39,8 @@ func armedCountdowns(n *Node) map[fsm.CountdownKey]time.Duration {
 // Invariant 5 for every kind of countdown: a new leader (here the same
 // node, restarted) rebuilds each from the state and restarts it from its
 // takeover, with its whole length: a lease's TTL, a wait bound, a
-// lock-delay, a retention, a visibility and a revocation bound. None runs
+// lock-delay, a retention, a visibility, a revocation bound and a barrier
+// phase's timeout. None runs
 // out on the old leader's schedule, and each runs out on the new one's.
 // A kind left out of the rebuild is missing after the takeover and never
 // runs out.
@@ -65,9 +67,11 @@ func TestTakeoverRebuildsEveryCountdown(t *testing.T) {
 	mustPropose(t, n, &fsm.GroupCreate{Group: "g", Partitions: 4, RevokeTimeout: bound})
 	mustPropose(t, n, &fsm.GroupJoin{Group: "g", Member: "a", TTL: time.Hour, SecretHash: secret})
 	mustPropose(t, n, &fsm.GroupJoin{Group: "g", Member: "b", TTL: time.Hour, SecretHash: secret})
+	mustPropose(t, n, &fsm.BarrierCreate{Name: "b", Type: leasehold.BarrierCyclic, Parties: 2, Timeout: bound})
+	mustPropose(t, n, &fsm.BarrierArrive{RequestID: "a1", Name: "b", Participant: "p", TTL: time.Hour, SecretHash: secret})
 
 	fake.Advance(time.Minute) // the brief lease expires into its lock-delay
-	waitHeld(t, n, 3)         // left: held, and the two members' sessions
+	waitHeld(t, n, 4)         // left: held, the two members' sessions and the party's arrival
 	fake.Advance(29 * time.Minute)
 	n.Close()
 
@@ -84,8 +88,8 @@ func TestTakeoverRebuildsEveryCountdown(t *testing.T) {
 			t.Errorf("countdown %+v has %v left after the takeover, want its whole %v", k, left, want)
 		}
 	}
-	want := map[fsm.CountdownKind]int{fsm.CountdownLease: 3, fsm.CountdownWait: 1, fsm.CountdownLockDelay: 1,
-		fsm.CountdownRetention: 1, fsm.CountdownVisibility: 1, fsm.CountdownRevocation: 2}
+	want := map[fsm.CountdownKind]int{fsm.CountdownLease: 4, fsm.CountdownWait: 1, fsm.CountdownLockDelay: 1,
+		fsm.CountdownRetention: 1, fsm.CountdownVisibility: 1, fsm.CountdownRevocation: 2, fsm.CountdownBarrier: 1}
 	for k, c := range want {
 		if kinds[k] != c {
 			t.Errorf("%d countdowns of kind %d after the takeover, want %d (all: %v)", kinds[k], k, c, kinds)
@@ -104,7 +108,7 @@ func TestTakeoverRebuildsEveryCountdown(t *testing.T) {
 	fake.Advance(21 * time.Minute)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		var waiting, blocked, idem, inFlight, revoking int
+		var waiting, blocked, idem, inFlight, revoking, phases int
 		n2.ReadLocal(func(st *fsm.State) {
 			c := st.Counts()
 			waiting, blocked = c.Waiters, c.Blocked
@@ -119,13 +123,16 @@ func TestTakeoverRebuildsEveryCountdown(t *testing.T) {
 					revoking++
 				}
 			}
+			if b, _ := st.BarrierGet("b"); b.Phase == 1 {
+				phases = 1 // its timeout has not broken it yet
+			}
 		})
-		if waiting+blocked+idem+inFlight+revoking == 0 {
+		if waiting+blocked+idem+inFlight+revoking+phases == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after the new leader's bounds: %d waiting, %d blocked, %d idempotency records, %d in flight, %d revoking; want none",
-				waiting, blocked, idem, inFlight, revoking)
+			t.Fatalf("after the new leader's bounds: %d waiting, %d blocked, %d idempotency records, %d in flight, %d revoking, %d barrier phases; want none",
+				waiting, blocked, idem, inFlight, revoking, phases)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -42,6 +42,7 @@ func (s *State) Capture() *Snapshot {
 		queueBytes:   s.queueBytes,
 		groups:       s.groups.freeze(),
 		sems:         s.sems.freeze(),
+		barriers:     s.barriers.freeze(),
 	}
 	c := &capture{view: v}
 	s.capture = c
@@ -68,6 +69,7 @@ func (s *State) thaw() {
 	s.queuesByName.thaw()
 	s.groups.thaw()
 	s.sems.thaw()
+	s.barriers.thaw()
 	s.capture = nil
 }
 
@@ -127,6 +129,8 @@ func cloneValue[V any](v V) V {
 		c = cloneGroup(x)
 	case *queue:
 		c = cloneQueue(x)
+	case *barrier:
+		c = x.clone()
 	default:
 		return v
 	}

@@ -138,6 +138,19 @@ func sampleCommands() map[string]Command {
 		"group revoked zero":  &GroupRevoked{},
 		"group lapse":         &GroupLapse{Group: "g", LeaseID: 3, Partition: math.MaxUint32, Epoch: 9},
 		"group lapse zero":    &GroupLapse{},
+		"barrier create":      &BarrierCreate{Name: "b/日本", Type: leasehold.BarrierLatch, Parties: math.MaxUint32, Timeout: math.MinInt64, Caller: "c"},
+		"barrier create zero": &BarrierCreate{},
+		"barrier arrive": &BarrierArrive{RequestID: "r", Name: "b", Participant: "p", Phase: math.MaxUint64, TTL: time.Second,
+			SecretHash: full, Caller: "c"},
+		"barrier arrive zero":     &BarrierArrive{},
+		"barrier count down":      &BarrierCountDown{RequestID: "r", Name: "b", Phase: 3, Count: math.MaxUint32, Caller: "c"},
+		"barrier count down zero": &BarrierCountDown{},
+		"barrier reset":           &BarrierReset{RequestID: "r", Name: "b", Caller: "c"},
+		"barrier reset zero":      &BarrierReset{},
+		"barrier delete":          &BarrierDelete{RequestID: "r", Name: "b", Caller: "c"},
+		"barrier delete zero":     &BarrierDelete{},
+		"barrier timeout":         &BarrierTimeout{Name: "b", Phase: math.MaxUint64, Started: math.MinInt64},
+		"barrier timeout zero":    &BarrierTimeout{},
 	}
 }
 

@@ -25,6 +25,7 @@ const (
 	CountdownRetention                           // Name: the idempotency key
 	CountdownVisibility                          // Name: the queue; ID: the delivery's token
 	CountdownRevocation                          // Name: the group; ID: the epoch; N: the partition
+	CountdownBarrier                             // Name: the barrier; ID: the phase (barrier.go)
 )
 
 // CountdownKey names one countdown; arming a key again replaces it.
@@ -86,6 +87,7 @@ func (s *State) EachCountdown(f func(Countdown)) {
 			}
 		}
 	}
+	s.eachBarrierCountdown(f)
 }
 
 // firstDeadline is how long lease l runs from a countdown's start when it

@@ -26,11 +26,17 @@ const (
 	EventGroupAssigned                      // a member got a partition (Token: the epoch)
 	EventGroupRevoking                      // a member must give a partition up
 	EventGroupRemoved                       // a member no longer owns a partition
+	// Barrier events (barrier.go): Key is the barrier, Version the phase.
+	EventBarrierCreated   // a barrier was created
+	EventBarrierArrived   // a party arrived (LeaseID, Owner: its lease and name) or a latch was counted down
+	EventBarrierWithdrawn // an arrived party's lease ended before the trip
+	EventBarrierEnded     // a phase ended: Operation is the outcome; tripped, Token its token
 )
 
 func (k EventKind) String() string {
 	names := [...]string{"", "granted", "renewed", "released", "expired", "force_released", "queued", "withdrawn", "put", "deleted", "leader_changed",
-		"group_changed", "group_assigned", "group_revoking", "group_removed"}
+		"group_changed", "group_assigned", "group_revoking", "group_removed",
+		"barrier_created", "barrier_arrived", "barrier_withdrawn", "barrier_ended"}
 	if int(k) < len(names) && k != 0 {
 		return names[k]
 	}

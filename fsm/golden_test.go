@@ -15,13 +15,15 @@ import (
 )
 
 // fsm/testdata/current-* pin the bytes of the current formats: log entries
-// of batch version 2 and a snapshot of version 14 (the log's first five
+// of batch version 2 and a snapshot of version 15 (the log's first five
 // entries were written by the code of commit 8e70a2d, the sixth, a Txn, by
 // the commit that added it; testdata/legacy-v5.snapshot.hex is the
 // snapshot of those first five, legacy-v10 of the first ten, legacy-v12
 // of the first eleven, legacy-v13 of all twelve, written with
 // legacy-v2.log.hex before leasehold's own leases were named under
-// leasehold.ReservedPrefix: its Joins and Begins are the old kinds).
+// leasehold.ReservedPrefix: its Joins and Begins are the old kinds;
+// legacy-v14 is of all twelve too, written before the barriers of the
+// thirteenth).
 // They must not change while those versions stand: an old node reads what
 // a new one writes. LEASEHOLD_WRITE_GOLDEN=1 rewrites them, only when a
 // version is raised on purpose.
@@ -145,11 +147,27 @@ func goldenEntries() []*Batch {
 				SecretHash: secret("i3"), Caller: "svc"}, // attempt 75
 			&IdemAbandon{Key: "pay/3", Release: Release{RequestID: "ab1", LeaseID: 75, SecretHash: secret("i3"), Caller: "svc"}},
 		}},
+		{Time: at(13), Cmds: []Command{ // batch 13 is newer than the v14 snapshot fixture: barriers
+			&BarrierCreate{Name: "phase", Type: leasehold.BarrierCyclic, Parties: 3, Timeout: time.Minute, Caller: "svc"},
+			&BarrierArrive{RequestID: "a1", Name: "phase", Participant: "p1", TTL: 10 * time.Second, SecretHash: secret("p1"), Caller: "w"},
+			&BarrierArrive{RequestID: "a2", Name: "phase", Participant: "p2", TTL: 10 * time.Second, SecretHash: secret("p2"), Caller: "w"},
+			&BarrierCreate{Name: "pair", Type: leasehold.BarrierCyclic, Parties: 2, Caller: "svc"},
+			&BarrierArrive{RequestID: "b1", Name: "pair", Participant: "q1", TTL: 10 * time.Second, SecretHash: secret("q1"), Caller: "w"},
+			&BarrierArrive{RequestID: "b2", Name: "pair", Participant: "q2", TTL: 10 * time.Second, SecretHash: secret("q2"), Caller: "w"}, // trips
+			&BarrierCreate{Name: "latch", Type: leasehold.BarrierLatch, Parties: 3, Caller: "svc"},
+			&BarrierCountDown{RequestID: "c1", Name: "latch", Count: 2, Caller: "w"},
+			&BarrierCreate{Name: "done", Type: leasehold.BarrierLatch, Parties: 1, Caller: "svc"},
+			&BarrierCountDown{RequestID: "c2", Name: "done", Count: 1, Caller: "w"}, // trips, stays tripped
+			&BarrierReset{RequestID: "r1", Name: "pair", Caller: "svc"},             // phase 2 broken
+			&BarrierCreate{Name: "gone", Type: leasehold.BarrierCyclic, Parties: 2, Caller: "svc"},
+			&BarrierDelete{RequestID: "d1", Name: "gone", Caller: "svc"},
+			&BarrierTimeout{Name: "phase", Phase: 7}, // stale
+		}},
 	}
 }
 
 func goldenPaths() (log, snap string) {
-	return "testdata/current-v2.log.hex", "testdata/current-v14.snapshot.hex"
+	return "testdata/current-v2.log.hex", "testdata/current-v15.snapshot.hex"
 }
 
 // The log entries and the snapshot the current code writes for the golden
@@ -203,9 +221,31 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 		len(restored.queuesByName.at("jobs").dead) == 0 || len(restored.queuesByName.at("jobs").dedupLog) == 0 ||
 		restored.groups.len() == 0 || restored.GroupStats().Pending == 0 || restored.GroupStats().Members < 2 ||
 		restored.sems.len() == 0 || restored.sems.at("pool").users != 3 || len(restored.queuesByName.at("mail").receipts) == 0 ||
-		restored.LastToken() < 50 {
+		restored.LastToken() < 50 || restored.barriers.m.len() < 4 || len(restored.barriers.m.at("pair").ends) < 2 ||
+		len(restored.barriers.m.at("phase").arrivals) != 2 || !restored.barriers.m.at("done").tripped {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
 			c, len(restored.audit), restored.kv.len(), restored.LastToken())
+	}
+}
+
+// v14AsCurrent is the version-14 snapshot of the first twelve golden
+// entries as this version writes the same state: an empty barriers
+// section after the others.
+func v14AsCurrent(t *testing.T) []byte {
+	v14 := legacySnapshotBytes(t, "legacy-v14.snapshot.hex")
+	return append(append([]byte(snapMagic+string(rune(snapVersion))), v14[len(snapMagic)+1:]...), 0)
+}
+
+// A node of this version reads the version-14 snapshot of the first
+// twelve golden entries: it writes the same sections again, and an empty
+// barriers section after them.
+func TestReadsSnapshotVersion14(t *testing.T) {
+	old, err := Restore(legacySnapshotBytes(t, "legacy-v14.snapshot.hex"), DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := old.Snapshot(), v14AsCurrent(t); !bytes.Equal(got, want) {
+		t.Fatalf("a restored version-14 snapshot writes\n%x\nwant\n%x", got, want)
 	}
 }
 
@@ -239,8 +279,7 @@ func withNewNames(b []byte) []byte {
 // of the golden entries, byte for byte, leasehold's own leases named
 // under leasehold.ReservedPrefix.
 func TestReadsOldNames(t *testing.T) {
-	_, snapPath := goldenPaths()
-	current := legacySnapshotBytes(t, strings.TrimPrefix(snapPath, "testdata/"))
+	current := v14AsCurrent(t)
 	v13 := legacySnapshotBytes(t, "legacy-v13.snapshot.hex")
 	if bytes.Contains(current, []byte(legacyGroupPrefix)) || !bytes.Contains(v13, []byte(legacyGroupPrefix)) ||
 		!bytes.Contains(v13, []byte(legacyIdemPrefix)) {
@@ -300,7 +339,7 @@ func TestReadsSnapshotVersion12(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := withNewNames(append([]byte(snapMagic+string(rune(snapVersion))), v12[len(snapMagic)+1:]...))
+	want := withNewNames(append(append([]byte(snapMagic+string(rune(snapVersion))), v12[len(snapMagic)+1:]...), 0)) // no barriers
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-12 snapshot writes\n%x\nwant\n%x", got, want)
 	}
@@ -316,7 +355,7 @@ func TestReadsSnapshotVersion10(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append([]byte(snapMagic+string(rune(snapVersion))), v10[len(snapMagic)+1:]...)
-	want = append(want, 0) // no queue receipts
+	want = append(want, 0, 0) // no queue receipts, no barriers
 	want = withNewNames(want)
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-10 snapshot writes\n%x\nwant\n%x", got, want)
@@ -333,7 +372,7 @@ func TestReadsSnapshotVersion9(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append([]byte(snapMagic+string(rune(snapVersion))), v9[len(snapMagic)+1:]...)
-	want = append(want, 0, 0, 0) // no semaphores (leases, waiters), no queue receipts
+	want = append(want, 0, 0, 0, 0) // no semaphores (leases, waiters), no queue receipts, no barriers
 	want = withNewNames(want)
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-9 snapshot writes\n%x\nwant\n%x", got, want)
@@ -350,7 +389,7 @@ func TestReadsSnapshotVersion8(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append([]byte(snapMagic+string(rune(snapVersion))), v8[len(snapMagic)+1:]...)
-	want = append(want, 0, 0, 0, 0) // no groups, no semaphores (leases, waiters), no queue receipts
+	want = append(want, 0, 0, 0, 0, 0) // no groups, no semaphores (leases, waiters), no queue receipts, no barriers
 	want = withNewNames(want)
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-8 snapshot writes\n%x\nwant\n%x", got, want)
@@ -367,7 +406,7 @@ func TestReadsSnapshotVersion7(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append([]byte(snapMagic+string(rune(snapVersion))), v7[len(snapMagic)+1:]...)
-	want = append(want, 0, 0, 0, 0, 0) // no queues, no groups, no semaphores (leases, waiters), no queue receipts
+	want = append(want, 0, 0, 0, 0, 0, 0) // no queues, no groups, no semaphores (leases, waiters), no queue receipts, no barriers
 	want = withNewNames(want)
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-7 snapshot writes\n%x\nwant\n%x", got, want)
@@ -384,7 +423,7 @@ func TestReadsSnapshotVersion6(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append([]byte(snapMagic+string(rune(snapVersion))), v6[len(snapMagic)+1:]...)
-	want = append(want, 0, 0, 0, 0, 0, 0) // no idempotency keys, no queues, no groups, no semaphores, no queue receipts
+	want = append(want, 0, 0, 0, 0, 0, 0, 0) // no idempotency keys, no queues, no groups, no semaphores, no queue receipts, no barriers
 	if got := old.Snapshot(); !bytes.Equal(got, want) {
 		t.Fatalf("a restored version-6 snapshot writes\n%x\nwant\n%x", got, want)
 	}

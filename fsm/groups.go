@@ -136,6 +136,10 @@ func ValidateForcedResource(r string) error {
 	if key, ok := IdemKeyOf(r); ok && validateIdemKey(key) == nil {
 		return nil
 	}
+	if name, party, ok := leasehold.BarrierPartyOf(r); ok && leasehold.ValidateBarrierName(name) == nil &&
+		leasehold.ValidateName("participant", party, leasehold.MaxBarrierParticipantLen, true) == nil {
+		return nil
+	}
 	return leasehold.ValidateName("resource", r, leasehold.MaxResourceLen, true)
 }
 

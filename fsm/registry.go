@@ -59,6 +59,13 @@ var commands = [...]struct {
 	KindGroupJoinNamed:    {"group-join-named", func() Command { return new(GroupJoin) }},
 	KindIdemBeginNamed:    {"idem-begin-named", func() Command { return new(IdemBegin) }},
 	KindForceReleaseNamed: {"force-release-named", func() Command { return &ForceRelease{named: true} }},
+
+	KindBarrierCreate:    {"barrier-create", func() Command { return new(BarrierCreate) }},
+	KindBarrierArrive:    {"barrier-arrive", func() Command { return new(BarrierArrive) }},
+	KindBarrierCountDown: {"barrier-count-down", func() Command { return new(BarrierCountDown) }},
+	KindBarrierReset:     {"barrier-reset", func() Command { return new(BarrierReset) }},
+	KindBarrierDelete:    {"barrier-delete", func() Command { return new(BarrierDelete) }},
+	KindBarrierTimeout:   {"barrier-timeout", func() Command { return new(BarrierTimeout) }},
 }
 
 // bound is how a bound queue settlement (kinds 70–72, 75) starts decoding.

@@ -40,10 +40,12 @@ import (
 //
 // Version 14 names leasehold's own leases under leasehold.ReservedPrefix
 // (snapshot_names.go).
+//
+// Version 15 adds the barriers (snapshot_barrier.go), after the others.
 
 const (
 	snapMagic   = "LHSNAP"
-	snapVersion = reservedNamesVersion
+	snapVersion = barriersVersion
 	// snapOldest is the oldest snapshot version Restore reads.
 	snapOldest = 3
 )
@@ -78,6 +80,7 @@ var sections = [...]section{
 	{"groups", 9, writeGroups, readGroups},
 	{"semaphores", 10, writeSems, readSems},
 	{"queue-receipts", receiptsVersion, writeReceipts, readReceipts},
+	{"barriers", barriersVersion, writeBarriers, readBarriers},
 }
 
 // Snapshot encodes the whole state.

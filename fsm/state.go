@@ -68,6 +68,7 @@ type Result struct {
 	Idem      *Idem            // idempotency Begin and Complete: where the key stands (idem.go)
 	Queue     *QueueResult     // queue commands: sequences, deliveries, counts (queue.go)
 	Group     *GroupInfo       // group commands: the group, and a Join's partitions (groups.go)
+	Barrier   *BarrierResult   // barrier commands: the barrier, the phase acted in and its end (barrier.go)
 	// ForeignSecret marks a retried acquire whose secret differs from the
 	// first request's (or can no longer be checked): the caller does not
 	// know the lease's secret, so the answer must not claim it does.
@@ -181,6 +182,7 @@ type State struct {
 	groups       cowMap[string, *group]      // partition groups (groups.go)
 	now          int64                       // the time of the entry being applied
 	sems         cowMap[string, *semaphore]  // names in use as semaphores (semaphore.go)
+	barriers     barriers                    // barriers and latches (barrier.go)
 	// capture is the snapshot that holds the maps frozen, if any, and
 	// captures the count of those not yet released (capture.go).
 	capture  *capture
@@ -213,6 +215,7 @@ func New(cfg Config, obs Observer) *State {
 		queuesByName: newCowMap[string, *queue](),
 		groups:       newCowMap[string, *group](),
 		sems:         newCowMap[string, *semaphore](),
+		barriers:     newBarriers(),
 	}
 	s.setSink(obs)
 	return s
@@ -602,6 +605,7 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	}
 	s.idemEnded(l)
 	s.groupMemberEnded(l)
+	s.barrierEnded(l)
 	return &view
 }
 

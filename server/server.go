@@ -239,6 +239,7 @@ func New(cfg Config) (*Server, error) {
 	mountLarge(handlerOf(impls, leaseholdv1connect.NewIdempotencyHandler, newIdemAPI(s, cfg.Registry), guard, codec))
 	mountLarge(handlerOf(impls, leaseholdv1connect.NewQueuesHandler, newQueuesAPI(s, cfg.MaxQueueBodyBytes), guard, codec))
 	mountSmall(handlerOf(impls, leaseholdv1connect.NewGroupsHandler, newGroupsAPI(s, cfg.Registry), guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewBarriersHandler, newBarriersAPI(s, cfg.Registry), guard, codec))
 	// A session's body is a stream that lasts as long as the client:
 	// bounded per message, by ops unanswered and by idle time.
 	mount(session)(handlerOf(impls, leaseholdv1connect.NewSessionsHandler, sessionsAPI{s}, guard, codec))

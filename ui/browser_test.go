@@ -355,7 +355,21 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 		pollText(t, ctx, "#audit", "worker-1 hung on the export")
 		shot(t, ctx, "audit")
-		for _, view := range []string{"elections", "idempotency", "queues", "groups", "cluster"} {
+		// A barrier whose first phase tripped, for its row.
+		for _, body := range []string{`{"name":"jobs/phase","kind":"BARRIER_KIND_LATCH","parties":1}`, `{"name":"jobs/phase"}`} {
+			proc := "/leasehold.v1.Barriers/Create"
+			if !strings.Contains(body, "kind") {
+				proc = "/leasehold.v1.Barriers/CountDown"
+			}
+			if status, body := call(t, n, workerTok, proc, body, nil); status != http.StatusOK {
+				t.Fatalf("%s: HTTP %d %s", proc, status, body)
+			}
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+"/ui/barriers"), chromedp.WaitVisible(chromedp.CSS("#barriers"))); err != nil {
+			t.Fatal(err)
+		}
+		pollText(t, ctx, "#barriers", "phase 1 tripped")
+		for _, view := range []string{"elections", "idempotency", "queues", "groups", "barriers", "cluster"} {
 			if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+"/ui/"+view), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 				t.Fatal(err)
 			}

@@ -100,6 +100,6 @@ func get(t *testing.T, n *testcluster.Node, token, path string) (int, string) {
 // dataPaths are every dashboard page and fragment that shows data.
 var dataPaths = []string{
 	"/ui/leases", "/ui/leases/rows", "/ui/lease?resource=jobs/report", "/ui/force-release?resource=jobs/report",
-	"/ui/elections", "/ui/elections/rows", "/ui/idempotency", "/ui/queues", "/ui/groups", "/ui/cluster", "/ui/cluster/rows", "/ui/audit",
+	"/ui/elections", "/ui/elections/rows", "/ui/idempotency", "/ui/queues", "/ui/groups", "/ui/barriers", "/ui/cluster", "/ui/cluster/rows", "/ui/audit",
 	"/ui/charts", "/ui/charts/data", "/ui/lease/timeline?resource=jobs/report", "/ui/runbook",
 }

@@ -35,7 +35,7 @@ var funcs = template.FuncMap{
 // define the parts that its live page fetches or is pushed on their own.
 func (d *Dashboard) parse() error {
 	d.pages = map[string]*template.Template{}
-	for _, name := range []string{"login", "error", "leases", "lease", "force", "elections", "idempotency", "queues", "queue", "groups", "group", "cluster", "audit", "charts", "runbook"} {
+	for _, name := range []string{"login", "error", "leases", "lease", "force", "elections", "idempotency", "queues", "queue", "groups", "group", "barriers", "cluster", "audit", "charts", "runbook"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/shared.html", "templates/"+name+".html")
 		if err != nil {
 			return fmt.Errorf("ui: template %s: %w", name, err)

@@ -77,6 +77,7 @@ var views = []view{
 	{"idempotency", "Idempotency keys", "/ui/idempotency"},
 	{"queues", "Queues", "/ui/queues"},
 	{"groups", "Groups", "/ui/groups"},
+	{"barriers", "Barriers", "/ui/barriers"},
 	{"cluster", "Cluster", "/ui/cluster"},
 	{"audit", "Audit log", "/ui/audit"},
 	{"charts", "Charts", "/ui/charts"},
@@ -94,10 +95,12 @@ type Dashboard struct {
 	watch   leaseholdv1connect.WatchClient
 	queues  leaseholdv1connect.QueuesClient
 	groups  leaseholdv1connect.GroupsClient
-	charts  *sampler
-	risk    template.HTML // the runbook's forced-release section
-	runbook template.HTML // the whole runbook, rendered
-	streams streams
+	// barriers, like every client above, calls the node in process.
+	barriers leaseholdv1connect.BarriersClient
+	charts   *sampler
+	risk     template.HTML // the runbook's forced-release section
+	runbook  template.HTML // the whole runbook, rendered
+	streams  streams
 	// stopped ends the event streams when Sample's context does.
 	stopped  context.Context
 	stop     context.CancelFunc
@@ -132,6 +135,7 @@ func New(cfg Config) (*Dashboard, error) {
 	d.watch = leaseholdv1connect.NewWatchClient(hc, base, opt)
 	d.queues = leaseholdv1connect.NewQueuesClient(hc, base, opt)
 	d.groups = leaseholdv1connect.NewGroupsClient(hc, base, opt)
+	d.barriers = leaseholdv1connect.NewBarriersClient(hc, base, opt)
 	if err := d.parse(); err != nil {
 		return nil, err
 	}
@@ -191,6 +195,7 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("GET /ui/queue", d.viewing(d.queuePage))
 	m.HandleFunc("GET /ui/groups", d.viewing(d.groupsPage))
 	m.HandleFunc("GET /ui/group", d.viewing(d.groupPage))
+	m.HandleFunc("GET /ui/barriers", d.viewing(d.barriersPage))
 	m.HandleFunc("GET /ui/cluster", d.viewing(d.tablePage(clusterTable)))
 	m.HandleFunc("GET /ui/cluster/rows", d.viewing(d.tableRows(clusterTable)))
 	m.HandleFunc("GET /ui/audit", d.viewing(d.auditPage))

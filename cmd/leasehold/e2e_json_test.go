@@ -59,6 +59,19 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 	n.lhOK("groups", "create", "j-g", "--partitions", "2")
 	member := startProc(t, dir, "member", childEnv(), "groups", "run", "j-g", "--endpoints", n.url, "--member", "m1",
 		"--ttl", "10s", "--cgroup", "off", "--", "sleep", "60")
+	// A barrier with a party waiting at it, and a latch.
+	n.lhOK("barrier", "create", "j/bar", "--parties", "2", "--timeout", "10m")
+	n.lhOK("barrier", "create", "j/latch", "--parties", "2", "--latch")
+	party := startProc(t, dir, "party", childEnv(), "barrier", "arrive", "j/bar", "--endpoints", n.url, "--as", "p1", "--wait", "1m")
+	checkFor(t, 20*time.Second, func() error {
+		if party.Exited() {
+			t.Fatalf("barrier arrive ended early:\n%s", party.Stderr())
+		}
+		if !strings.Contains(n.lhOK("barrier", "show", "j/bar").stdout, "p1") {
+			return fmt.Errorf("j/bar has no party yet")
+		}
+		return nil
+	})
 	backup := filepath.Join(dir, "backup.lhsnap")
 	checkFor(t, 20*time.Second, func() error {
 		if member.Exited() {
@@ -129,6 +142,14 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 		{"groups create", []string{"groups", "create", "j-g2", "--partitions", "2", "--revoke-timeout", "5s"}, "", &cliout.Group{}},
 		{"groups grow", []string{"groups", "grow", "j-g2", "--partitions", "4"}, "", &cliout.Group{}},
 		{"groups delete", []string{"groups", "delete", "j-g2", "--reason", "json test", "--yes"}, "", &cliout.GroupDeleted{}},
+		{"barrier list", []string{"barrier", "list"}, "", &cliout.Barriers{}},
+		{"barrier show", []string{"barrier", "show", "j/bar"}, "", &cliout.Barrier{}},
+		{"barrier create", []string{"barrier", "create", "j/bar1", "--parties", "1", "--timeout", "1m"}, "", &cliout.Barrier{}},
+		{"barrier arrive", []string{"barrier", "arrive", "j/bar1", "--as", "p9", "--wait", "10s"}, "", &cliout.PhaseEnded{}},
+		{"barrier count-down", []string{"barrier", "count-down", "j/latch"}, "", &cliout.CountedDown{}},
+		{"barrier wait", []string{"barrier", "wait", "j/latch", "--wait", "10s"}, "", &cliout.PhaseEnded{}},
+		{"barrier reset", []string{"barrier", "reset", "j/bar"}, "", &cliout.PhaseEnded{}},
+		{"barrier delete", []string{"barrier", "delete", "j/bar1", "--yes"}, "", &cliout.BarrierDeleted{}},
 		{"snapshot save", []string{"snapshot", "save", backup}, "", &cliout.Backup{}},
 		{"snapshot inspect", []string{"snapshot", "inspect", backup}, "", &cliout.BackupInspected{}},
 		{"snapshot restore", []string{"snapshot", "restore", backup, "--data-dir", filepath.Join(dir, "restored")}, "", &cliout.Restored{}},
@@ -153,7 +174,8 @@ func TestJSONOutputOfEveryCommand(t *testing.T) {
 	}
 	// Commands that change something once, and the first output of each.
 	once := []string{"acquire", "kv delete", "release", "doctor", "run", "elect", "queue ack", "queue nack", "queue extend", "queue delete",
-		"groups create", "groups grow", "groups delete", "snapshot restore"}
+		"groups create", "groups grow", "groups delete", "snapshot restore",
+		"barrier delete"}
 	outs := map[string]string{}
 	var docs []string
 	for _, tc := range cases {

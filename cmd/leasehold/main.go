@@ -136,6 +136,7 @@ func newRootOf(g *globals) *cobra.Command {
 		newIdem(g),
 		newQueue(g),
 		newGroups(g),
+		newBarrier(g),
 		newKV(g), newCheckFence(g),
 		newRecover(),
 		newExitCodesHelp(),
