@@ -8,9 +8,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Barriers and latches (docs/barriers.md): Await holds a party back until

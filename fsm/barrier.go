@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Barriers (leasehold/barrier.go has the vocabulary): a named barrier of

@@ -9,7 +9,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // A model test of barriers and latches: callers create, arrive, count

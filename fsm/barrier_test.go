@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // The barriers limit: the one past max_barriers is refused with

@@ -3,7 +3,7 @@ package fsm
 import (
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // barriersVersion is the snapshot version that added the barriers

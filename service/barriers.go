@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/fsm"
 )
 

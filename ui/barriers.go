@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/leasehold/leasehold"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // barrierRow is one barrier or latch: its phase, how many arrived, and
