@@ -18,7 +18,8 @@ type example struct {
 
 	// runFor bounds what runs until interrupted (<!-- run-for: 2s -->):
 	// each leasehold and curl command of the block is interrupted (SIGINT,
-	// as Ctrl-C) after runFor, which counts as success.
+	// as Ctrl-C) after runFor; it must then end with 0 (curl: by the
+	// signal), as the docs say Ctrl-C ends watch, elect --observe and the rest.
 	runFor time.Duration
 	// setup is the shell of its setup marks (<!-- setup: commands -->), run
 	// before the block in the same shell: the state a reader already has
@@ -45,7 +46,7 @@ var (
 // on the lines just above a block's fence say how it runs:
 //
 //	<!-- not-run: reason -->  skipped, reported with the reason
-//	<!-- run-for: 2s -->      its until-interrupted commands are interrupted after 2s
+//	<!-- run-for: 2s -->      its leasehold and curl commands are interrupted after 2s
 //	<!-- setup: commands -->  run first, in the same shell, output not shown
 //	<!-- expect: text -->     its output must contain text
 //	<!-- exit: N -->          it must fail, its first failing command with status N

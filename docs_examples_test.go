@@ -36,7 +36,9 @@ curl() { command curl --fail-with-body "$@"; }
 // Every shell block of README.md and docs/*.md runs against a real node, in
 // document order, one bash per document so its variables carry from block
 // to block; a block marked <!-- not-run: reason --> is skipped with its
-// reason. The table of blocks is logged (go test -v shows it).
+// reason. The table of blocks is logged (go test -v shows it), and with
+// DOCS_EXAMPLES_OUTPUT=1 what each block printed. The marks that say how a
+// block runs are listed at examples.
 func TestDocsExamplesRun(t *testing.T) {
 	files, err := filepath.Glob("docs/*.md")
 	if err != nil {
@@ -188,10 +190,12 @@ func runDocument(t *testing.T, exs []example, addr, work string, env []string) [
 		bound, unbound := "", ""
 		if ex.runFor > 0 {
 			// Each leasehold and curl command is interrupted as by Ctrl-C
-			// after runFor (timeout's 124 is that), and killed 2s later if
-			// it does not end (137: a failure).
-			bound = fmt.Sprintf("leasehold() { local s=0; timeout -s INT -k 2s %[1]s leasehold \"$@\" || s=$?; [ $s = 124 ] && s=0; return $s; }\n"+
-				"curl() { local s=0; timeout -s INT -k 2s %[1]s curl --fail-with-body \"$@\" || s=$?; [ $s = 124 ] && s=0; return $s; }\n",
+			// after runFor, and killed 2s later if it has not ended (137).
+			// leasehold's status is its own (watch, elect --observe, renew
+			// --keep-alive, groups run: 0); curl's, ended by the signal, is
+			// 130, taken as 0.
+			bound = fmt.Sprintf("leasehold() { timeout --preserve-status -s INT -k 2s %[1]s leasehold \"$@\"; }\n"+
+				"curl() { local s=0; timeout --preserve-status -s INT -k 2s %[1]s curl --fail-with-body \"$@\" || s=$?; [ $s = 130 ] && s=0; return $s; }\n",
 				fmt.Sprintf("%gs", ex.runFor.Seconds()))
 			unbound = "unset -f leasehold\ncurl() { command curl --fail-with-body \"$@\"; }\n"
 		}
@@ -222,6 +226,10 @@ func runDocument(t *testing.T, exs []example, addr, work string, env []string) [
 			r.detail = fmt.Sprintf("still running after %v", exampleTimeout)
 		}
 		r.took = time.Since(began)
+		if os.Getenv("DOCS_EXAMPLES_OUTPUT") != "" { // to read what each block printed
+			o, _ := os.ReadFile(output)
+			t.Logf("%s:%d output:\n%s", ex.file, ex.line, o)
+		}
 		if r.status == "FAIL" {
 			out, _ := os.ReadFile(output)
 			r.detail += "\n  output: " + strings.ReplaceAll(procs.LastLines(string(out), 5), "\n", "\n  ")
