@@ -29,8 +29,18 @@ var docAddrs = []string{"127.0.0.1:7420", "localhost:7420"}
 // shellPrelude starts each document's bash: a failing command (or pipeline
 // stage) fails its block, and curl fails on an HTTP error (a Connect
 // error's status), with the body still shown.
+// A failure inside the runner's curl and leasehold wrappers is reported
+// as the block's call of them (__command).
 const shellPrelude = `set -E -o pipefail
-curl() { command curl --fail-with-body "$@"; }
+__command() {
+  case $BASH_COMMAND in
+  "command curl --fail-with-body"* | "timeout --preserve-status"*) echo "$__call" ;;
+  *) echo "$BASH_COMMAND" ;;
+  esac
+}
+` + curlWrapper
+
+const curlWrapper = `curl() { __call="curl $*"; command curl --fail-with-body "$@"; }
 `
 
 // Every shell block of README.md and docs/*.md runs against a real node, in
@@ -132,7 +142,8 @@ sleep 60 & wait
 // runDocument runs a document's blocks in one bash, each with its output
 // in a file of work, and reports each block as bash answers on its stdout
 // "done N STATUS FAILED": the status and the command of the first command
-// that failed, if any.
+// that failed, if any (as the block has it: a failure inside the runner's
+// curl and leasehold wrappers is reported where the block called them).
 func runDocument(t *testing.T, exs []example, addr, work string, env []string) []exampleResult {
 	results := make([]exampleResult, len(exs))
 	for i, ex := range exs {
@@ -194,13 +205,13 @@ func runDocument(t *testing.T, exs []example, addr, work string, env []string) [
 			// leasehold's status is its own (watch, elect --observe, renew
 			// --keep-alive, groups run: 0); curl's, ended by the signal, is
 			// 130, taken as 0.
-			bound = fmt.Sprintf("leasehold() { timeout --preserve-status -s INT -k 2s %[1]s leasehold \"$@\"; }\n"+
-				"curl() { local s=0; timeout --preserve-status -s INT -k 2s %[1]s curl --fail-with-body \"$@\" || s=$?; [ $s = 130 ] && s=0; return $s; }\n",
+			bound = fmt.Sprintf("leasehold() { __call=\"leasehold $*\"; timeout --preserve-status -s INT -k 2s %[1]s leasehold \"$@\"; }\n"+
+				"curl() { __call=\"curl $*\"; local s=0; timeout --preserve-status -s INT -k 2s %[1]s curl --fail-with-body \"$@\" || s=$?; [ $s = 130 ] && s=0; return $s; }\n",
 				fmt.Sprintf("%gs", ex.runFor.Seconds()))
-			unbound = "unset -f leasehold\ncurl() { command curl --fail-with-body \"$@\"; }\n"
+			unbound = "unset -f leasehold\n" + curlWrapper
 		}
 		fmt.Fprintf(stdin, "__failed= __status=0\n"+
-			"trap '__s=$?; [ -n \"$__failed\" ] || __failed=\"line $LINENO: $BASH_COMMAND\" __status=$__s' ERR\n"+
+			"trap '__s=$?; case ${FUNCNAME[0]-} in leasehold|curl) ;; *) [ -n \"$__failed\" ] || __failed=\"line $LINENO: $(__command)\" __status=$__s;; esac' ERR\n"+
 			"source %q </dev/null >%q.out 2>&1\n"+
 			"if [ -n \"$__failed\" ]; then __failed=\"setup: $__failed\"; else\n%s"+
 			"source %q </dev/null >%q 2>&1\n%sfi\n"+
@@ -249,12 +260,12 @@ func runDocument(t *testing.T, exs []example, addr, work string, env []string) [
 func judge(ex example, output, status, failed string) (string, string) {
 	if status != strconv.Itoa(ex.exit) {
 		if ex.exit == 0 || strings.HasPrefix(failed, "setup: ") {
-			return "FAIL", failed
+			return "FAIL", failed + ": exit " + status
 		}
 		if failed == "" {
 			return "FAIL", fmt.Sprintf("every command succeeded; the exit mark wants one to exit %d", ex.exit)
 		}
-		return "FAIL", fmt.Sprintf("%s (the exit mark wants %d)", failed, ex.exit)
+		return "FAIL", fmt.Sprintf("%s: exit %s (the exit mark wants %d)", failed, status, ex.exit)
 	}
 	b, err := os.ReadFile(output)
 	if err != nil {
