@@ -87,6 +87,7 @@ func TestANotRunMarkNeedsAReasonAndABlock(t *testing.T) {
 		"exit 0":       "<!-- exit: 0 -->\n```sh\ntrue\n```\n",
 		"a go block":   "<!-- expect: x -->\n```go\nx()\n```\n",
 		"at the end":   "```sh\ntrue\n```\n<!-- setup: true -->\n",
+		"unlabeled":    "```\nleasehold locks\n```\n",
 	} {
 		if _, err := examples("x.md", md); err == nil {
 			t.Errorf("%s: no error", name)

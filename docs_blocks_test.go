@@ -75,6 +75,9 @@ func examples(file, text string) ([]example, error) {
 		if i == len(lines) {
 			return nil, fmt.Errorf("%s:%d: the block is never closed", file, start+1)
 		}
+		if m[2] == "" && looksLikeShell(lines[start+1:i]) {
+			return nil, fmt.Errorf("%s:%d: a block of commands without a language: label it sh (and mark it not-run if it is not meant to run)", file, start+1)
+		}
 		if !shellLangs[m[2]] {
 			if len(marks) > 0 {
 				return nil, fmt.Errorf("%s:%d: a mark must be just above a shell block's fence", file, marks[0]+1)
@@ -98,6 +101,20 @@ func examples(file, text string) ([]example, error) {
 		return nil, fmt.Errorf("%s:%d: a mark must be just above a shell block's fence", file, marks[0]+1)
 	}
 	return out, nil
+}
+
+// looksLikeShell says whether an unlabeled block is commands: a line of it
+// runs leasehold or curl, or is a session's "$ " line.
+func looksLikeShell(block []string) bool {
+	for _, l := range block {
+		l = strings.TrimSpace(l)
+		for _, p := range []string{"leasehold ", "curl ", "$ "} {
+			if strings.HasPrefix(l, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (ex *example) mark(line string) error {

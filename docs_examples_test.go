@@ -279,7 +279,7 @@ func judge(ex example, output, status, failed string) (string, string) {
 	}
 	detail := ""
 	if ex.exit != 0 {
-		detail = "failed as marked: " + failed
+		detail = "failed as marked: " + failed + ": exit " + status
 	}
 	return "pass", detail
 }

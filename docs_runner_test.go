@@ -62,7 +62,7 @@ func TestDocsRunnerJudgesBlocks(t *testing.T) {
 	began := time.Now()
 	results := runDocument(t, exs, "127.0.0.1:1", work, procs.ChildEnv("PATH="+bin+":"+os.Getenv("PATH")))
 	logExampleTable(t, results)
-	want := []string{"pass", `FAIL no "ok"`, "FAIL line 1: false: exit 1", "pass failed as marked: line 1: sh -c 'exit 3'",
+	want := []string{"pass", `FAIL no "ok"`, "FAIL line 1: false: exit 1", "pass failed as marked: line 1: sh -c 'exit 3': exit 3",
 		"FAIL the exit mark wants one to exit 3", "pass", "FAIL no bye", "FAIL setup: line 1: false", "pass", "pass",
 		"FAIL line 1: sh -c 'exit 1 ': exit 1", "skip a synopsis", "pass", "FAIL line 1: leasehold stubborn: exit 137", "pass",
 		"FAIL line 1: curl -s http://127.0.0.1:1/: exit 7", "pass"}
