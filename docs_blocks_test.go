@@ -18,8 +18,7 @@ type example struct {
 
 	// runFor bounds what runs until interrupted (<!-- run-for: 2s -->):
 	// each leasehold and curl command of the block is interrupted (SIGINT,
-	// as Ctrl-C) after runFor; it must then end with 0 (curl: by the
-	// signal), as the docs say Ctrl-C ends watch, elect --observe and the rest.
+	// as Ctrl-C) after runFor; it must then end with 0 or by the signal.
 	runFor time.Duration
 	// setup is the shell of its setup marks (<!-- setup: commands -->), run
 	// before the block in the same shell: the state a reader already has

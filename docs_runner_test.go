@@ -12,11 +12,12 @@ import (
 
 // A stand-in leasehold for the runner's own test: watch runs until
 // interrupted and then ends with 0, as the real one does; stubborn
-// ignores the interrupt.
+// ignores the interrupt; sore ends with 1.
 const fakeLeasehold = `#!/bin/sh
 case "$1" in
 watch) trap 'echo interrupted; exit 0' INT; echo watching; while :; do sleep 0.1; done ;;
 stubborn) trap '' INT; sleep 5 ;;
+sore) trap 'exit 1' INT; while :; do sleep 0.1; done ;;
 esac
 `
 
@@ -39,6 +40,7 @@ func TestDocsRunnerJudgesBlocks(t *testing.T) {
 		"<!-- not-run: a synopsis -->", fence + "sh", "false", fence, // skip
 		"<!-- run-for: 1s -->", "<!-- expect: interrupted -->", fence + "sh", "leasehold watch", fence, // pass
 		"<!-- run-for: 1s -->", fence + "sh", "leasehold stubborn", fence, // FAIL: killed
+		"<!-- run-for: 1s -->", fence + "sh", "leasehold sore", fence, // FAIL: exit 1
 		fence + "sh", `[ "$(type -t leasehold)" = file ]`, fence, // pass: run-for's bound is gone
 		fence + "sh", "curl -s http://127.0.0.1:1/", fence, // FAIL: curl, as the block calls it
 		"   <!-- expect: indented -->", "   " + fence + "sh", "   echo indented", "   " + fence, // pass
@@ -64,7 +66,7 @@ func TestDocsRunnerJudgesBlocks(t *testing.T) {
 	logExampleTable(t, results)
 	want := []string{"pass", `FAIL no "ok"`, "FAIL line 1: false: exit 1", "pass failed as marked: line 1: sh -c 'exit 3': exit 3",
 		"FAIL the exit mark wants one to exit 3", "pass", "FAIL no bye", "FAIL setup: line 1: false", "pass", "pass",
-		"FAIL line 1: sh -c 'exit 1 ': exit 1", "skip a synopsis", "pass", "FAIL line 1: leasehold stubborn: exit 137", "pass",
+		"FAIL line 1: sh -c 'exit 1 ': exit 1", "skip a synopsis", "pass", "FAIL line 1: leasehold stubborn: exit 137", "FAIL line 1: leasehold sore: exit 1", "pass",
 		"FAIL line 1: curl -s http://127.0.0.1:1/: exit 7", "pass"}
 	if len(results) != len(want) {
 		t.Fatalf("%d results, want %d", len(results), len(want))
