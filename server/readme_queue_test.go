@@ -46,7 +46,7 @@ func TestReadmeQueueExample(t *testing.T) {
 	call("# ack with the delivery's sequence and token", leaseholdv1connect.QueuesAckProcedure,
 		"$seq", seq, "$token", token)
 
-	call("# send (body is bytes", leaseholdv1connect.QueuesSendProcedure, `"dedupId":"order-1001"`, `"dedupId":"order-1002"`)
+	call("# a second message", leaseholdv1connect.QueuesSendProcedure)
 	for attempt := range 2 {
 		purged := call("# purge (admin, a reason is required)", leaseholdv1connect.QueuesPurgeProcedure)
 		if purged["dropped"] != "1" {
