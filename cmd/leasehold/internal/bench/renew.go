@@ -194,7 +194,7 @@ func (w *renewWorkload) acquire(st *stats, i int) {
 	var l *client.Lease
 	var err error
 	for {
-		l, err = w.c.Acquire(r.opCtx, fmt.Sprintf("bench/renew/%d", i),
+		l, err = w.c.Acquire(r.opCtx, fmt.Sprintf("%s/%d", r.cfg.LeasePrefix, i),
 			client.TTL(r.cfg.TTL), client.ManualRenew(), client.ProgressTimeout(0),
 			client.Owner("leasehold-bench"), client.Operation("bench-renew"))
 		if err == nil {
