@@ -29,6 +29,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "leases" {
+		leasesMain(os.Args[2:])
+		return
+	}
 	etcdBin := flag.String("etcd", "etcd", "etcd server binary")
 	lhBin := flag.String("leasehold", "leasehold", "leasehold binary")
 	baseBin := flag.String("baseline", "", "another leasehold binary (an earlier build) to serve beside, alternating with the others; the Go client is always this tree's, compiled in")

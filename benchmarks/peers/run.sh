@@ -6,6 +6,7 @@
 # -out DIR). Extra arguments go to the program, e.g.
 #   benchmarks/peers/run.sh -nodes 1 -workers 16,64 -duration 10s
 #   benchmarks/peers/run.sh -primitives queue,idem -nodes 1
+#   benchmarks/peers/run.sh leases      # a million leases on one node, then 100,000 beside etcd
 # The full grid (1 and 3 nodes; locks: 1,024 and 1 resources × 1, 16, 64
 # workers × 3 targets; queues 4 targets and idempotency 3, × 16 and 64
 # workers; 5 s rounds after 1 s of warm-up) takes about 7 minutes.
@@ -35,4 +36,11 @@ trap 'rm -rf "$bin"' EXIT INT TERM
 (cd "$root" && go build -o "$bin/leasehold" ./cmd/leasehold)
 (cd "$here" && go build -o "$bin/peers" .)
 echo "etcd: $(etcd --version | head -1); $(redis-server --version | cut -d' ' -f1-3); leasehold: $(cd "$root" && git describe --always --dirty 2>/dev/null || echo unknown)" >&2
+if [ "${1:-}" = leases ]; then
+	# The million-lease run and the side by side with etcd's keep-alive
+	# (see leases.go); its files are leases.md, leases.json, leases-rss.csv.
+	shift
+	"$bin/peers" leases -etcd "$(command -v etcd)" -leasehold "$bin/leasehold" -out "$here" "$@"
+	exit
+fi
 "$bin/peers" -etcd "$(command -v etcd)" -redis "$(command -v redis-server)" -leasehold "$bin/leasehold" -out "$here" "$@"
