@@ -184,7 +184,8 @@ func TestRenewSmoke(t *testing.T) {
 
 // Two renew runs at once, each with its own LeasePrefix, hold their
 // leases side by side, and without Cleanup leave them held at the end
-// (the million-lease run holds them across a restart that way).
+// (the million-lease run holds them across a restart that way), each run
+// an owner of its own.
 func TestRenewRunsSideBySideLeaveTheirLeasesHeld(t *testing.T) {
 	var wg sync.WaitGroup
 	reps := make([]*Report, 2)
@@ -216,7 +217,11 @@ func TestRenewRunsSideBySideLeaveTheirLeasesHeld(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = l
+			// Each run is an owner of its own: a node refuses an owner
+			// more than --max-leases-per-owner.
+			if want := fmt.Sprintf("leasehold-bench bench/side/%d", i); l.Owner != want {
+				t.Errorf("run %d: lease %v is owned by %q, want %q", i, l.Resources, l.Owner, want)
+			}
 			n++
 		}
 		if n != 40 {

@@ -54,7 +54,7 @@ type Config struct {
 	// LeasePrefix/1, ... (default bench/renew); runs that hold leases at
 	// once need their own.
 	LeasePrefix string
-	Hold      time.Duration
+	Hold        time.Duration
 	// TTL of every lease; 0 means 30s for renew and 15s otherwise.
 	TTL time.Duration
 	// Wait bounds how long an acquire queues behind a holder (lock,
