@@ -150,6 +150,9 @@ type holdResult struct {
 	// RSS per lease above the empty node, in bytes, while all are held:
 	// the last sample and the largest.
 	PerLeaseLast, PerLeasePeak float64
+	// The longest read of the node's /metrics (held leases) while they
+	// were held.
+	SlowestScrape time.Duration
 	// CPU of the node, and of the clients, over the steady part, as a
 	// share of one core.
 	NodeCPUShare, ClientCPUShare float64
@@ -206,13 +209,19 @@ func gauge(url, name string) int64 {
 	return -1
 }
 
-// sampler reads pid's RSS and CPU and held() every second until stop.
+// sampler reads pid's RSS and CPU every second, and held() every
+// heldEvery, until stop. held reads the node's /metrics, and a scrape
+// walks every lease (leasehold_elections) while Apply waits: as often as
+// a Prometheus would scrape, not every second. The longest scrape is kept.
 type sampler struct {
 	mu      sync.Mutex
 	samples []rssSample
+	slowest time.Duration
 	stop    chan struct{}
 	done    chan struct{}
 }
+
+const heldEvery = 15 * time.Second
 
 func startSampler(pid func() int, held func() int64) *sampler {
 	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
@@ -221,13 +230,20 @@ func startSampler(pid func() int, held func() int64) *sampler {
 		defer close(s.done)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
+		var last int64
+		var read time.Time
 		for {
 			select {
 			case <-s.stop:
 				return
 			case <-t.C:
 				p := pid()
-				x := rssSample{At: time.Since(start), RSS: rssOf(p), Held: held(), CPU: procCPU(p)}
+				if time.Since(read) >= heldEvery {
+					t0 := time.Now()
+					last, read = held(), t0
+					s.slowest = max(s.slowest, time.Since(t0))
+				}
+				x := rssSample{At: time.Since(start), RSS: rssOf(p), Held: last, CPU: procCPU(p)}
 				s.mu.Lock()
 				s.samples = append(s.samples, x)
 				s.mu.Unlock()
@@ -375,6 +391,7 @@ func holdLeasehold(bin, dir string, n, procs, workers int, ttl, duration time.Du
 	h.RenewPerS, h.RequiredPerS = sumRate, sumNeed
 	_ = t0
 	samples := smp.end()
+	h.SlowestScrape = smp.slowest
 	steady(&h, samples, int64(n), clientCPU)
 	// The clients' CPU was over their whole run; the share is over the
 	// steady part: count it over the run instead.
@@ -639,6 +656,7 @@ func leasesMarkdown(r leasesReport) string {
 			h.Granted, h.Lost, h.Setup.Round(time.Second), h.RenewPerS, h.RequiredPerS, rng(h.P50Low, h.P50), rng(h.P99Low, h.P99), ms(h.P999), ms(h.Max),
 			mib(h.EmptyRSS), mib(h.HeldRSSLast), mib(h.HeldRSSPeak), kib(h.PerLeaseLast), kib(h.PerLeasePeak), 100*h.NodeCPUShare,
 			h.RestartReady.Round(10*time.Millisecond), h.RestartAllHeld.Round(10*time.Millisecond))
+		fmt.Fprintf(&b, "\nThe slowest read of the node's /metrics while they were held took %v (read every %v).\n", h.SlowestScrape.Round(time.Millisecond), heldEvery)
 		if h.Errors != "" {
 			fmt.Fprintf(&b, "\nErrors: %s\n", h.Errors)
 		}
