@@ -493,7 +493,7 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 		cli   *clientv3.Client
 		ids   []clientv3.LeaseID
 		lat   []time.Duration
-		lost  int64
+		lost  map[clientv3.LeaseID]bool // leases a keep-alive found expired
 		sent  int64
 		errMu sync.Mutex
 		err   error
@@ -506,7 +506,7 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 			return h, err
 		}
 		defer cli.Close()
-		g := &group{cli: cli}
+		g := &group{cli: cli, lost: map[clientv3.LeaseID]bool{}}
 		gs[i] = g
 		share := n / procs
 		if i < n%procs {
@@ -589,7 +589,7 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 					}
 				}
 				if r.TTL <= 0 {
-					g.lost++
+					g.lost[clientv3.LeaseID(r.ID)] = true
 				}
 				mu.Unlock()
 			}
@@ -627,7 +627,7 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 	var lat []time.Duration
 	for _, g := range gs {
 		lat = append(lat, g.lat...)
-		h.Lost += g.lost
+		h.Lost += int64(len(g.lost))
 	}
 	slices.Sort(lat)
 	h.P50, h.P99, h.P999 = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 0.999)
