@@ -610,8 +610,12 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 					}
 					q.Remove(f)
 					mu.Lock()
+					gone := g.lost[d.id]
 					sentAt[d.id] = now
 					mu.Unlock()
+					if gone {
+						continue // as clientv3 does: an expired lease is kept alive no more
+					}
 					if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(d.id)}); err != nil {
 						return
 					}
