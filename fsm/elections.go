@@ -222,8 +222,11 @@ func (s *State) Elections(prefix string) []Election {
 // after, and says whether more follow. Only the page's leaders are read.
 func (s *State) ElectionsPage(prefix, after string, limit int) (out []Election, more bool) {
 	names := map[string]bool{}
-	for r, id := range s.holders.all() {
-		if r > after && s.leases.at(id).election() && hasPrefix([]string{r}, prefix) {
+	// The elections with a leader, from their index: not a walk over
+	// every lease (a node holding a million would stall Apply for it on
+	// every metrics scrape).
+	for r := range s.led {
+		if id, held := s.holders.get(r); held && r > after && s.leases.at(id).election() && hasPrefix([]string{r}, prefix) {
 			names[r] = true
 		}
 	}

@@ -92,6 +92,9 @@ func readLeases(s *State, d *decoder, v byte) error {
 			}
 			s.holders.set(r, l.ID)
 		}
+		if l.election() {
+			s.led[l.Resources[0]] = struct{}{}
+		}
 	}
 	return nil
 }

@@ -174,6 +174,7 @@ type State struct {
 	owners       names                       // owner -> leases held, interned (names.go)
 	operations   names                       // operations of held leases, interned
 	vacated      []string                    // elections whose leader ended in this command (elections.go)
+	led          map[string]struct{}         // elections with a leader: the resources held by an election lease (elections.go)
 	idem         cowMap[string, *idemRecord] // idempotency keys (idem.go)
 	idemCount    map[string]int              // key prefix -> records
 	idemBytes    int                         // bytes of stored results
@@ -212,6 +213,7 @@ func New(cfg Config, obs Observer) *State {
 		operations:   make(names),
 		idem:         newCowMap[string, *idemRecord](),
 		idemCount:    make(map[string]int),
+		led:          make(map[string]struct{}),
 		queuesByName: newCowMap[string, *queue](),
 		groups:       newCowMap[string, *group](),
 		sems:         newCowMap[string, *semaphore](),
@@ -406,6 +408,7 @@ func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.L
 	s.armLease(l, firstDeadline(l, 0), 0)
 	s.emitLease(EventGranted, &view, 0)
 	if l.election() {
+		s.led[l.Resources[0]] = struct{}{}
 		s.emitLeader(l)
 	}
 	return &view
@@ -601,6 +604,9 @@ func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
 	s.emitLease(endEvent(why), &view, why)
 	s.dropBound(l.ID)
 	if l.election() {
+		if id, held := s.holders.get(l.Resources[0]); !held || !s.leases.at(id).election() {
+			delete(s.led, l.Resources[0])
+		}
 		s.vacated = append(s.vacated, l.Resources[0])
 	}
 	s.idemEnded(l)

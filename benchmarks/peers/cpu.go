@@ -47,3 +47,20 @@ func (s *servers) cpu() time.Duration {
 	}
 	return t
 }
+
+// procChildrenCPU is the CPU time (user and system) of pid's children that
+// have ended and been waited for (cutime and cstime in /proc/PID/stat).
+func procChildrenCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 15 {
+		return 0
+	}
+	cu, _ := strconv.ParseInt(f[13], 10, 64) // field 16
+	cs, _ := strconv.ParseInt(f[14], 10, 64) // field 17
+	return time.Duration(cu+cs) * clockTick
+}

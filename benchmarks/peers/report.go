@@ -24,7 +24,9 @@ func order(results []result) []string {
 // markdown renders the results as docs/benchmarks.md's tables: throughput and
 // latency per scenario with ratios to etcd, then the contended waits
 // against their FIFO bound.
-func markdown(results []result, targets []string, warmup, measure time.Duration) string {
+func markdown(all []result, warmup, measure time.Duration) string {
+	results := of(all, primLock)
+	targets := order(results)
 	by := map[scenario]map[string]result{}
 	var order []scenario
 	for _, r := range results {
@@ -35,7 +37,12 @@ func markdown(results []result, targets []string, warmup, measure time.Duration)
 		by[r.scenario][r.Target] = r
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Rounds of %v after %v of warm-up, targets alternating; pairs/s (× etcd), acquire p50 / p99.\n\n", measure, warmup)
+	fmt.Fprintf(&b, "Rounds of %v after %v of warm-up, targets alternating.\n\n", measure, warmup)
+	if len(results) == 0 {
+		primitives(&b, all)
+		return b.String()
+	}
+	b.WriteString("Locks: pairs/s (× etcd), acquire p50 / p99.\n\n")
 	b.WriteString("| nodes | resources | workers | " + strings.Join(targets, " | ") + " |\n")
 	b.WriteString("|---|---|---" + strings.Repeat("|---", len(targets)) + "|\n")
 	for _, sc := range order {
@@ -46,14 +53,14 @@ func markdown(results []result, targets []string, warmup, measure time.Duration)
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\nCPU per pair in the measured window: the nodes' processes together + the client process (µs).\n\n")
+	b.WriteString("\nCPU per pair in the measured window: the nodes' processes together + the client process (µs); heap allocations per pair: the nodes' (their go_memstats_mallocs_total) + the client process's.\n\n")
 	b.WriteString("| nodes | resources | workers | " + strings.Join(targets, " | ") + " |\n")
 	b.WriteString("|---|---|---" + strings.Repeat("|---", len(targets)) + "|\n")
 	for _, sc := range order {
 		fmt.Fprintf(&b, "| %d | %d | %d |", sc.Nodes, sc.Resources, sc.Workers)
 		for _, t := range targets {
 			r := by[sc][t]
-			fmt.Fprintf(&b, " %d + %d |", r.NodeCPU.Microseconds(), r.ClientCPU.Microseconds())
+			fmt.Fprintf(&b, " %d + %d µs, %s allocs |", r.NodeCPU.Microseconds(), r.ClientCPU.Microseconds(), allocs(r))
 		}
 		b.WriteString("\n")
 	}
@@ -72,7 +79,85 @@ func markdown(results []result, targets []string, warmup, measure time.Duration)
 				ms(f.WaitP50), ms(f.WaitP99), ms(f.WaitMax), float64(f.WaitP99)/float64(max(f.Bound, 1)), 100*f.Over2x)
 		}
 	}
+	primitives(&b, all)
 	return b.String()
+}
+
+// of is the results of one primitive.
+func of(results []result, prim string) []result {
+	var out []result
+	for _, r := range results {
+		if r.Primitive == prim || (prim == primLock && r.Primitive == "") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func allocs(r result) string {
+	if r.NodeAllocs < 0 {
+		return fmt.Sprintf("– + %.0f", r.ClientAllocs)
+	}
+	return fmt.Sprintf("%.0f + %.0f", r.NodeAllocs, r.ClientAllocs)
+}
+
+// primitives renders the queue and idempotency rounds: per second (×
+// the Postgres target), latency, CPU and allocations per operation.
+func primitives(b *strings.Builder, all []result) {
+	for _, p := range []struct{ prim, head, base string }{
+		{primQueue, "Keyed queues, per-key order kept: messages acked/s (× Postgres), send-to-ack p50 / p99; CPU per message, servers + client process; heap allocations per message, servers (Go servers only) + client process; deliveries out of order.", targetQPostgres},
+		{primIdem, "Idempotency keys: begin+complete pairs/s (× Postgres), pair p50 / p99; CPU per pair, servers + client process; heap allocations per pair, servers (Go servers only) + client process.", targetIPostgres},
+	} {
+		rs := of(all, p.prim)
+		if len(rs) == 0 {
+			continue
+		}
+		by := map[scenario]map[string]result{}
+		var scs []scenario
+		var targets []string
+		seen := map[string]bool{}
+		for _, r := range rs {
+			if by[r.scenario] == nil {
+				by[r.scenario] = map[string]result{}
+				scs = append(scs, r.scenario)
+			}
+			by[r.scenario][r.Target] = r
+			if !seen[r.Target] {
+				seen[r.Target] = true
+				targets = append(targets, r.Target)
+			}
+		}
+		// The base first, then the others in the order first seen.
+		for i, t := range targets {
+			if t == p.base {
+				targets = append(append([]string{t}, targets[:i]...), targets[i+1:]...)
+				break
+			}
+		}
+		fmt.Fprintf(b, "\n%s\n\n| nodes | workers | target | per second | p50 / p99 | CPU per op | allocs per op | out of order |\n|---|---|---|---|---|---|---|---|\n", p.head)
+		for _, sc := range scs {
+			base := by[sc][p.base].PairsPerS
+			for _, t := range targets {
+				r, ok := by[sc][t]
+				if !ok {
+					continue
+				}
+				rate := fmt.Sprintf("%.0f", r.PairsPerS)
+				if t != p.base && base > 0 {
+					rate += fmt.Sprintf(" (%.1f×)", r.PairsPerS/base)
+				}
+				if r.Errors > 0 {
+					rate += fmt.Sprintf(", %d errors", r.Errors)
+				}
+				ooo := "–"
+				if p.prim == primQueue {
+					ooo = fmt.Sprintf("%d", r.OrderViolations)
+				}
+				fmt.Fprintf(b, "| %d | %d | %s | %s | %s / %s | %d + %d µs | %s | %s |\n", sc.Nodes, sc.Workers, t, rate,
+					ms(r.AcquireP50), ms(r.AcquireP99), r.NodeCPU.Microseconds(), r.ClientCPU.Microseconds(), allocs(r), ooo)
+			}
+		}
+	}
 }
 
 func cell(r result, etcd float64) string {
@@ -90,7 +175,8 @@ func cell(r result, etcd float64) string {
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
 
 // plot draws pairs/s per scenario, one bar per target, on a log scale.
-func plot(results []result) string {
+func plot(all []result) string {
+	results := of(all, primLock)
 	targets := order(results)
 	var scs []scenario
 	val := map[scenario]map[string]float64{}

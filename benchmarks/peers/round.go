@@ -13,9 +13,11 @@ import (
 // scenario is one cell of the grid: a cluster size, a number of resources
 // to choose from and a number of workers.
 type scenario struct {
-	Nodes     int `json:"nodes"`
-	Resources int `json:"resources"`
-	Workers   int `json:"workers"`
+	// Primitive is lock, queue or idem.
+	Primitive string `json:"primitive"`
+	Nodes     int    `json:"nodes"`
+	Resources int    `json:"resources"`
+	Workers   int    `json:"workers"`
 }
 
 // result is what one target did in one scenario.
@@ -29,9 +31,18 @@ type result struct {
 	Errors     int           `json:"errors"`
 	// CPU per pair in the measured window: the nodes' processes together,
 	// and this process (the clients).
-	NodeCPU    time.Duration `json:"node_cpu_per_pair"`
-	ClientCPU  time.Duration `json:"client_cpu_per_pair"`
-	FirstError string        `json:"first_error,omitempty"`
+	NodeCPU   time.Duration `json:"node_cpu_per_pair"`
+	ClientCPU time.Duration `json:"client_cpu_per_pair"`
+	// Heap allocations per pair in the measured window: the nodes'
+	// (their go_memstats_mallocs_total; -1 for a server not written in
+	// Go) and this process's.
+	NodeAllocs   float64 `json:"node_allocs_per_pair"`
+	ClientAllocs float64 `json:"client_allocs_per_pair"`
+	FirstError   string  `json:"first_error,omitempty"`
+	// Queues: deliveries out of their key's order (must be 0), and
+	// deliveries of a message again.
+	OrderViolations int64 `json:"order_violations,omitempty"`
+	Redelivered     int64 `json:"redelivered,omitempty"`
 	// Contended (one resource, several workers): each acquire's wait
 	// against its FIFO bound, the workers ahead of it when it asked (the
 	// holder included) times the mean hand-off of the round.
@@ -65,7 +76,7 @@ type sample struct {
 // round runs workers that loop {lock a random resource, unlock} for
 // warmup+measure and reports what was done in the measured window: pairs
 // whose unlock ended in it, and acquires that ended in it.
-func round(lk locker, nodeCPU func() time.Duration, sc scenario, target, prefix string, warmup, measure time.Duration) result {
+func round(lk locker, m meter, sc scenario, target, prefix string, warmup, measure time.Duration) result {
 	names := make([]string, sc.Resources)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s/%d", prefix, i)
@@ -79,15 +90,9 @@ func round(lk locker, nodeCPU func() time.Duration, sc scenario, target, prefix 
 	var samples []sample
 	pairs, errs := 0, 0
 	var firstErr string
-	// The CPU both sides used in the measured window.
-	var nodeUsed, clientUsed time.Duration
+	// What both sides used in the measured window.
+	use := m.window(from, to)
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		time.Sleep(time.Until(from))
-		n0, c0 := nodeCPU(), selfCPU()
-		time.Sleep(time.Until(to))
-		nodeUsed, clientUsed = nodeCPU()-n0, selfCPU()-c0
-	})
 	for w := range sc.Workers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 42))
@@ -133,9 +138,7 @@ func round(lk locker, nodeCPU func() time.Duration, sc scenario, target, prefix 
 	wg.Wait()
 	r := result{scenario: sc, Target: target, Pairs: pairs, PairsPerS: float64(pairs) / measure.Seconds(),
 		Errors: errs, FirstError: firstErr}
-	if pairs > 0 {
-		r.NodeCPU, r.ClientCPU = nodeUsed/time.Duration(pairs), clientUsed/time.Duration(pairs)
-	}
+	(<-use).per(&r, pairs)
 	waits := make([]time.Duration, len(samples))
 	for i, s := range samples {
 		waits[i] = s.wait

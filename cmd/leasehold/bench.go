@@ -44,6 +44,8 @@ type benchFlags struct {
 	noGzip      bool
 	batch       int
 	bodyBytes   int
+	prefix      string
+	leaveHeld   bool
 }
 
 func newBench(g *globals) *cobra.Command {
@@ -84,6 +86,8 @@ Operations finishing during --warmup are not counted. The run ends after
 	fl.IntVar(&f.batch, "batch", 1, "queue: messages per send and most per receive (1: no batches)")
 	fl.IntVar(&f.bodyBytes, "body-bytes", 200, "queue: bytes per message")
 	fl.IntVar(&f.leases, "leases", 1000, "renew: number of leases held")
+	fl.StringVar(&f.prefix, "prefix", "bench/renew", "renew: the leases are named PREFIX/0, PREFIX/1, ...; give each of several runs at once its own")
+	fl.BoolVar(&f.leaveHeld, "leave-held", false, "renew: at the end, leave the leases held (they lapse at their TTL) instead of releasing them")
 	durationVar(fl, &f.hold, "hold", 0, "time spent holding each lease (critical section)")
 	durationVar(fl, &f.ttl, "ttl", 0, "lease TTL (default 30s for renew, 15s otherwise)")
 	durationVar(fl, &f.wait, "wait", 30*time.Second, "lock, contend: how long an acquire may queue behind a holder")
@@ -114,7 +118,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 		Workload: f.workload, Clients: f.clients, Resources: f.resources, Leases: f.leases,
 		Hold: f.hold, TTL: f.ttl, Wait: f.wait, Duration: f.duration, Ops: f.ops, Warmup: f.warmup,
 		Seed: f.seed, NoCompression: f.noGzip, Shared: f.shared, MaxBatch: f.clientBatch,
-		Batch: f.batch, BodyBytes: f.bodyBytes,
+		Batch: f.batch, BodyBytes: f.bodyBytes, LeasePrefix: f.prefix,
 	}
 	switch f.session {
 	case "on":
@@ -139,7 +143,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 			}
 		}
 		cfg.Target = strings.Join(cfg.Endpoints, ",")
-		cfg.Cleanup = true
+		cfg.Cleanup = !f.leaveHeld
 		cfg.ClientConfig = func() (client.Config, error) { // --token-file and TLS flags apply
 			cc, err := g.clientConfig()
 			cc.Logger = slog.New(slog.DiscardHandler) // lost leases are counted in the report

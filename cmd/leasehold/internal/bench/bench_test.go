@@ -182,6 +182,56 @@ func TestRenewSmoke(t *testing.T) {
 	checkIdle(t)
 }
 
+// Two renew runs at once, each with its own LeasePrefix, hold their
+// leases side by side, and without Cleanup leave them held at the end
+// (the million-lease run holds them across a restart that way), each run
+// an owner of its own.
+func TestRenewRunsSideBySideLeaveTheirLeasesHeld(t *testing.T) {
+	var wg sync.WaitGroup
+	reps := make([]*Report, 2)
+	for i := range reps {
+		cfg := smokeConfig(t, Renew)
+		cfg.TTL = 1500 * time.Millisecond
+		cfg.Duration = time.Second
+		cfg.LeasePrefix = fmt.Sprintf("bench/side/%d", i)
+		wg.Go(func() {
+			rep, err := Run(t.Context(), cfg)
+			if err != nil {
+				t.Error(err)
+			}
+			reps[i] = rep
+		})
+	}
+	wg.Wait()
+	c, err := client.New(client.Config{Endpoints: []string{sharedNode(t).URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i, rep := range reps {
+		if rep == nil || rep.Renew.Granted != 40 || rep.Renew.Lost != 0 || rep.Renew.Released != 0 {
+			t.Fatalf("run %d: renew report %+v", i, rep.Renew)
+		}
+		n := 0
+		for l, err := range c.Leases(t.Context(), fmt.Sprintf("bench/side/%d/", i)) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each run is an owner of its own: a node refuses an owner
+			// more than --max-leases-per-owner.
+			if want := fmt.Sprintf("leasehold-bench bench/side/%d", i); l.Owner != want {
+				t.Errorf("run %d: lease %v is owned by %q, want %q", i, l.Resources, l.Owner, want)
+			}
+			n++
+		}
+		if n != 40 {
+			t.Errorf("run %d: %d leases held under its prefix after the run, want its 40", i, n)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // they lapse at their TTL
+	checkIdle(t)
+}
+
 func TestInterrupt(t *testing.T) {
 	cfg := smokeConfig(t, Contend)
 	cfg.Duration = time.Minute

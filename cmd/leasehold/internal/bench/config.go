@@ -50,7 +50,11 @@ type Config struct {
 	// BodyBytes is each message's size (queue; default 200).
 	BodyBytes int
 	Leases    int // renew: leases held
-	Hold      time.Duration
+	// LeasePrefix names the renew workload's leases: LeasePrefix/0,
+	// LeasePrefix/1, ... (default bench/renew); runs that hold leases at
+	// once need their own.
+	LeasePrefix string
+	Hold        time.Duration
 	// TTL of every lease; 0 means 30s for renew and 15s otherwise.
 	TTL time.Duration
 	// Wait bounds how long an acquire queues behind a holder (lock,
@@ -103,6 +107,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Seed == 0 {
 		c.Seed = 1
+	}
+	if c.LeasePrefix == "" {
+		c.LeasePrefix = "bench/renew"
 	}
 	if c.Workload == Queue {
 		c.Batch = max(c.Batch, 1)

@@ -33,6 +33,7 @@ type renewWorkload struct {
 	r      *runner
 	c      *client.Client
 	period time.Duration
+	owner  string
 
 	mu   sync.Mutex
 	due  leaseHeap
@@ -78,8 +79,15 @@ func newRenewWorkload(r *runner) (workload, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A node refuses more than --max-leases-per-owner (100,000) leases to
+	// one owner: runs with their own prefix, which may hold as many each,
+	// are owners of their own, as separate processes would be.
+	owner := "leasehold-bench"
+	if r.cfg.LeasePrefix != "bench/renew" {
+		owner += " " + r.cfg.LeasePrefix
+	}
 	w := &renewWorkload{
-		r: r, c: c, period: r.cfg.TTL / 3,
+		r: r, c: c, period: r.cfg.TTL / 3, owner: owner,
 		kick: make(chan struct{}, 1), jobs: make(chan *heldLease),
 		setupCh: make(chan struct{}), setupStart: time.Now(),
 	}
@@ -194,9 +202,9 @@ func (w *renewWorkload) acquire(st *stats, i int) {
 	var l *client.Lease
 	var err error
 	for {
-		l, err = w.c.Acquire(r.opCtx, fmt.Sprintf("bench/renew/%d", i),
+		l, err = w.c.Acquire(r.opCtx, fmt.Sprintf("%s/%d", r.cfg.LeasePrefix, i),
 			client.TTL(r.cfg.TTL), client.ManualRenew(), client.ProgressTimeout(0),
-			client.Owner("leasehold-bench"), client.Operation("bench-renew"))
+			client.Owner(w.owner), client.Operation("bench-renew"))
 		if err == nil {
 			break
 		}
