@@ -30,7 +30,9 @@ func TestThawIsIncremental(t *testing.T) {
 		leases[i] = h.mustGrant(acq(fmt.Sprint("g", i), fmt.Sprint("r", i))).ID
 		twin.mustGrant(acq(fmt.Sprint("g", i), fmt.Sprint("r", i)))
 	}
-	renewal := func(i int) *Renew { return &Renew{LeaseID: leases[i], SecretHash: secret(fmt.Sprint("g", i)), Progress: "p"} }
+	renewal := func(i int) *Renew {
+		return &Renew{LeaseID: leases[i], SecretHash: secret(fmt.Sprint("g", i)), Progress: "p"}
+	}
 	snap := h.s.Capture()
 	for i := range leases { // every lease renewed around the capture, one an entry
 		both(renewal(i))
