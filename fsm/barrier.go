@@ -286,7 +286,6 @@ type barriers struct {
 func newBarriers() barriers { return barriers{m: newCowMap[string, *barrier]()} }
 
 func (b *barriers) freeze() barriers { return barriers{m: b.m.freeze()} }
-func (b *barriers) thaw()            { b.m.thaw() }
 
 type barrier struct {
 	kind      leasehold.BarrierKind

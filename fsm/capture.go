@@ -17,6 +17,12 @@ import (
 type capture struct {
 	view     *State // the frozen maps and the counters, for the section writers
 	released atomic.Bool
+	// frozen: the state's maps are frozen for this capture (or a later
+	// one), until thaw sees every capture released.
+	frozen bool
+	// applies counts the Applies while frozen; budget is what each Apply
+	// folds back after (thawBudget).
+	applies, budget int
 }
 
 // Capture takes the state as it is now, for WriteTo; it costs the same
@@ -44,33 +50,69 @@ func (s *State) Capture() *Snapshot {
 		sems:         s.sems.freeze(),
 		barriers:     s.barriers.freeze(),
 	}
-	c := &capture{view: v}
+	c := &capture{view: v, frozen: true}
 	s.capture = c
 	s.captures.Add(1)
 	s.dedup.shared = true
 	return &Snapshot{c: c, size: &s.snapSize, out: &s.captures}
 }
 
-// thaw folds what Apply wrote around the captures into the maps, once
-// every capture is released: a capture taken while another was out has
-// maps of its own (freeze), but values shared with the older one.
+// thaw, at the start of each Apply and Capture, unfreezes the maps once
+// every capture is released (a capture taken while another was out has
+// maps of its own (freeze), but values shared with the older one), and
+// then folds a few entries of what Apply wrote around the captures back
+// into them (cowMap.thawStep): an Apply after a long Persist costs a few
+// microseconds more, not the overlay's size.
 func (s *State) thaw() {
-	if s.capture == nil || s.captures.Load() > 0 {
+	c := s.capture
+	if c == nil || s.captures.Load() > 0 {
+		if c != nil {
+			c.applies++
+		}
 		return
 	}
-	s.dedup.shared = false
-	s.leases.thaw()
-	s.holders.thaw()
-	s.blocks.thaw()
-	s.waiters.thaw()
-	s.dedup.thaw()
-	s.kv.thaw()
-	s.idem.thaw()
-	s.queuesByName.thaw()
-	s.groups.thaw()
-	s.sems.thaw()
-	s.barriers.thaw()
-	s.capture = nil
+	if c.frozen {
+		c.frozen = false
+		s.dedup.shared = false
+		written := 0
+		for _, m := range s.cows() {
+			m.unfreeze()
+			written += m.overlay()
+		}
+		c.budget = thawBudget(written, c.applies)
+	}
+	budget := c.budget
+	for _, m := range s.cows() {
+		budget -= m.thawStep(budget)
+	}
+	if budget > 0 { // every overlay is folded
+		s.capture = nil
+	}
+}
+
+// thawBudget is how many overlay entries each Apply folds back after a
+// capture is released, when applies Applies wrote written entries around
+// it: twice what an Apply wrote, so the fold ends in half as many Applies
+// as made it, and an Apply costs about what it cost while the capture
+// was out (an entry folded is a map write and a delete, as an entry
+// written was). At least 16, so a few large Applies do not leave a long
+// fold; at most 4096, so one that wrote a whole map does not fold it in
+// one. (A capture taken before the fold ends folds the rest first.)
+func thawBudget(written, applies int) int {
+	return min(max(16, 2*written/max(applies, 1)), 4096)
+}
+
+// cowMapper is a cowMap of any type, as capture and thaw see it.
+type cowMapper interface {
+	unfreeze()
+	overlay() int
+	thawStep(budget int) int
+}
+
+// cows are the state's copy-on-write maps (an array: no allocation).
+func (s *State) cows() [11]cowMapper {
+	return [...]cowMapper{&s.leases, &s.holders, &s.blocks, &s.waiters, &s.dedup.recs, &s.kv, &s.idem,
+		&s.queuesByName, &s.groups, &s.sems, &s.barriers.m}
 }
 
 // Snapshot is a captured state (State.Capture). WriteTo may run on any

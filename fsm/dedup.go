@@ -190,8 +190,6 @@ func (d *dedup) freeze() dedup {
 	return dedup{recs: d.recs.freeze(), order: d.order[d.head:len(d.order):len(d.order)]}
 }
 
-func (d *dedup) thaw() { d.recs.thaw() }
-
 // The snapshot section of the dedup window, in arrival order. Version 5
 // added each record's fingerprint; older records match any retry.
 // Version 6 added a transaction's answer after its result; version 13 a
