@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -62,6 +63,7 @@ func leasesMain(args []string) {
 	sideTTL := fs.Duration("side-ttl", 30*time.Second, "the side-by-side runs' lease TTL")
 	sideDuration := fs.Duration("side-duration", 2*time.Minute, "how long each side-by-side run renews")
 	sideRounds := fs.Int("side-rounds", 2, "side-by-side rounds of each (alternating)")
+	sideTargets := fs.String("side-targets", "leasehold,etcd", "the side-by-side runs' targets, in the first round's order")
 	fs.Parse(args)
 	must(os.MkdirAll(*out, 0o755))
 	dir := *work
@@ -97,9 +99,9 @@ func leasesMain(args []string) {
 		if *side == 0 {
 			break
 		}
-		order := []string{"leasehold", "etcd"}
+		order := strings.Split(*sideTargets, ",")
 		if round%2 == 1 {
-			order = []string{"etcd", "leasehold"}
+			slices.Reverse(order)
 		}
 		for _, t := range order {
 			d := filepath.Join(dir, fmt.Sprintf("side%d-%s", round, t))
@@ -494,10 +496,20 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 		ids   []clientv3.LeaseID
 		lat   []time.Duration
 		lost  map[clientv3.LeaseID]bool // leases a keep-alive found expired
+		qmu   sync.Mutex
+		q     *list.List // of due: what to keep alive next, earliest first
 		sent  int64
 		errMu sync.Mutex
 		err   error
 	}
+	type due struct {
+		id clientv3.LeaseID
+		at time.Time
+	}
+	var end atomic.Int64 // when the keep-alives stop (unix ns); set after the setup
+	end.Store(math.MaxInt64)
+	var measuring atomic.Bool // latencies count after the setup
+	var wg sync.WaitGroup
 	gs := make([]*group, procs)
 	var setup sync.WaitGroup
 	for i := range gs {
@@ -506,7 +518,7 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 			return h, err
 		}
 		defer cli.Close()
-		g := &group{cli: cli, lost: map[clientv3.LeaseID]bool{}}
+		g := &group{cli: cli, lost: map[clientv3.LeaseID]bool{}, q: list.New()}
 		gs[i] = g
 		share := n / procs
 		if i < n%procs {
@@ -528,6 +540,11 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 							if _, err = cli.Put(ctx, fmt.Sprintf("/peers-leases/%d/%d", i, j), "", clientv3.WithLease(gr.ID)); err == nil {
 								g.ids[j] = gr.ID
 								held.Add(1)
+								// Kept alive from its grant on, as
+								// clientv3's KeepAlive would.
+								g.qmu.Lock()
+								g.q.PushBack(due{gr.ID, time.Now().Add(period)})
+								g.qmu.Unlock()
 								break
 							}
 						}
@@ -543,35 +560,15 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 			})
 		}
 	}
-	setup.Wait()
-	h.Setup = time.Since(t0)
-	h.Granted = held.Load()
-	for _, g := range gs {
-		if g.err != nil {
-			return h, fmt.Errorf("etcd setup: %w", g.err)
-		}
-	}
-	// Keep them alive: per client one stream; a lease is due period after
-	// its last keep-alive was sent.
-	end := time.Now().Add(duration)
-	var wg sync.WaitGroup
+	// Keep them alive: per client one stream, each lease from its grant on
+	// (the setup outlasts a 30 s TTL); a lease is due period after its
+	// grant or its last keep-alive.
 	for _, g := range gs {
 		stream, err := pb.NewLeaseClient(g.cli.ActiveConnection()).LeaseKeepAlive(ctx)
 		if err != nil {
 			return h, err
 		}
-		type due struct {
-			id clientv3.LeaseID
-			at time.Time
-		}
-		// Spread the first keep-alives over a period, as leases taken
-		// over time would be: all due at once would queue each behind
-		// the whole client's.
-		q := list.New()
-		now := time.Now()
-		for j, id := range g.ids {
-			q.PushBack(due{id, now.Add(period * time.Duration(j+1) / time.Duration(len(g.ids)))})
-		}
+		q := g.q
 		var mu sync.Mutex
 		sentAt := map[clientv3.LeaseID]time.Time{}
 		wg.Go(func() { // receive
@@ -584,7 +581,7 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 				mu.Lock()
 				if t, ok := sentAt[clientv3.LeaseID(r.ID)]; ok {
 					delete(sentAt, clientv3.LeaseID(r.ID))
-					if now.Before(end) {
+					if measuring.Load() && now.UnixNano() < end.Load() {
 						g.lat = append(g.lat, now.Sub(t))
 					}
 				}
@@ -598,10 +595,11 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 			t := time.NewTicker(5 * time.Millisecond)
 			defer t.Stop()
 			for now := range t.C {
-				if now.After(end) {
+				if now.UnixNano() > end.Load() {
 					stream.CloseSend()
 					return
 				}
+				g.qmu.Lock()
 				for q.Len() > 0 {
 					f := q.Front()
 					d := f.Value.(due)
@@ -617,14 +615,26 @@ func holdEtcd(bin, dir string, n, procs int, ttl, duration time.Duration) (holdR
 						continue // as clientv3 does: an expired lease is kept alive no more
 					}
 					if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(d.id)}); err != nil {
+						g.qmu.Unlock()
 						return
 					}
 					g.sent++
 					q.PushBack(due{d.id, now.Add(period)})
 				}
+				g.qmu.Unlock()
 			}
 		})
 	}
+	setup.Wait()
+	h.Setup = time.Since(t0)
+	h.Granted = held.Load()
+	for _, g := range gs {
+		if g.err != nil {
+			return h, fmt.Errorf("etcd setup: %w", g.err)
+		}
+	}
+	measuring.Store(true)
+	end.Store(time.Now().Add(duration).UnixNano())
 	wg.Wait()
 	cancel()
 	samples := smp.end()
