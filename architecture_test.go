@@ -27,7 +27,7 @@ var mayImport = map[string][]string{
 	"fsm":                    {"api/leasehold"},
 	"cluster":                {"api/leasehold", "clock", "fsm"},
 	"service":                {"api/leasehold", "cluster", "fsm"},
-	"server":                 {"api/leasehold", "api", "cluster", "fsm", "service"},
+	"server":                 {"api/leasehold", "api", "service"}, // never fsm or cluster: the service is the boundary
 	"api":                    {"api/leasehold", "api"},
 	"client":                 {"api/leasehold", "api", "clock"}, // clock: Config.Clock, for fault tests of skewed clients
 	"client/clientprom":      {"client"},
@@ -36,7 +36,8 @@ var mayImport = map[string][]string{
 	"idempotency":            {"api/leasehold", "client"},
 	"queue":                  {"api/leasehold", "client"},
 	"groups":                 {"api/leasehold", "client"},
-	"embed":                  {"api/leasehold", "cluster", "server", "service", "ui"},
+	"embed":                  {"api/leasehold", "cluster", "nodemetrics", "server", "service", "ui"},
+	"nodemetrics":            {"api/leasehold", "cluster", "fsm", "service"},
 	"ui":                     {"api/leasehold", "api"},
 	"cmd/leasehold":          {"api/leasehold", "api", "client", "clock", "cluster", "embed", "groups", "server", "service", "cmd/leasehold/internal", "internal/watchdog", "internal/gctarget"},
 	"cmd/leasehold/internal": {"api/leasehold", "api", "client", "cluster", "embed", "server"},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Option adjusts one Acquire.
@@ -26,7 +28,7 @@ type acquireOptions struct {
 }
 
 func defaultOptions() acquireOptions {
-	return acquireOptions{ttl: 15 * time.Second, autoRenew: true, owner: defaultOwner}
+	return acquireOptions{ttl: leasehold.DefaultTTL, autoRenew: true, owner: defaultOwner}
 }
 
 // defaultOwner is read once: neither the host name nor the pid changes.

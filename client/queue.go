@@ -117,7 +117,7 @@ func (c *Client) DeleteQueue(ctx context.Context, name, reason string) error {
 // Send enqueues m and returns its sequence number once committed. A retry
 // after a lost reply carries the same request ID, so it never enqueues
 // twice. A full queue is refused with a *RetryAfterError.
-func (c *Client) Send(ctx context.Context, queue string, m Message) (Sent, error) {
+func (c *Client) Send(ctx context.Context, queue string, m leasehold.Message) (leasehold.Sent, error) {
 	req := &pb.QueuesSendRequest{Queue: queue, Key: m.Key, Body: m.Body, DedupId: m.DedupID, RequestId: randomHex(16)}
 	if m.Delay > 0 {
 		req.Delay = durationpb.New(m.Delay)
@@ -130,15 +130,15 @@ func (c *Client) Send(ctx context.Context, queue string, m Message) (Sent, error
 			return resp, err
 		}, req)
 	if err != nil {
-		return Sent{}, backpressure(err, hint)
+		return leasehold.Sent{}, backpressure(err, hint)
 	}
-	return Sent{Sequence: r.Sequence, Duplicate: r.Duplicate}, nil
+	return leasehold.Sent{Sequence: r.Sequence, Duplicate: r.Duplicate}, nil
 }
 
 // SendBatch enqueues 1 to 100 messages in one commit, all or none, and
 // returns one answer per message, in order. Like Send, a retry never
 // enqueues twice, and a full queue is refused with a *RetryAfterError.
-func (c *Client) SendBatch(ctx context.Context, queue string, ms []Message) ([]Sent, error) {
+func (c *Client) SendBatch(ctx context.Context, queue string, ms []leasehold.Message) ([]leasehold.Sent, error) {
 	req := &pb.QueuesSendBatchRequest{Queue: queue, RequestId: randomHex(16), Messages: make([]*pb.QueueMessage, len(ms))}
 	for i, m := range ms {
 		req.Messages[i] = &pb.QueueMessage{Key: m.Key, Body: m.Body, DedupId: m.DedupID}
@@ -156,8 +156,8 @@ func (c *Client) SendBatch(ctx context.Context, queue string, ms []Message) ([]S
 	if err != nil {
 		return nil, backpressure(err, hint)
 	}
-	return convertAll(r.Results, func(s *pb.QueuesSendResponse) Sent {
-		return Sent{Sequence: s.Sequence, Duplicate: s.Duplicate}
+	return convertAll(r.Results, func(s *pb.QueuesSendResponse) leasehold.Sent {
+		return leasehold.Sent{Sequence: s.Sequence, Duplicate: s.Duplicate}
 	}), nil
 }
 
@@ -182,7 +182,7 @@ func retryAfterOf(err error) time.Duration {
 // and answers empty if none came. Each Receive carries a request ID, and
 // one retried after a lost reply is answered with the lost reply's
 // deliveries (the same tokens), not with other messages.
-func (c *Client) Receive(ctx context.Context, queue string, max int, opts ...ReceiveOption) ([]Delivery, error) {
+func (c *Client) Receive(ctx context.Context, queue string, max int, opts ...ReceiveOption) ([]leasehold.Delivery, error) {
 	var o receiveOptions
 	for _, f := range opts {
 		f(&o)
@@ -203,10 +203,10 @@ func (c *Client) Receive(ctx context.Context, queue string, max int, opts ...Rec
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Delivery, len(r.Deliveries))
+	out := make([]leasehold.Delivery, len(r.Deliveries))
 	for i, d := range r.Deliveries {
-		out[i] = Delivery{Queue: d.Queue, Key: d.Key, Consumer: o.consumer, Sequence: d.Sequence, Token: d.Token, Receives: int(d.Receives),
-			Body: d.Body, SentAt: stamp(d.SentAt), Deadline: c.safeExpiry(sent, dur(d.Visibility))}
+		out[i] = leasehold.Delivery{Queue: d.Queue, Key: d.Key, Consumer: o.consumer, Sequence: d.Sequence, Token: d.Token, Receives: int(d.Receives),
+			Body: d.Body, SentAt: stamp(d.SentAt), Visibility: dur(d.Visibility), Deadline: c.safeExpiry(sent, dur(d.Visibility))}
 	}
 	return out, nil
 }
@@ -218,15 +218,11 @@ func (c *Client) Receive(ctx context.Context, queue string, max int, opts ...Rec
 // delivered to another consumer (another caller, or another consumer
 // name) with an error matching leasehold.ErrPermission. A retry after a
 // lost reply is answered as the first attempt was.
-func (c *Client) Ack(ctx context.Context, d Delivery) error {
+func (c *Client) Ack(ctx context.Context, d leasehold.Delivery) error {
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Ack,
 		&pb.QueuesAckRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, RequestId: randomHex(16), Consumer: d.Consumer})
 	return err
 }
-
-// MaxQueueBatch is the most messages a SendBatch, a Receive or an
-// AckBatch carries.
-const MaxQueueBatch = 100
 
 // AckBatch acks up to 100 deliveries of one queue and one consumer (the
 // same Queue and Consumer) in one commit. Each is answered on its own: the
@@ -235,9 +231,9 @@ const MaxQueueBatch = 100
 // whole (bad input, no leader within ctx): then nothing is known to be
 // acked. A retry after a lost reply carries the same request IDs and is
 // answered as the first attempt was.
-func (c *Client) AckBatch(ctx context.Context, ds []Delivery) (errs []error, err error) {
-	if len(ds) == 0 || len(ds) > MaxQueueBatch {
-		return nil, leasehold.Errorf(leasehold.CodeInvalid, "ack 1 to %d deliveries at once, not %d", MaxQueueBatch, len(ds))
+func (c *Client) AckBatch(ctx context.Context, ds []leasehold.Delivery) (errs []error, err error) {
+	if len(ds) == 0 || len(ds) > leasehold.MaxQueueBatch {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "ack 1 to %d deliveries at once, not %d", leasehold.MaxQueueBatch, len(ds))
 	}
 	req := &pb.QueuesAckBatchRequest{Queue: ds[0].Queue, Consumer: ds[0].Consumer, Acks: make([]*pb.QueueAck, len(ds))}
 	for i, d := range ds {
@@ -267,7 +263,7 @@ func (c *Client) AckBatch(ctx context.Context, ds []Delivery) (errs []error, err
 // again after delay (0 to 15m), keeping note (up to 1 KiB) as its last
 // error. A stale delivery, or another consumer's, is refused as for Ack;
 // a retry after a lost reply is answered as the first was.
-func (c *Client) Nack(ctx context.Context, d Delivery, delay time.Duration, note string) error {
+func (c *Client) Nack(ctx context.Context, d leasehold.Delivery, delay time.Duration, note string) error {
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Nack,
 		&pb.QueuesNackRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token, Delay: durationpb.New(delay), Error: note,
 			Consumer: d.Consumer, RequestId: randomHex(16)})
@@ -277,7 +273,7 @@ func (c *Client) Nack(ctx context.Context, d Delivery, delay time.Duration, note
 // Extend keeps a delivery invisible to others for visibility more from
 // now, with a progress note, and returns its new local safe deadline. A
 // stale delivery, or another consumer's, is refused as for Ack.
-func (c *Client) Extend(ctx context.Context, d Delivery, visibility time.Duration, progress string) (time.Time, error) {
+func (c *Client) Extend(ctx context.Context, d leasehold.Delivery, visibility time.Duration, progress string) (time.Time, error) {
 	sent := time.Now()
 	_, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.Extend,
 		&pb.QueuesExtendRequest{Queue: d.Queue, Sequence: d.Sequence, Token: d.Token,
@@ -302,14 +298,14 @@ func (c *Client) Redrive(ctx context.Context, queue string, max int) (int, error
 
 // DeadLetters lists up to limit (0: the server's default of 100) of the
 // queue's dead letters, oldest first.
-func (c *Client) DeadLetters(ctx context.Context, queue string, limit int) ([]DeadLetter, error) {
+func (c *Client) DeadLetters(ctx context.Context, queue string, limit int) ([]leasehold.DeadLetter, error) {
 	r, err := call(ctx, c, c.cfg.RequestTimeout, queuesOf, leaseholdv1connect.QueuesClient.DeadLetters,
 		&pb.QueuesDeadLettersRequest{Queue: queue, Limit: uint32(limit)})
 	if err != nil {
 		return nil, err
 	}
-	return convertAll(r.DeadLetters, func(d *pb.QueueDeadLetter) DeadLetter {
-		return DeadLetter{Sequence: d.Sequence, Key: d.Key, Body: d.Body, SentAt: stamp(d.SentAt),
+	return convertAll(r.DeadLetters, func(d *pb.QueueDeadLetter) leasehold.DeadLetter {
+		return leasehold.DeadLetter{Sequence: d.Sequence, Key: d.Key, Body: d.Body, SentAt: stamp(d.SentAt),
 			Receives: int(d.Receives), Note: d.Note, DiedAt: stamp(d.DiedAt)}
 	}), nil
 }

@@ -64,57 +64,10 @@ type InFlightKey struct {
 	Visibility time.Duration
 }
 
-// Message is one message to send.
-type Message struct {
-	Key  string
-	Body []byte
-	// DedupID, if set, makes a resend within the queue's dedup window
-	// enqueue nothing and answer the first send's sequence.
-	DedupID string
-	// Delay keeps the message from delivery for this long (up to 15m).
-	Delay time.Duration
-}
-
-// Sent is the answer for one sent message.
-type Sent struct {
-	Sequence  uint64
-	Duplicate bool // its dedup id was seen: nothing was enqueued
-}
-
-// Delivery is a message handed to this consumer. Until Deadline, no other
-// consumer gets a message of its key; Ack, Nack and Extend name it by
-// Queue, Sequence and Token, and send Consumer back: the server accepts
-// them only from the consumer the message was delivered to.
-type Delivery struct {
-	Queue string
-	Key   string
-	// Consumer is the consumer name the Receive gave (ConsumerName; empty
-	// if none). With the caller's credentials it names the consumer.
-	Consumer string
-	Sequence uint64 // the message's sequence number in its queue: the delivery id
-	// Token is the delivery's fencing token: it strictly increases per
-	// key across deliveries and redeliveries. Write it with the effect
-	// (pgfence) so a consumer paused past its visibility cannot commit.
-	Token    uint64
-	Receives int // this delivery included
-	Body     []byte
-	SentAt   time.Time
-	// Deadline is the local safe deadline of the delivery (invariant 3:
-	// counted from before the request, less the drift allowance). Past it,
-	// the message may be out with another consumer.
-	Deadline time.Time
-}
-
-// DeadLetter is a message that used up its receives.
-type DeadLetter struct {
-	Sequence uint64
-	Key      string
-	Body     []byte
-	SentAt   time.Time
-	Receives int
-	Note     string // the last error reported for it
-	DiedAt   time.Time
-}
+// Messages, what a send answers, deliveries and dead letters are the
+// vocabulary's: leasehold.Message, leasehold.Sent, leasehold.Delivery
+// (whose Deadline the client sets: the local safe deadline) and
+// leasehold.DeadLetter.
 
 // RetryAfterError is a refusal for backpressure: the queue (or the
 // cluster's budget for all queues) is full. Nothing of the refused send

@@ -66,8 +66,8 @@ func TestQueueVisibilityFollowsTheNodeClock(t *testing.T) {
 	fake.Advance(2 * time.Minute)
 	waitQueue(t, n, "the visibility ran out", func(q fsm.QueueInfo) bool { return q.InFlight == 0 })
 	again := mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 1}).Queue.Deliveries
-	if len(again) != 1 || again[0].Seq != d.Seq || again[0].Token <= d.Token {
-		t.Fatalf("redelivery %+v, want sequence %d with a token above %d", again, d.Seq, d.Token)
+	if len(again) != 1 || again[0].Sequence != d.Sequence || again[0].Token <= d.Token {
+		t.Fatalf("redelivery %+v, want sequence %d with a token above %d", again, d.Sequence, d.Token)
 	}
 }
 
@@ -97,7 +97,7 @@ func TestQueueRetireForgetsDedupIDs(t *testing.T) {
 	n := queueNode(t, fake, fsm.QueueSettings{DedupWindow: 10 * time.Second})
 	mustPropose(t, n, &fsm.QueueSend{Queue: "q", Messages: []fsm.QueueMessage{{Key: "k", DedupID: "d"}}})
 	r := mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 1})
-	mustPropose(t, n, &fsm.QueueAck{Queue: "q", Seq: r.Queue.Deliveries[0].Seq, Token: r.Queue.Deliveries[0].Token})
+	mustPropose(t, n, &fsm.QueueAck{Queue: "q", Seq: r.Queue.Deliveries[0].Sequence, Token: r.Queue.Deliveries[0].Token})
 	fake.Advance(61 * time.Second)
 	waitQueue(t, n, "the dedup id was forgotten", func(q fsm.QueueInfo) bool { return q.DedupIDs == 0 })
 }

@@ -1,5 +1,6 @@
 // Package embed wires one leasehold node: raft and the state machine
-// (cluster.Open), its metrics (node watcher, commit latency), the API
+// (cluster.Open), its metrics (nodemetrics: what it applies, raft, its
+// state's gauges, commit latency; server: what the API answers), the API
 // server and its listeners. `leasehold serve`, the test harness and the
 // embedded benchmark all start their nodes through Start, so the three
 // cannot drift apart.
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/nodemetrics"
 	"github.com/leasehold/leasehold/server"
 	"github.com/leasehold/leasehold/service"
 	"github.com/leasehold/leasehold/ui"
@@ -27,8 +29,9 @@ type Config struct {
 	// set, is used instead of listening on RaftAddr. Its CommitLatency, if
 	// set, hears commit latencies besides the node's metrics.
 	Cluster cluster.Config
-	// Server configures the API. Start fills in Node, Registry and Metrics;
-	// NodeID and Logger default to the cluster's.
+	// Server configures the API. Start fills in Front (the node), Registry
+	// and Metrics, and Service unless it is set (the node's own,
+	// service.New); NodeID and Logger default to the cluster's.
 	Server server.Config
 	// API is the already-bound listener for the API (required); Start
 	// serves on it and Close closes it.
@@ -50,6 +53,8 @@ type Node struct {
 	Server   *server.Server
 	Registry *prometheus.Registry
 	Metrics  *server.Metrics
+	// NodeMetrics are the node's own series (on Registry too).
+	NodeMetrics *nodemetrics.Metrics
 	// Hub is the node's event history, which watches read.
 	Hub *service.Hub
 	// URL is the API's URL as the listener bound it (http:// or https://).
@@ -78,27 +83,37 @@ func Start(cfg Config) (*Node, error) {
 	}
 	reg := prometheus.NewRegistry()
 	metrics := server.NewMetrics(reg)
+	nm := nodemetrics.New(reg)
 	ccfg := cfg.Cluster
-	ccfg.CommitLatency = metrics.ObserveCommit
+	ccfg.CommitLatency = nm.ObserveCommit
 	hub := service.NewHub(cfg.History)
-	ccfg.History = metrics.CountLeaderChanges(hub)
+	ccfg.History = nm.CountLeaderChanges(hub)
 	if own := cfg.Cluster.CommitLatency; own != nil {
-		ccfg.CommitLatency = func(d time.Duration) { own(d); metrics.ObserveCommit(d) }
+		ccfg.CommitLatency = func(d time.Duration) { own(d); nm.ObserveCommit(d) }
 	}
-	cn, err := cluster.Open(ccfg, metrics)
+	cn, err := cluster.Open(ccfg, nm)
 	if err != nil {
 		closeListeners()
 		return nil, fmt.Errorf("open node %s: %w", ccfg.NodeID, err)
 	}
-	metrics.WatchNode(cn)
+	nm.WatchNode(cn)
+	nm.WatchHub(hub)
 
 	scfg := cfg.Server
-	scfg.Node, scfg.Registry, scfg.Metrics, scfg.Hub = cn, reg, metrics, hub
+	scfg.Front, scfg.Registry, scfg.Metrics = cn, reg, metrics
+	if own := scfg.QueueDeleted; own != nil {
+		scfg.QueueDeleted = func(q string) { own(q); nm.ForgetQueue(q) }
+	} else {
+		scfg.QueueDeleted = nm.ForgetQueue
+	}
 	if scfg.NodeID == "" {
 		scfg.NodeID = ccfg.NodeID
 	}
 	if scfg.Logger == nil {
 		scfg.Logger = ccfg.Logger
+	}
+	if scfg.Service == nil {
+		scfg.Service = service.New(cn, hub, scfg.Logger)
 	}
 	if scfg.TracerProvider == nil {
 		scfg.TracerProvider = ccfg.TracerProvider
@@ -126,7 +141,7 @@ func Start(cfg Config) (*Node, error) {
 	if scfg.TLS != nil {
 		scheme = "https://"
 	}
-	n := &Node{Cluster: cn, Server: srv, Registry: reg, Metrics: metrics, Hub: hub, URL: scheme + cfg.API.Addr().String(),
+	n := &Node{Cluster: cn, Server: srv, Registry: reg, Metrics: metrics, NodeMetrics: nm, Hub: hub, URL: scheme + cfg.API.Addr().String(),
 		served: make(chan error, 2), api: cfg.API, log: scfg.Logger}
 	var charts context.Context
 	charts, n.stopCharts = context.WithCancel(context.Background())

@@ -21,8 +21,8 @@ const KindForceRelease Kind = 10
 // lease. The body is KindForceRelease's.
 const KindForceReleaseNamed Kind = 82
 
-// MaxReasonLen bounds an audit reason.
-const MaxReasonLen = 512
+// MaxReasonLen bounds an audit reason (leasehold/leases.go).
+const MaxReasonLen = leasehold.MaxReasonLen
 
 // ForceRelease ends the lease holding Resource, if it is still LeaseID.
 type ForceRelease struct {
@@ -63,19 +63,9 @@ func (c *ForceRelease) decode(d *decoder) {
 	c.legacy = d.legacy
 }
 
-// AuditRecord is one entry of the audit log. It never holds a secret.
-type AuditRecord struct {
-	Index     uint64 // log index of the entry that made it
-	Time      time.Time
-	Actor     string
-	Action    string
-	Resource  string
-	LeaseID   uint64
-	Token     uint64
-	Owner     string // the lease's holder at the time
-	Operation string
-	Reason    string
-}
+// AuditRecord is one entry of the audit log (leasehold/leases.go). It
+// never holds a secret.
+type AuditRecord = leasehold.AuditRecord
 
 func encodeAudit(e *encoder, a *AuditRecord) {
 	e.uvarint(a.Index)

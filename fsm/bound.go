@@ -19,11 +19,8 @@ import (
 // O(its keys).
 
 // LeaseProof names a lease and proves its holder wrote: the hash of its
-// secret, checked as for a renewal.
-type LeaseProof struct {
-	ID         uint64
-	SecretHash [32]byte
-}
+// secret, checked as for a renewal (leasehold/kv.go).
+type LeaseProof = leasehold.LeaseProof
 
 // setItem stores it at key and keeps the lease index up to date.
 func (s *State) setItem(key string, it Item) {

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"sort"
-	"time"
 
 	"github.com/leasehold/leasehold/api/leasehold"
 )
@@ -25,8 +24,8 @@ const (
 	KindProclaim Kind = 14
 )
 
-// MaxElectionValue bounds a leader's value.
-const MaxElectionValue = 4 << 10
+// MaxElectionValue bounds a leader's value (leasehold/elections.go).
+const MaxElectionValue = leasehold.MaxElectionValue
 
 // Campaign asks to lead the election Resources[0] with Value, waiting up
 // to Wait (in arrival order) if another candidate leads. It is an Acquire
@@ -181,16 +180,8 @@ func (s *State) flushVacated() {
 	s.vacated = s.vacated[:0]
 }
 
-// Election is what anyone may see of an election.
-type Election struct {
-	Name       string
-	LeaseID    uint64 // the leader's lease (0: no leader now)
-	Token      uint64 // the term's fencing token
-	Value      []byte
-	Owner      string
-	Since      time.Time // the leader's grant, leader's wall clock (display only)
-	Candidates int       // campaigns waiting
-}
+// Election is what anyone may see of an election (leasehold/elections.go).
+type Election = leasehold.Election
 
 // Leader returns the election named name, if it has a leader or
 // candidates.

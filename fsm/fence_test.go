@@ -122,18 +122,18 @@ func TestDeliveryTokenFencesKV(t *testing.T) {
 	wantFence(t, h, "in flight", fence("k", first.Token), true)
 	wantFence(t, h, "a key with nothing in flight", fence("other", first.Token), false)
 
-	if r := h.one(&QueueExpire{Queue: "q", Seq: first.Seq, Token: first.Token}); r.Err != nil {
+	if r := h.one(&QueueExpire{Queue: "q", Seq: first.Sequence, Token: first.Token}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	wantFence(t, h, "visibility ran out", fence("k", first.Token), false)
 	again := receive()
-	if again.Seq != first.Seq || again.Token == first.Token {
+	if again.Sequence != first.Sequence || again.Token == first.Token {
 		t.Fatalf("redelivery %+v of %+v", again, first)
 	}
 	wantFence(t, h, "redelivered, the old token", fence("k", first.Token), false)
 	wantFence(t, h, "redelivered, the new token", fence("k", again.Token), true)
 
-	if r := h.one(&QueueAck{Queue: "q", Seq: again.Seq, Token: again.Token}); r.Err != nil {
+	if r := h.one(&QueueAck{Queue: "q", Seq: again.Sequence, Token: again.Token}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	wantFence(t, h, "acked", fence("k", again.Token), false)

@@ -27,13 +27,13 @@ import (
 // EventGroupRevoking, EventGroupRemoved) carrying the member's session
 // lease and resource, so a member's assignment stream is a watch.
 
-// Limits of groups.
+// Limits of groups (leasehold/groups.go).
 const (
-	MaxGroupPartitions = 65536
-	MaxGroupMembers    = 4096 // members of one group
-	MaxGroups          = 10000
-	MaxGroupNameLen    = leasehold.MaxResourceLen
-	MaxGroupMemberLen  = leasehold.MaxOwnerLen
+	MaxGroupPartitions = leasehold.MaxGroupPartitions
+	MaxGroupMembers    = leasehold.MaxGroupMembers
+	MaxGroups          = leasehold.MaxGroups
+	MaxGroupNameLen    = leasehold.MaxGroupNameLen
+	MaxGroupMemberLen  = leasehold.MaxGroupMemberLen
 )
 
 // GroupResource is the prefix of the group's member resources and the
@@ -99,49 +99,16 @@ func (s *State) groupObs() GroupObserver {
 	return o
 }
 
-// GroupInfo is what a group command answers and inspection shows.
-type GroupInfo struct {
-	Name               string
-	Partitions         uint32
-	RevokeTimeout      time.Duration
-	CreatedAt          time.Time
-	Members            int
-	Rebalances         uint64
-	Moved              uint64
-	Lapsed             uint64
-	PendingRevocations int
-	Unowned            int
-	// Assignments: a Join's member's partitions, right after it joined.
-	Assignments []Assignment
-}
-
-// Assignment is one partition of a member.
-type Assignment struct {
-	Partition uint32
-	Epoch     uint64
-	Revoking  bool
-}
+// GroupInfo is what a group command answers and inspection shows, and
+// Assignment one partition of a member (leasehold/groups.go).
+type (
+	GroupInfo  = leasehold.GroupInfo
+	Assignment = leasehold.Assignment
+)
 
 // ValidateForcedResource checks the resource a forced release (or an
-// inspection) names: a resource name, or a name leasehold makes under
-// leasehold.ReservedPrefix — a group member's session
-// (GroupMemberResource) or an idempotency attempt (IdemResource), which
-// may be longer than a caller's resource name — so that they are forced
-// like any lease.
-func ValidateForcedResource(r string) error {
-	if group, member, ok := GroupMemberOf(r); ok && validGroupName(group) == nil &&
-		leasehold.ValidateName("member", member, MaxGroupMemberLen, true) == nil {
-		return nil
-	}
-	if key, ok := IdemKeyOf(r); ok && validateIdemKey(key) == nil {
-		return nil
-	}
-	if name, party, ok := leasehold.BarrierPartyOf(r); ok && leasehold.ValidateBarrierName(name) == nil &&
-		leasehold.ValidateName("participant", party, leasehold.MaxBarrierParticipantLen, true) == nil {
-		return nil
-	}
-	return leasehold.ValidateName("resource", r, leasehold.MaxResourceLen, true)
-}
+// inspection) names, as the API edge does (leasehold.ValidateForcedResource).
+func ValidateForcedResource(r string) error { return leasehold.ValidateForcedResource(r) }
 
 func validGroupName(name string) error {
 	return leasehold.ValidateName("group", name, MaxGroupNameLen, true)

@@ -4,40 +4,21 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Reads of partition groups (groups.go), for inspection, the assignment
 // stream and the leader's timers.
 
-// GroupMember is what anyone may see of a member.
-type GroupMember struct {
-	Member     string
-	LeaseID    uint64
-	Since      time.Time // the session's grant, leader's wall clock (display only)
-	Metadata   map[string]string
-	Partitions []uint32 // owned, revoking ones included
-	Revoking   []uint32
-}
-
-// GroupPartition is one partition's owner.
-type GroupPartition struct {
-	Partition     uint32
-	Owner         string // "": no owner
-	LeaseID       uint64
-	Epoch         uint64 // the last grant's epoch
-	Since         time.Time
-	Revoking      bool
-	NextOwner     string
-	RevokingSince time.Time
-}
-
-// GroupDetail is a group with its members (by name) and partitions (by
-// number).
-type GroupDetail struct {
-	GroupInfo
-	Members    []GroupMember
-	Partitions []GroupPartition
-}
+// GroupMember is what anyone may see of a member, GroupPartition one
+// partition's owner, and GroupDetail a group with its members (by name)
+// and partitions (by number) (leasehold/groups.go).
+type (
+	GroupMember    = leasehold.GroupMember
+	GroupPartition = leasehold.GroupPartition
+	GroupDetail    = leasehold.GroupDetail
+)
 
 // Group reads the group named name.
 func (s *State) Group(name string) (GroupDetail, bool) {
@@ -119,11 +100,8 @@ func (s *State) GroupRevokeTimeout(name string, lease uint64) time.Duration {
 	return l.TTL
 }
 
-// GroupStats are totals over every group, for metrics.
-type GroupStats struct {
-	Groups, Members, Partitions, Pending int
-	Rebalances, Moved, Lapsed            uint64
-}
+// GroupStats are totals over every group, for metrics (leasehold/groups.go).
+type GroupStats = leasehold.GroupStats
 
 // GroupStats reads the totals.
 func (s *State) GroupStats() GroupStats {

@@ -36,26 +36,24 @@ const (
 	KindIdemBeginNamed Kind = 81
 )
 
-// idemPrefix starts every attempt lease's resource. It is under
-// leasehold.ReservedPrefix, which the API refuses to callers, so no caller
-// can acquire or block it.
-const idemPrefix = leasehold.ReservedPrefix + "idem/"
-
 // IdemResource is the resource of key's attempt leases,
-// "@leasehold/idem/KEY": their events (Acquired, Released, Expired) are
+// "@leasehold/idem/KEY", under leasehold.ReservedPrefix, which the API
+// refuses to callers: their events (Acquired, Released, Expired) are
 // key's events in a watch.
-func IdemResource(key string) string { return idemPrefix + key }
+func IdemResource(key string) string { return leasehold.IdemResource(key) }
 
-// MaxIdemKeyLen bounds a key. It is what fitted a resource name under the
-// first, shorter prefix (snapshot_names.go): every key that was valid
-// stays so, and an attempt's resource may exceed a caller's resource name
-// by the difference.
-const MaxIdemKeyLen = leasehold.MaxResourceLen - len(legacyIdemPrefix)
+// MaxIdemKeyLen bounds a key (leasehold/idempotency.go). It is what fitted
+// a resource name under the first, shorter prefix (snapshot_names.go):
+// every key that was valid stays so, and an attempt's resource may exceed
+// a caller's resource name by the difference.
+const MaxIdemKeyLen = leasehold.MaxIdemKeyLen
+
+// The vocabulary's MaxIdemKeyLen is the one the first prefix left.
+var _ [MaxIdemKeyLen - (leasehold.MaxResourceLen - len(legacyIdemPrefix))]struct{}
+var _ [(leasehold.MaxResourceLen - len(legacyIdemPrefix)) - MaxIdemKeyLen]struct{}
 
 // IdemKeyOf is the idempotency key an attempt lease's resource stands for.
-func IdemKeyOf(resource string) (string, bool) {
-	return strings.CutPrefix(resource, idemPrefix)
-}
+func IdemKeyOf(resource string) (string, bool) { return leasehold.IdemKeyOf(resource) }
 
 // IdemBegin starts an attempt on Key, or reports what holds it.
 type IdemBegin struct {
@@ -144,39 +142,18 @@ func (c *IdemForget) decode(d *decoder) {
 	c.Token = d.uvarint()
 }
 
-// IdemState is where a key stands.
-type IdemState uint8
-
-const (
-	IdemStarted    IdemState = iota + 1 // this Begin owns a new attempt
-	IdemInProgress                      // another attempt owns the key
-	IdemCompleted                       // the key has a stored result
+// IdemState is where a key stands, and Idem what a Begin, Complete or a
+// read sees of it (leasehold/idempotency.go).
+type (
+	IdemState = leasehold.IdemState
+	Idem      = leasehold.IdemRecord
 )
 
-func (s IdemState) String() string {
-	switch s {
-	case IdemStarted:
-		return "started"
-	case IdemInProgress:
-		return "in_progress"
-	case IdemCompleted:
-		return "completed"
-	}
-	return "unknown"
-}
-
-// Idem is what a Begin, Complete or a read sees of a key. Result is the
-// stored body; readers without the right to see it must drop it.
-type Idem struct {
-	Key         string
-	State       IdemState
-	Token       uint64 // the attempt's fencing token (= its lease id)
-	Owner       string
-	StartedAt   time.Time // leader's wall clock, display only
-	CompletedAt time.Time // likewise; zero while in progress
-	Retention   time.Duration
-	Result      []byte
-}
+const (
+	IdemStarted    = leasehold.IdemStarted
+	IdemInProgress = leasehold.IdemInProgress
+	IdemCompleted  = leasehold.IdemCompleted
+)
 
 type idemRecord struct {
 	sum         fingerprint // of the caller's fingerprint

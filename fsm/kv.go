@@ -86,12 +86,9 @@ func (c *Delete) decode(d *decoder) {
 	c.Caller, c.legacy = d.caller(), d.legacy
 }
 
-// Item is a stored value.
-type Item struct {
-	Value   []byte
-	Version uint64 // log index of the last write
-	Lease   uint64 // the lease the key is bound to (0: none; see bound.go)
-}
+// Item is a stored value (leasehold/kv.go); its Lease is the lease the
+// key is bound to (0: none; see bound.go).
+type Item = leasehold.Item
 
 // CheckFence reports whether token belongs to the lease that holds
 // resource now, and if not, why (a *leasehold.Error with CodeStaleToken).

@@ -3,13 +3,12 @@ package fsm
 import (
 	"slices"
 	"strings"
+
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
-// KeyItem is a key and what it holds, as Keys lists it.
-type KeyItem struct {
-	Key string
-	Item
-}
+// KeyItem is a key and what it holds, as Keys lists it (leasehold/kv.go).
+type KeyItem = leasehold.KeyItem
 
 // Keys lists up to limit keys starting with prefix and sorting after
 // after ("": from the first), in key order, and whether more follow. It

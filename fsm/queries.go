@@ -8,16 +8,9 @@ import (
 	"github.com/leasehold/leasehold/api/leasehold"
 )
 
-// Waiter is what an operator may see of a queued acquire.
-type Waiter struct {
-	RequestID string
-	Resources []string
-	Owner     string
-	Operation string
-	Wait      time.Duration
-	QueuedAt  time.Time // leader's wall clock, display only
-	Position  int       // 0 = next in line for this resource
-}
+// Waiter is what an operator may see of a queued acquire (the
+// vocabulary's: leasehold/leases.go).
+type Waiter = leasehold.Waiter
 
 // Lease returns the lease with this id.
 func (s *State) Lease(id uint64) (leasehold.Lease, bool) {

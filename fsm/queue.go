@@ -28,49 +28,32 @@ import (
 // A message's delay is measured against the entries' wall-clock time, the
 // only clock the state sees: a delay is a hint, never a safety property.
 
-// DeadLetterMode says what a key does once its head message is dead-lettered.
-type DeadLetterMode uint8
-
-const (
-	// DeadLetterSkip (the default) moves on to the key's next message.
-	// A poison message should not stall every later message of its key
-	// until an operator notices; the dead letter is kept, visible and
-	// redrivable. Queues whose consumers cannot tolerate a gap choose Block.
-	DeadLetterSkip DeadLetterMode = iota + 1
-	// DeadLetterBlock holds the key until its dead letter is redriven (it
-	// returns to the head) or purged.
-	DeadLetterBlock
+// The queues' vocabulary and limits are leasehold's (leasehold/queues.go):
+// a queue's settings (Retention: QueueRetire) and dead-letter mode, and
+// the bounds the edge checks and the state checks again. MaxQueueBody is
+// the state's ceiling: a node refuses bodies over its own, smaller limit
+// at the API edge, so nodes configured apart still apply every entry alike.
+type (
+	DeadLetterMode = leasehold.DeadLetterMode
+	QueueSettings  = leasehold.QueueSettings
 )
 
-// MaxQueueBatch is the most messages one Send carries.
-const MaxQueueBatch = 100
+const (
+	DeadLetterSkip  = leasehold.DeadLetterSkip
+	DeadLetterBlock = leasehold.DeadLetterBlock
+	MaxQueueBatch   = leasehold.MaxQueueBatch
+	MaxQueueBody    = leasehold.MaxQueueBody
+)
 
-// MaxQueueBody is the largest message body the state accepts. A node
-// refuses bodies over its own, smaller limit (server.Config.MaxQueueBodyBytes,
-// default 256 KiB) at the API edge; the state checks only this ceiling,
-// so nodes configured apart still apply every entry alike.
-const MaxQueueBody = 1 << 20
-
-// QueueSettings are a queue's limits; zero fields take the defaults.
-type QueueSettings struct {
-	Visibility             time.Duration // a delivery's default visibility
-	MaxReceives            uint32        // deliveries before a message is dead-lettered
-	Retention              time.Duration // how long a message is kept (QueueRetire)
-	MaxDepth               int           // messages (queued, in flight, dead) at most
-	MaxBytes               int           // bytes of bodies at most
-	MaxInFlightPerConsumer int           // deliveries in flight per Receive caller (consumer)
-	DedupWindow            time.Duration // how long a dedup id is remembered
-	DeadLetter             DeadLetterMode
-}
+// maxLoggedNackDelay is the Nack delay the state machine took before the
+// limit became leasehold.MaxQueueDelay, the edge's from the start: no node
+// takes more from a caller, but an entry a log holds applies as it did.
+const maxLoggedNackDelay = 12 * time.Hour
 
 // DefaultQueueSettings fill what a QueueCreate leaves zero.
-func DefaultQueueSettings() QueueSettings {
-	return QueueSettings{Visibility: 30 * time.Second, MaxReceives: 5, Retention: 4 * 24 * time.Hour,
-		MaxDepth: 100000, MaxBytes: 64 << 20, MaxInFlightPerConsumer: 1000, DedupWindow: 5 * time.Minute,
-		DeadLetter: DeadLetterSkip}
-}
+func DefaultQueueSettings() QueueSettings { return leasehold.DefaultQueueSettings() }
 
-func (q *QueueSettings) fill() {
+func fillQueueSettings(q *QueueSettings) {
 	d := DefaultQueueSettings()
 	if q.Visibility == 0 {
 		q.Visibility = d.Visibility
@@ -98,17 +81,17 @@ func (q *QueueSettings) fill() {
 	}
 }
 
-func (q *QueueSettings) validate() error {
-	if err := leasehold.ValidateDuration("visibility", q.Visibility, time.Second, 12*time.Hour); err != nil {
+func validateQueueSettings(q *QueueSettings) error {
+	if err := leasehold.ValidateDuration("visibility", q.Visibility, leasehold.MinQueueVisibility, leasehold.MaxQueueVisibility); err != nil {
 		return err
 	}
-	if q.MaxReceives > 1000 {
-		return leasehold.Errorf(leasehold.CodeInvalid, "max_receives is %d; the limit is 1000", q.MaxReceives)
+	if q.MaxReceives > leasehold.MaxQueueReceives {
+		return leasehold.Errorf(leasehold.CodeInvalid, "max_receives is %d; the limit is %d", q.MaxReceives, leasehold.MaxQueueReceives)
 	}
-	if err := leasehold.ValidateDuration("retention", q.Retention, time.Minute, 14*24*time.Hour); err != nil {
+	if err := leasehold.ValidateDuration("retention", q.Retention, leasehold.MinQueueRetention, leasehold.MaxQueueRetention); err != nil {
 		return err
 	}
-	if err := leasehold.ValidateDuration("dedup_window", q.DedupWindow, time.Second, 24*time.Hour); err != nil {
+	if err := leasehold.ValidateDuration("dedup_window", q.DedupWindow, leasehold.MinQueueDedupWindow, leasehold.MaxQueueDedupWindow); err != nil {
 		return err
 	}
 	if q.MaxDepth < 0 || q.MaxBytes < 0 || q.MaxInFlightPerConsumer < 0 {
@@ -217,19 +200,10 @@ func (s *State) queueWake(name string, q *queue) {
 	}
 }
 
-// Delivery is one message handed out by a Receive.
-type Delivery struct {
-	Queue    string
-	Key      string
-	Seq      uint64 // the message's sequence number; with Token it names the delivery
-	Token    uint64 // the delivery's fencing token
-	Receives uint32 // this delivery included
-	Body     []byte // shared with the state: read it, never change it
-	SentAt   time.Time
-	Consumer string // the Receive's caller
-	// Visibility is the delivery's visibility, as given or extended.
-	Visibility time.Duration
-}
+// Delivery is one message handed out by a Receive (leasehold/queues.go):
+// Sequence and Token name it, Consumer is the Receive's caller, and Body
+// is shared with the state.
+type Delivery = leasehold.Delivery
 
 // QueueResult is what a queue command answers besides an error.
 type QueueResult struct {
@@ -259,8 +233,8 @@ func (s *State) queueCreate(now int64, c *QueueCreate) Result {
 		return Result{Err: err}
 	}
 	set := c.Settings
-	set.fill()
-	if err := set.validate(); err != nil {
+	fillQueueSettings(&set)
+	if err := validateQueueSettings(&set); err != nil {
 		return Result{Err: err}
 	}
 	if q := s.queuesByName.at(c.Queue); q != nil {
@@ -359,7 +333,7 @@ func validateQueueMessage(m *QueueMessage) error {
 	if len(m.DedupID) > leasehold.MaxResourceLen {
 		return leasehold.Errorf(leasehold.CodeInvalid, "the dedup id is %d bytes; the limit is %d", len(m.DedupID), leasehold.MaxResourceLen)
 	}
-	return leasehold.ValidateDuration("delay", m.Delay, 0, 15*time.Minute)
+	return leasehold.ValidateDuration("delay", m.Delay, 0, leasehold.MaxQueueDelay)
 }
 
 // queueRoom refuses a send that would take the queue past its depth or
@@ -466,7 +440,7 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 	if vis == 0 {
 		vis = q.Visibility
 	}
-	if err := leasehold.ValidateDuration("visibility", vis, time.Second, 12*time.Hour); err != nil {
+	if err := leasehold.ValidateDuration("visibility", vis, leasehold.MinQueueVisibility, leasehold.MaxQueueVisibility); err != nil {
 		return Result{Err: err}
 	}
 	if err := validateRequestID(c.RequestID); err != nil {
@@ -493,8 +467,8 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 		m.consumer, m.vis = c.Caller, vis
 		q.inflight[m.seq] = m
 		q.consumers[m.consumer]++
-		res.Deliveries = append(res.Deliveries, Delivery{Queue: c.Queue, Key: k.name, Seq: m.seq, Token: m.token,
-			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: vis})
+		res.Deliveries = append(res.Deliveries, Delivery{Queue: c.Queue, Key: k.name, Sequence: m.seq, Token: m.token,
+			Receives: int(m.receives), Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: vis})
 		s.armVisibility(c.Queue, m, vis)
 	}
 	q.keepReceipt(receipt, res.Deliveries)
@@ -595,7 +569,7 @@ func (s *State) queueNack(now int64, c *QueueNack) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	if err := leasehold.ValidateDuration("delay", c.Delay, 0, 12*time.Hour); err != nil {
+	if err := leasehold.ValidateDuration("delay", c.Delay, 0, maxLoggedNackDelay); err != nil {
 		return Result{Err: err}
 	}
 	m.note = c.Note
@@ -645,7 +619,7 @@ func (s *State) queueExtend(c *QueueExtend) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	if err := leasehold.ValidateDuration("visibility", c.Visibility, time.Second, 12*time.Hour); err != nil {
+	if err := leasehold.ValidateDuration("visibility", c.Visibility, leasehold.MinQueueVisibility, leasehold.MaxQueueVisibility); err != nil {
 		return Result{Err: err}
 	}
 	m.vis = c.Visibility

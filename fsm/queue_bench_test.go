@@ -84,7 +84,7 @@ func BenchmarkQueueCycle(b *testing.B) {
 		batch.Cmds[0] = recv
 		d := s.Apply(ix, batch)[0].Queue.Deliveries[0]
 		ix++
-		ack.Seq, ack.Token = d.Seq, d.Token
+		ack.Seq, ack.Token = d.Sequence, d.Token
 		batch.Cmds[0] = ack
 		if r := s.Apply(ix, batch)[0]; r.Err != nil {
 			b.Fatal(r.Err)

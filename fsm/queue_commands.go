@@ -51,13 +51,11 @@ type QueueCreate struct {
 	RequestID string // see queue_retries.go
 }
 
-// QueueMessage is one message of a Send.
-type QueueMessage struct {
-	Key     string
-	Body    []byte        // kept by the state as is: never reuse it after Apply
-	DedupID string        // empty: no deduplication
-	Delay   time.Duration // not deliverable before the send's time + Delay
-}
+// QueueMessage is one message of a Send (leasehold.Message): its Body is
+// kept by the state as is (never reuse it after Apply), an empty DedupID
+// deduplicates nothing, and it is not deliverable before the send's time
+// + Delay.
+type QueueMessage = leasehold.Message
 
 // QueueSend enqueues Messages, in order, all or none.
 type QueueSend struct {

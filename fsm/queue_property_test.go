@@ -116,11 +116,11 @@ func TestQueueModel(t *testing.T) {
 		deliver := func(ds []Delivery) {
 			for _, d := range ds {
 				k := keys[d.Key]
-				if k == nil || len(k.msgs) == 0 || k.msgs[0].seq != d.Seq {
-					rt.Fatalf("delivered %d of key %q, which is not its head", d.Seq, d.Key)
+				if k == nil || len(k.msgs) == 0 || k.msgs[0].seq != d.Sequence {
+					rt.Fatalf("delivered %d of key %q, which is not its head", d.Sequence, d.Key)
 				}
 				if k.token != 0 || k.blocked {
-					rt.Fatalf("delivered %d of key %q while the key is in flight or blocked", d.Seq, d.Key)
+					rt.Fatalf("delivered %d of key %q while the key is in flight or blocked", d.Sequence, d.Key)
 				}
 				if d.Token <= lastToken[d.Key] {
 					rt.Fatalf("key %q got token %d after token %d", d.Key, d.Token, lastToken[d.Key])
@@ -128,10 +128,10 @@ func TestQueueModel(t *testing.T) {
 				lastToken[d.Key] = d.Token
 				k.token = d.Token
 				k.msgs[0].receives++
-				if d.Receives != k.msgs[0].receives {
-					rt.Fatalf("delivery of %d says %d receives, want %d", d.Seq, d.Receives, k.msgs[0].receives)
+				if d.Receives != int(k.msgs[0].receives) {
+					rt.Fatalf("delivery of %d says %d receives, want %d", d.Sequence, d.Receives, k.msgs[0].receives)
 				}
-				history = append(history, mQDelivery{d.Key, d.Seq, d.Token})
+				history = append(history, mQDelivery{d.Key, d.Sequence, d.Token})
 			}
 		}
 		// expectReceive is the model's pick: ready heads, oldest first.
@@ -261,7 +261,7 @@ func TestQueueModel(t *testing.T) {
 				r := apply(&QueueReceive{Queue: "q", Max: max, RequestID: id})
 				var got []uint64
 				for _, d := range r.Queue.Deliveries {
-					got = append(got, d.Seq)
+					got = append(got, d.Sequence)
 				}
 				if len(live) > 0 { // a retry: the same deliveries, nothing new
 					if !r.Dup || !slices.Equal(got, live) {

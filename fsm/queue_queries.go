@@ -3,24 +3,12 @@ package fsm
 import (
 	"sort"
 	"time"
+
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
-// QueueInfo is what an inspection of a queue shows.
-type QueueInfo struct {
-	Name      string
-	Settings  QueueSettings
-	CreatedAt time.Time
-	Depth     int // queued, in flight and dead
-	InFlight  int
-	Dead      int
-	Bytes     int
-	Keys      int       // keys with a message queued or in flight (or blocked)
-	OldestAt  time.Time // the send time of the oldest message not dead; zero if none
-	// DedupIDs are the dedup ids remembered, the oldest sent at
-	// OldestDedupAt (zero if none).
-	DedupIDs      int
-	OldestDedupAt time.Time
-}
+// QueueInfo is what an inspection of a queue shows (leasehold/queues.go).
+type QueueInfo = leasehold.QueueInfo
 
 // Queue returns a queue's settings and counts.
 func (s *State) Queue(name string) (QueueInfo, bool) {
@@ -67,26 +55,19 @@ func (s *State) InFlight(name string, limit int) []Delivery {
 	}
 	out := make([]Delivery, 0, len(q.inflight))
 	for _, m := range q.inflight {
-		out = append(out, Delivery{Queue: name, Key: m.key.name, Seq: m.seq, Token: m.token,
-			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: m.vis})
+		out = append(out, Delivery{Queue: name, Key: m.key.name, Sequence: m.seq, Token: m.token,
+			Receives: int(m.receives), Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: m.vis})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	sort.Slice(out, func(i, j int) bool { return out[i].Sequence < out[j].Sequence })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
 	return out
 }
 
-// DeadLetter is a message that used up its receives.
-type DeadLetter struct {
-	Seq      uint64
-	Key      string
-	Body     []byte // shared with the state: read it, never change it
-	SentAt   time.Time
-	Receives uint32
-	Note     string // the last error reported for it
-	DiedAt   time.Time
-}
+// DeadLetter is a message that used up its receives (leasehold/queues.go);
+// its Body is shared with the state.
+type DeadLetter = leasehold.DeadLetter
 
 // DeadLetters lists up to limit dead letters (0: all), oldest first.
 func (s *State) DeadLetters(name string, limit int) []DeadLetter {
@@ -100,8 +81,8 @@ func (s *State) DeadLetters(name string, limit int) []DeadLetter {
 	}
 	out := make([]DeadLetter, n)
 	for i, dl := range q.dead[:n] {
-		out[i] = DeadLetter{Seq: dl.seq, Key: dl.key, Body: dl.body, SentAt: nanosTime(dl.sentAt),
-			Receives: dl.receives, Note: dl.note, DiedAt: nanosTime(dl.diedAt)}
+		out[i] = DeadLetter{Sequence: dl.seq, Key: dl.key, Body: dl.body, SentAt: nanosTime(dl.sentAt),
+			Receives: int(dl.receives), Note: dl.note, DiedAt: nanosTime(dl.diedAt)}
 	}
 	return out
 }

@@ -52,8 +52,8 @@ func (s *State) retried(name string, q *queue, receipt string, vis time.Duration
 	for _, seq := range seqs {
 		m := q.inflight[seq]
 		m.vis = vis
-		res.Deliveries = append(res.Deliveries, Delivery{Queue: name, Key: m.key.name, Seq: m.seq, Token: m.token,
-			Receives: m.receives, Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: vis})
+		res.Deliveries = append(res.Deliveries, Delivery{Queue: name, Key: m.key.name, Sequence: m.seq, Token: m.token,
+			Receives: int(m.receives), Body: m.body, SentAt: nanosTime(m.sentAt), Consumer: m.consumer, Visibility: vis})
 		s.armVisibility(name, m, vis) // restarts the countdown
 	}
 	return res, true
@@ -66,8 +66,8 @@ func (q *queue) keepReceipt(receipt string, ds []Delivery) {
 	}
 	seqs := make([]uint64, len(ds))
 	for i, d := range ds {
-		seqs[i] = d.Seq
-		q.receiptOf[d.Seq] = receipt
+		seqs[i] = d.Sequence
+		q.receiptOf[d.Sequence] = receipt
 	}
 	slices.Sort(seqs)
 	q.receipts[receipt] = seqs

@@ -23,7 +23,7 @@ func (o *deliveredCount) QueueDeadLettered(string, uint64) {}
 func seqTokens(ds []Delivery) [][2]uint64 {
 	out := make([][2]uint64, len(ds))
 	for i, d := range ds {
-		out[i] = [2]uint64{d.Seq, d.Token}
+		out[i] = [2]uint64{d.Sequence, d.Token}
 	}
 	slices.SortFunc(out, func(a, b [2]uint64) int { return int(a[0]) - int(b[0]) })
 	return out
@@ -68,12 +68,12 @@ func TestQueueReceiveRetryAnswersTheSameDeliveries(t *testing.T) {
 		t.Fatalf("another consumer's receive with the same request ID: %+v, want two new deliveries", other)
 	}
 	d0 := first.Queue.Deliveries[0]
-	q.ok(&QueueAck{RequestID: "k1", Queue: "jobs", Seq: d0.Seq, Token: d0.Token, Settler: Settler{Consumer: "alice/w1", Bound: true}})
-	if again := q.ok(rcv); !again.Dup || len(again.Queue.Deliveries) != 1 || again.Queue.Deliveries[0].Seq != first.Queue.Deliveries[1].Seq {
+	q.ok(&QueueAck{RequestID: "k1", Queue: "jobs", Seq: d0.Sequence, Token: d0.Token, Settler: Settler{Consumer: "alice/w1", Bound: true}})
+	if again := q.ok(rcv); !again.Dup || len(again.Queue.Deliveries) != 1 || again.Queue.Deliveries[0].Sequence != first.Queue.Deliveries[1].Sequence {
 		t.Fatalf("a retry after one was acked: %+v, want the other alone", again)
 	}
 	d1 := first.Queue.Deliveries[1]
-	q.ok(&QueueNack{Queue: "jobs", Seq: d1.Seq, Token: d1.Token, Settler: Settler{Consumer: "alice/w1", Bound: true}})
+	q.ok(&QueueNack{Queue: "jobs", Seq: d1.Sequence, Token: d1.Token, Settler: Settler{Consumer: "alice/w1", Bound: true}})
 	if again := q.ok(rcv); again.Dup || len(again.Queue.Deliveries) != 1 || again.Queue.Deliveries[0].Token == d1.Token {
 		t.Fatalf("a retry after all ended: %+v, want a new receive (the nacked message, a new token)", again)
 	}

@@ -62,15 +62,15 @@ func TestQueueAckRequestIDIsScopedAndFingerprinted(t *testing.T) {
 	q.ok(&QueueCreate{Queue: "q"})
 	q.send("q", "a", "a1", "b", "b1", "c", "c1")
 	ds := q.receive("q", 3)
-	q.ok(&QueueAck{RequestID: "ack", Queue: "q", Seq: ds[0].Seq, Token: ds[0].Token, Caller: "w1"})
-	r := q.apply(&QueueAck{RequestID: "ack", Queue: "q", Seq: ds[1].Seq, Token: ds[1].Token, Caller: "w1"})
+	q.ok(&QueueAck{RequestID: "ack", Queue: "q", Seq: ds[0].Sequence, Token: ds[0].Token, Caller: "w1"})
+	r := q.apply(&QueueAck{RequestID: "ack", Queue: "q", Seq: ds[1].Sequence, Token: ds[1].Token, Caller: "w1"})
 	if leasehold.CodeOf(r.Err) != leasehold.CodeInvalid || strings.Contains(r.Err.Error(), "a1") {
 		t.Fatalf("the ack's request ID reused for another delivery: %+v, want invalid", r)
 	}
 	if info, _ := q.s.Queue("q"); info.InFlight != 2 {
 		t.Fatalf("in flight %d after the refused ack, want 2", info.InFlight)
 	}
-	if r := q.apply(&QueueAck{RequestID: "ack", Queue: "q", Seq: ds[2].Seq, Token: ds[2].Token, Caller: "w2"}); r.Err != nil || r.Dup {
+	if r := q.apply(&QueueAck{RequestID: "ack", Queue: "q", Seq: ds[2].Sequence, Token: ds[2].Token, Caller: "w2"}); r.Err != nil || r.Dup {
 		t.Fatalf("another caller's ack with the same request ID: %+v, want its own ack", r)
 	}
 }

@@ -77,13 +77,13 @@ func TestQueueCommandsRetriedWithARequestIDActOnce(t *testing.T) {
 	}
 
 	d := q.receive("q", 1)[0]
-	q.ok(&QueueNack{Queue: "q", Seq: d.Seq, Token: d.Token}) // its one receive used: dead
+	q.ok(&QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token}) // its one receive used: dead
 	redrive := &QueueRedrive{Queue: "q", Actor: "alice", RequestID: "r1"}
 	if r := q.logged(redrive); r.Err != nil || r.Queue.Moved != 1 {
 		t.Fatalf("redrive: %+v, want 1 moved", r)
 	}
 	d = q.receive("q", 1)[0]
-	q.ok(&QueueNack{Queue: "q", Seq: d.Seq, Token: d.Token}) // dead again, after the first redrive
+	q.ok(&QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token}) // dead again, after the first redrive
 	for _, restart := range []bool{false, true} {
 		if restart {
 			q.restart()
@@ -98,7 +98,7 @@ func TestQueueCommandsRetriedWithARequestIDActOnce(t *testing.T) {
 	q.ok(&QueueRedrive{Queue: "q"})
 
 	d = q.ok(&QueueReceive{Queue: "q", Max: 1, Caller: "alice/w1"}).Queue.Deliveries[0]
-	nack := &QueueNack{Queue: "q", Seq: d.Seq, Token: d.Token, Delay: time.Hour, Settler: Settler{Consumer: "alice/w1", Bound: true},
+	nack := &QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token, Delay: time.Hour, Settler: Settler{Consumer: "alice/w1", Bound: true},
 		RequestID: "n1"}
 	q.ok(nack)
 	if r := q.logged(nack); r.Err != nil || !r.Dup {
@@ -139,12 +139,12 @@ func TestQueueRequestIDsOfTwoCallersDoNotCollide(t *testing.T) {
 	}
 	q.send("q", "d", "d1")
 	d := q.receive("q", 1)[0]
-	q.ok(&QueueNack{Queue: "q", Seq: d.Seq, Token: d.Token}) // its one receive used: dead
+	q.ok(&QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token}) // its one receive used: dead
 	if r := q.logged(&QueueRedrive{Queue: "q", Actor: "alice", RequestID: "again"}); r.Err != nil || r.Queue.Moved != 1 {
 		t.Fatalf("alice's redrive: %+v, want 1 moved", r)
 	}
 	d = q.receive("q", 1)[0]
-	q.ok(&QueueNack{Queue: "q", Seq: d.Seq, Token: d.Token})
+	q.ok(&QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token})
 	if r := q.logged(&QueueRedrive{Queue: "q", Actor: "bob", RequestID: "again"}); r.Err != nil || r.Dup || r.Queue.Moved != 1 {
 		t.Fatalf("bob's redrive with alice's request id: %+v, want his own, 1 moved", r)
 	}
@@ -167,7 +167,7 @@ func TestQueueCommandsWithoutARequestIDActAgain(t *testing.T) {
 	}
 	q.send("q", "c", "c1")
 	d := q.ok(&QueueReceive{Queue: "q", Max: 1, Caller: "alice/w1"}).Queue.Deliveries[0]
-	nack := &QueueNack{Queue: "q", Seq: d.Seq, Token: d.Token, Settler: Settler{Consumer: "alice/w1", Bound: true}}
+	nack := &QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token, Settler: Settler{Consumer: "alice/w1", Bound: true}}
 	q.logged(nack)
 	if r := q.logged(nack); leasehold.CodeOf(r.Err) != leasehold.CodeStaleToken {
 		t.Fatalf("a second nack of the old kind: %v, want stale token", r.Err)
@@ -202,7 +202,7 @@ func BenchmarkQueueNackRequestID(b *testing.B) {
 				batch.Cmds[0] = recv
 				d := s.Apply(ix, batch)[0].Queue.Deliveries[0]
 				ix++
-				nack := &QueueNack{Queue: "q", Seq: d.Seq, Token: d.Token, Settler: by}
+				nack := &QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token, Settler: by}
 				if withID {
 					nack.RequestID = "nack-" + strconv.Itoa(i)
 				}

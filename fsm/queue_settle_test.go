@@ -27,9 +27,9 @@ func TestQueueSettleIsBoundToTheConsumer(t *testing.T) {
 	sameCallerOtherName := Settler{Consumer: "alice/w2", Bound: true}
 	for _, by := range []Settler{mallory, sameCallerOtherName} {
 		for name, c := range map[string]Command{
-			"ack":    &QueueAck{RequestID: "x-" + by.Consumer, Queue: "jobs", Seq: d[0].Seq, Token: d[0].Token, Caller: "mallory", Settler: by},
-			"nack":   &QueueNack{Queue: "jobs", Seq: d[0].Seq, Token: d[0].Token, Settler: by},
-			"extend": &QueueExtend{Queue: "jobs", Seq: d[0].Seq, Token: d[0].Token, Visibility: time.Hour, Settler: by},
+			"ack":    &QueueAck{RequestID: "x-" + by.Consumer, Queue: "jobs", Seq: d[0].Sequence, Token: d[0].Token, Caller: "mallory", Settler: by},
+			"nack":   &QueueNack{Queue: "jobs", Seq: d[0].Sequence, Token: d[0].Token, Settler: by},
+			"extend": &QueueExtend{Queue: "jobs", Seq: d[0].Sequence, Token: d[0].Token, Visibility: time.Hour, Settler: by},
 		} {
 			r := q.apply(c)
 			if leasehold.CodeOf(r.Err) != leasehold.CodePermission || !strings.Contains(r.Err.Error(), "another consumer") {
@@ -41,11 +41,11 @@ func TestQueueSettleIsBoundToTheConsumer(t *testing.T) {
 		t.Fatalf("refused settlements changed the queue: %+v", info)
 	}
 	own := Settler{Consumer: "alice/w1", Bound: true}
-	q.ok(&QueueExtend{Queue: "jobs", Seq: d[0].Seq, Token: d[0].Token, Visibility: time.Hour, Settler: own})
-	q.ok(&QueueNack{Queue: "jobs", Seq: d[1].Seq, Token: d[1].Token, Settler: own})
-	q.ok(&QueueAck{RequestID: "own", Queue: "jobs", Seq: d[0].Seq, Token: d[0].Token, Caller: "alice", Settler: own})
+	q.ok(&QueueExtend{Queue: "jobs", Seq: d[0].Sequence, Token: d[0].Token, Visibility: time.Hour, Settler: own})
+	q.ok(&QueueNack{Queue: "jobs", Seq: d[1].Sequence, Token: d[1].Token, Settler: own})
+	q.ok(&QueueAck{RequestID: "own", Queue: "jobs", Seq: d[0].Sequence, Token: d[0].Token, Caller: "alice", Settler: own})
 	// An old-kind entry names no consumer and is applied as before.
-	q.ok(&QueueAck{RequestID: "legacy", Queue: "jobs", Seq: d[2].Seq, Token: d[2].Token, Caller: "bob"})
+	q.ok(&QueueAck{RequestID: "legacy", Queue: "jobs", Seq: d[2].Sequence, Token: d[2].Token, Caller: "bob"})
 	if info, _ := q.s.Queue("jobs"); info.InFlight != 0 || info.Depth != 1 {
 		t.Fatalf("after the consumer's own settlements: %+v, want b1 queued alone", info)
 	}

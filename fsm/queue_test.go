@@ -109,9 +109,9 @@ func TestQueueDeadLetterModes(t *testing.T) {
 		q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{MaxReceives: 2, DeadLetter: tc.mode}})
 		q.send("q", "a", "a1", "a", "a2")
 		d := q.receive("q", 1)[0]
-		q.ok(&QueueNack{Queue: "q", Seq: d.Seq, Token: d.Token, Note: "db down"})
+		q.ok(&QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token, Note: "db down"})
 		d = q.receive("q", 1)[0]
-		q.ok(&QueueExpire{Queue: "q", Seq: d.Seq, Token: d.Token})
+		q.ok(&QueueExpire{Queue: "q", Seq: d.Sequence, Token: d.Token})
 		dead := q.s.DeadLetters("q", 0)
 		if len(dead) != 1 || dead[0].Key != "a" || string(dead[0].Body) != "a1" || dead[0].Receives != 2 || dead[0].Note != "db down" {
 			t.Fatalf("mode %d: dead letters %+v, want a1 of key a after 2 receives noting db down", tc.mode, dead)
@@ -121,7 +121,7 @@ func TestQueueDeadLetterModes(t *testing.T) {
 			t.Fatalf("mode %d: after the dead letter key a delivers %q, want %q", tc.mode, got, tc.afterDeath)
 		}
 		for _, d := range next {
-			q.ok(&QueueAck{Queue: "q", Seq: d.Seq, Token: d.Token})
+			q.ok(&QueueAck{Queue: "q", Seq: d.Sequence, Token: d.Token})
 		}
 		if r := q.ok(&QueueRedrive{Queue: "q"}); r.Queue.Moved != 1 {
 			t.Fatalf("mode %d: redrive moved %d", tc.mode, r.Queue.Moved)
@@ -149,7 +149,7 @@ func TestQueueDelayAndNackBackoff(t *testing.T) {
 	if bodies(d) != "a1" {
 		t.Fatalf("after its delay delivered %q, want a1", bodies(d))
 	}
-	q.ok(&QueueNack{Queue: "q", Seq: d[0].Seq, Token: d[0].Token, Delay: 2 * time.Second})
+	q.ok(&QueueNack{Queue: "q", Seq: d[0].Sequence, Token: d[0].Token, Delay: 2 * time.Second})
 	if got := bodies(q.receive("q", 10)); got != "" {
 		t.Fatalf("delivered %q during the nack's backoff", got)
 	}
@@ -166,13 +166,13 @@ func TestQueueAckRetry(t *testing.T) {
 	q.ok(&QueueCreate{Queue: "q"})
 	q.send("q", "a", "a1", "a", "a2")
 	d := q.receive("q", 1)[0]
-	ack := &QueueAck{RequestID: "ack-1", Queue: "q", Seq: d.Seq, Token: d.Token, Caller: "w"}
+	ack := &QueueAck{RequestID: "ack-1", Queue: "q", Seq: d.Sequence, Token: d.Token, Caller: "w"}
 	q.ok(ack)
 	if r := q.apply(ack); r.Err != nil || !r.Dup {
 		t.Fatalf("retried ack: %+v, want the first answer (dup)", r)
 	}
 	d2 := q.receive("q", 1)[0]
-	r := q.apply(&QueueAck{RequestID: "ack-2", Queue: "q", Seq: d2.Seq, Token: d.Token})
+	r := q.apply(&QueueAck{RequestID: "ack-2", Queue: "q", Seq: d2.Sequence, Token: d.Token})
 	if leasehold.CodeOf(r.Err) != leasehold.CodeStaleToken {
 		t.Fatalf("ack with the previous delivery's token: %v, want stale token", r.Err)
 	}
@@ -201,7 +201,7 @@ func TestQueueCreatePurgeDelete(t *testing.T) {
 	if r := q.ok(&QueuePurge{Queue: "q", Actor: "alice", Reason: "test"}); r.Queue.Moved != 2 {
 		t.Fatalf("purge dropped %d, want 2", r.Queue.Moved)
 	}
-	q.ok(&QueueAck{Queue: "q", Seq: d.Seq, Token: d.Token}) // in flight: kept
+	q.ok(&QueueAck{Queue: "q", Seq: d.Sequence, Token: d.Token}) // in flight: kept
 	if info, _ := q.s.Queue("q"); info.Depth != 0 || q.s.QueueBytes() != 0 {
 		t.Fatalf("after purge and ack: %+v, %d bytes", info, q.s.QueueBytes())
 	}
@@ -247,8 +247,8 @@ func TestQueueObserverTimesVisibility(t *testing.T) {
 		t.Fatalf("a send woke %d times, want once", o.wakes)
 	}
 	ds := q.ok(&QueueReceive{Queue: "q", Max: 2, Caller: "worker-1"}).Queue.Deliveries
-	q.ok(&QueueExtend{Queue: "q", Seq: ds[0].Seq, Token: ds[0].Token, Visibility: time.Minute})
-	q.ok(&QueueAck{Queue: "q", Seq: ds[1].Seq, Token: ds[1].Token})
+	q.ok(&QueueExtend{Queue: "q", Seq: ds[0].Sequence, Token: ds[0].Token, Visibility: time.Minute})
+	q.ok(&QueueAck{Queue: "q", Seq: ds[1].Sequence, Token: ds[1].Token})
 	if o.wakes != 1 {
 		t.Fatalf("an ack leaving nothing ready woke %d times", o.wakes-1)
 	}
@@ -332,7 +332,7 @@ func TestQueueMaxInFlightPerConsumer(t *testing.T) {
 	if r := q.apply(&QueueReceive{Queue: "q", Max: 1, Caller: "w1"}); leasehold.CodeOf(r.Err) != leasehold.CodeLimit {
 		t.Fatalf("after a restore, a receive past the allowance: %v, want the limit error", r.Err)
 	}
-	q.ok(&QueueAck{Queue: "q", Seq: ds[0].Seq, Token: ds[0].Token})
+	q.ok(&QueueAck{Queue: "q", Seq: ds[0].Sequence, Token: ds[0].Token})
 	if got := q.ok(&QueueReceive{Queue: "q", Max: 2, Caller: "w1"}).Queue.Deliveries; len(got) != 1 {
 		t.Fatalf("after an ack, the consumer got %d, want 1", len(got))
 	}

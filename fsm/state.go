@@ -1,10 +1,18 @@
-// Package fsm is leasehold's deterministic state machine: leases, waiters,
-// lock-delays and request deduplication. It reads no clock, makes no random
-// choice and does no I/O; time, ids and secret hashes arrive inside
-// commands. Replaying the same log gives the same state, byte for byte.
+// Package fsm is leasehold's deterministic state machine: leases and
+// semaphores with their waiters and lock-delays, the fenced key-value
+// space and its transactions, elections, idempotency keys, keyed queues,
+// partition groups, the audit log and request deduplication. Each command
+// has one row in the command table (registry.go); each area writes its own
+// snapshot section (snapshot.go); every change is reported as an event
+// (events.go) and every deadline as a countdown for the leader to keep
+// (countdown.go). It reads no clock, makes no random choice and does no
+// I/O; time, ids and secret hashes arrive inside commands. Replaying the
+// same log gives the same state, byte for byte. The vocabulary the state
+// answers in (leases, items, deliveries, groups...) is package leasehold's.
 //
-// A State is not safe for concurrent use: the caller serialises Apply and
-// guards reads.
+// A State is not safe for concurrent use: the caller serialises Apply,
+// Capture and Release and guards reads; a capture is then encoded apart
+// (capture.go).
 package fsm
 
 import (
@@ -147,7 +155,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{DedupWindow: 5 * time.Minute, DedupMax: 1 << 20, AuditMax: 10000,
 		MaxWaitersPerResource: 1000, MaxLeasesPerOwner: 100000,
-		MaxTxnCompares: 64, MaxTxnOps: 64, MaxTxnBytes: 256 << 10,
+		MaxTxnCompares: leasehold.MaxTxnCompares, MaxTxnOps: leasehold.MaxTxnOps, MaxTxnBytes: leasehold.MaxTxnBytes,
 		IdemRetention: 24 * time.Hour, MaxIdemRetention: 7 * 24 * time.Hour, MaxIdemResult: 64 << 10,
 		MaxIdemKeysPerPrefix: 1 << 20, MaxIdemBytes: 1 << 30, MaxQueueBytes: 1 << 30, MaxQueueDedupIDs: 1 << 20}
 }

@@ -15,44 +15,24 @@ import (
 
 const KindTxn Kind = 12
 
-// CompareOp is what a Compare checks about its key.
-type CompareOp uint8
-
-const (
-	CompareVersionEqual   CompareOp = iota + 1 // the key's version == Version (0: absent)
-	CompareVersionGreater                      // version > Version
-	CompareVersionLess                         // version < Version (absent counts as 0)
-	CompareValueEqual                          // the key exists and holds Value
-	CompareExists                              // the key exists
-	CompareAbsent                              // the key does not exist
-	compareOpEnd
+// CompareOp is what a Compare checks about its key, Compare one condition
+// of a Txn, and TxnOp one write of a Txn branch, a put (bound to a lease:
+// bound.go) or a delete (leasehold/kv.go).
+type (
+	CompareOp = leasehold.CompareOp
+	Compare   = leasehold.Compare
+	TxnOp     = leasehold.TxnOp
 )
 
-func (o CompareOp) String() string {
-	names := [...]string{"", "version_equal", "version_greater", "version_less", "value_equal", "exists", "absent"}
-	if int(o) < len(names) && o != 0 {
-		return names[o]
-	}
-	return "unknown compare"
-}
-
-// Compare is one condition of a Txn.
-type Compare struct {
-	Key     string
-	Op      CompareOp
-	Version uint64 // for the version compares
-	Value   []byte // for CompareValueEqual
-}
-
-// TxnOp is one write of a Txn branch: a put of Value at Key, or a delete
-// of Key. Deleting an absent key does nothing (as in etcd), so a branch
-// never fails half-way.
-type TxnOp struct {
-	Delete bool
-	Key    string
-	Value  []byte
-	Lease  *LeaseProof // a put: bind the key to this lease (bound.go)
-}
+const (
+	CompareVersionEqual   = leasehold.CompareVersionEqual
+	CompareVersionGreater = leasehold.CompareVersionGreater
+	CompareVersionLess    = leasehold.CompareVersionLess
+	CompareValueEqual     = leasehold.CompareValueEqual
+	CompareExists         = leasehold.CompareExists
+	CompareAbsent         = leasehold.CompareAbsent
+	compareOpEnd          = CompareAbsent + 1
+)
 
 // Txn is the transaction command.
 type Txn struct {
@@ -65,13 +45,8 @@ type Txn struct {
 }
 
 // TxnResult says which branch ran, how each compare came out, and the
-// version of each written key after the entry, in the order of the
-// branch's ops (0 for a deleted key).
-type TxnResult struct {
-	Succeeded bool
-	Compares  []bool
-	Versions  []uint64
-}
+// version of each written key after the entry (leasehold/kv.go).
+type TxnResult = leasehold.TxnResult
 
 func (*Txn) Kind() Kind                                    { return KindTxn }
 func (c *Txn) apply(s *State, ix uint64, now int64) Result { return s.txn(ix, now, c) }

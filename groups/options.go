@@ -3,6 +3,8 @@ package groups
 import (
 	"log/slog"
 	"time"
+
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Option adjusts Run.
@@ -18,7 +20,7 @@ type config struct {
 }
 
 func configOf(opts []Option) config {
-	cfg := config{ttl: 15 * time.Second, minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second,
+	cfg := config{ttl: leasehold.DefaultTTL, minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second,
 		log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(&cfg)

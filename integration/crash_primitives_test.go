@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/internal/testcluster"
@@ -34,7 +35,7 @@ func TestPrimitivesSurviveRestartsFromSnapshots(t *testing.T) {
 	if _, err := cl.CreateQueue(ctx(), "q", client.QueueSettings{MaxReceives: 1, Visibility: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []client.Message{{Key: "flight", Body: []byte("f")}, {Key: "dead", Body: []byte("d")},
+	for _, m := range []leasehold.Message{{Key: "flight", Body: []byte("f")}, {Key: "dead", Body: []byte("d")},
 		{Key: "later", Body: []byte("l"), Delay: 10 * time.Minute}} {
 		if _, err := cl.Send(ctx(), "q", m); err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func TestPrimitivesSurviveRestartsFromSnapshots(t *testing.T) {
 	if err != nil || len(ds) != 2 {
 		t.Fatalf("receive: %v %v, want the two ready messages", ds, err)
 	}
-	var inFlight client.Delivery
+	var inFlight leasehold.Delivery
 	for _, d := range ds {
 		if d.Key == "dead" {
 			if err := cl.Nack(ctx(), d, 0, "poison"); err != nil {
@@ -88,7 +89,7 @@ func TestPrimitivesSurviveRestartsFromSnapshots(t *testing.T) {
 		}
 	}
 	for i := range 20 {
-		if _, err := cl.Send(ctx(), "q", client.Message{Key: fmt.Sprintf("tail/%d", i), Body: []byte("t")}); err != nil {
+		if _, err := cl.Send(ctx(), "q", leasehold.Message{Key: fmt.Sprintf("tail/%d", i), Body: []byte("t")}); err != nil {
 			t.Fatal(err)
 		}
 	}

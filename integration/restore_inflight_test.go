@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/internal/testcluster"
@@ -34,7 +35,7 @@ func TestRestoreWithRevocationPendingAndDeliveryInFlight(t *testing.T) {
 	if _, err := cl.CreateQueue(ctx(), "q", client.QueueSettings{Visibility: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Send(ctx(), "q", client.Message{Key: "k", Body: []byte("m")}); err != nil {
+	if _, err := cl.Send(ctx(), "q", leasehold.Message{Key: "k", Body: []byte("m")}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := cl.Receive(ctx(), "q", 1)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/testcluster"
 )
@@ -40,7 +41,7 @@ func TestSessionCallsThroughFollower(t *testing.T) {
 	if _, err := c.CreateQueue(ctx, "s/q", client.QueueSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	sent, err := c.Send(ctx, "s/q", client.Message{Key: "a", Body: []byte("1")})
+	sent, err := c.Send(ctx, "s/q", leasehold.Message{Key: "a", Body: []byte("1")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -20,7 +21,7 @@ type acker struct {
 
 type ackReq struct {
 	ctx  context.Context
-	d    client.Delivery
+	d    leasehold.Delivery
 	errc chan error
 }
 
@@ -32,7 +33,7 @@ func newAcker(c *client.Client) *acker {
 
 // ack acks d, in a batch with others if some are waiting, and returns
 // its own answer.
-func (a *acker) ack(ctx context.Context, d client.Delivery) error {
+func (a *acker) ack(ctx context.Context, d leasehold.Delivery) error {
 	r := ackReq{ctx: ctx, d: d, errc: make(chan error, 1)}
 	select {
 	case a.reqs <- r:
@@ -59,7 +60,7 @@ func (a *acker) loop() {
 		}
 		batch := []ackReq{first}
 	gather:
-		for len(batch) < client.MaxQueueBatch {
+		for len(batch) < leasehold.MaxQueueBatch {
 			select {
 			case r := <-a.reqs:
 				batch = append(batch, r)
@@ -78,7 +79,7 @@ func (a *acker) send(batch []ackReq) {
 		batch[0].errc <- a.c.Ack(batch[0].ctx, batch[0].d)
 		return
 	}
-	ds := make([]client.Delivery, len(batch))
+	ds := make([]leasehold.Delivery, len(batch))
 	for i, r := range batch {
 		ds[i] = r.d
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/client"
 )
 
 // Message is a delivery being handled. Its methods are safe for
@@ -24,7 +23,7 @@ type Message struct {
 	Body     []byte
 	SentAt   time.Time
 
-	d        client.Delivery
+	d        leasehold.Delivery
 	k        *consumer
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -38,7 +37,7 @@ type Message struct {
 	note     string
 }
 
-func newMessage(k *consumer, d client.Delivery) *Message {
+func newMessage(k *consumer, d leasehold.Delivery) *Message {
 	m := &Message{Queue: d.Queue, Key: d.Key, Sequence: d.Sequence, Token: d.Token, Receives: d.Receives,
 		Body: d.Body, SentAt: d.SentAt, d: d, k: k, deadline: d.Deadline, answered: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancelCause(k.base)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -16,7 +17,7 @@ import (
 // Nothing of a refused send was enqueued, so the retry cannot duplicate
 // it; give the messages dedup ids to make a retry after a lost reply safe
 // across calls too. It returns the last refusal when ctx ends.
-func Send(ctx context.Context, c *client.Client, name string, ms ...client.Message) ([]client.Sent, error) {
+func Send(ctx context.Context, c *client.Client, name string, ms ...leasehold.Message) ([]leasehold.Sent, error) {
 	for {
 		sent, err := c.SendBatch(ctx, name, ms)
 		var ra *client.RetryAfterError

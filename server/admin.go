@@ -14,7 +14,6 @@ import (
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -60,7 +59,7 @@ func (h *adminAPI) Locks(ctx context.Context, req *connect.Request[pb.LocksReque
 
 func locksParams(m *pb.LocksRequest) (after uint64, limit int, err error) {
 	if m.Resource != "" {
-		if err := fsm.ValidateForcedResource(m.Resource); err != nil { // leasehold's own names too
+		if err := leasehold.ValidateForcedResource(m.Resource); err != nil { // leasehold's own names too
 			return 0, 0, err
 		}
 	}
@@ -138,7 +137,8 @@ func renewalOverdue(l *leasehold.Lease, held, left time.Duration) bool {
 
 func (h *adminAPI) ForceRelease(ctx context.Context, req *connect.Request[pb.ForceReleaseRequest]) (*connect.Response[pb.ForceReleaseResponse], error) {
 	s, m := h.s, req.Msg
-	cmd, err := forceReleaseCommand(m, Identity(ctx))
+	actor := Identity(ctx)
+	cmd, err := forceReleaseRequest(m, actor)
 	if err != nil {
 		return nil, err
 	}
@@ -150,22 +150,24 @@ func (h *adminAPI) ForceRelease(ctx context.Context, req *connect.Request[pb.For
 		return nil, err // the leader answers, and counts it
 	}
 	if err != nil {
-		s.log.Info("forced release refused", "actor", cmd.Actor, "resource", cmd.Resource,
+		s.log.Info("forced release refused", "actor", actor, "resource", cmd.Resource,
 			slog.Uint64("lease", cmd.LeaseID), "err", err)
 		return nil, err
 	}
 	if !res.Dup { // a retry was logged and counted the first time
 		s.metrics.ForcedReleases.Inc()
 		s.log.Warn("forced release: the holder may still be writing; only fenced resources are safe from it",
-			"actor", cmd.Actor, "reason", cmd.Reason, "resource", cmd.Resource,
+			"actor", actor, "reason", cmd.Reason, "resource", cmd.Resource,
 			slog.Uint64("lease", res.Lease.ID), slog.Uint64("token", res.Lease.Token),
 			"owner", res.Lease.Owner, "operation", res.Lease.Operation)
 	}
 	return connect.NewResponse(&pb.ForceReleaseResponse{Lease: leasePB(res.Lease, -1)}), nil
 }
 
-func forceReleaseCommand(m *pb.ForceReleaseRequest, actor string) (*service.ForceRelease, error) {
-	if err := fsm.ValidateForcedResource(m.Resource); err != nil {
+// forceReleaseRequest checks a ForceReleaseRequest of actor (who the
+// service records as the caller of the request's context).
+func forceReleaseRequest(m *pb.ForceReleaseRequest, actor string) (*service.ForceReleaseRequest, error) {
+	if err := leasehold.ValidateForcedResource(m.Resource); err != nil {
 		return nil, err
 	}
 	if m.LeaseId == 0 {
@@ -174,9 +176,9 @@ func forceReleaseCommand(m *pb.ForceReleaseRequest, actor string) (*service.Forc
 	}
 	if m.Reason == "" {
 		return nil, leasehold.Errorf(leasehold.CodeInvalid,
-			"reason must say why the release is forced (1 to %d bytes); it is kept in the audit log", service.MaxReasonLen)
+			"reason must say why the release is forced (1 to %d bytes); it is kept in the audit log", leasehold.MaxReasonLen)
 	}
-	if err := leasehold.ValidateName("reason", m.Reason, service.MaxReasonLen, true); err != nil {
+	if err := leasehold.ValidateName("reason", m.Reason, leasehold.MaxReasonLen, true); err != nil {
 		return nil, err
 	}
 	if err := leasehold.ValidateName("actor", actor, leasehold.MaxOwnerLen, true); err != nil {
@@ -186,7 +188,7 @@ func forceReleaseCommand(m *pb.ForceReleaseRequest, actor string) (*service.Forc
 	if err != nil {
 		return nil, err
 	}
-	return &service.ForceRelease{RequestID: id, Resource: m.Resource, LeaseID: m.LeaseId, Actor: actor, Reason: m.Reason}, nil
+	return &service.ForceReleaseRequest{RequestID: id, Resource: m.Resource, LeaseID: m.LeaseId, Reason: m.Reason}, nil
 }
 
 func (h *adminAPI) Audit(ctx context.Context, req *connect.Request[pb.AuditRequest]) (*connect.Response[pb.AuditResponse], error) {
@@ -205,7 +207,7 @@ func (h *adminAPI) Audit(ctx context.Context, req *connect.Request[pb.AuditReque
 		return nil, err
 	}
 	if p.limited() {
-		recs = slices.DeleteFunc(recs, func(a service.AuditRecord) bool { return !p.allows(a.Resource) })
+		recs = slices.DeleteFunc(recs, func(a leasehold.AuditRecord) bool { return !p.allows(a.Resource) })
 		if truncated = len(recs) > limit; truncated {
 			recs = recs[len(recs)-limit:]
 		}

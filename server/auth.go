@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/api/leasehold"
+	"github.com/leasehold/leasehold/service"
 )
 
 // Role orders what a bearer token may do (the procedure table's roles).
@@ -172,6 +173,13 @@ func (g *guard) withCaller(ctx context.Context, p Principal, hdr http.Header, pe
 	if g.auth == nil {
 		key = callerAddr(hdr, peer)
 	}
+	// The service reads its caller from the context: the name that
+	// scopes request IDs ("" without auth) and the actor it audits.
+	c := service.Caller{Name: p.Name, Actor: p.Name}
+	if p.Name == anonymous.Name {
+		c.Name = ""
+	}
+	ctx = service.WithCaller(ctx, c)
 	return context.WithValue(context.WithValue(ctx, principalKey{}, p), rateKey{}, key)
 }
 

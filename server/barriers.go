@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,49 +11,21 @@ import (
 	"github.com/leasehold/leasehold/service"
 )
 
-// BarrierService is what the barrier handlers call (implemented by
-// *service.Service). It is apart from Service so that handler tests'
-// fakes of Service need not grow.
-type BarrierService interface {
-	BarrierCreate(ctx context.Context, req service.BarrierCreateRequest) (service.BarrierAnswer, error)
-	BarrierArrive(ctx context.Context, req service.BarrierArriveRequest) (service.BarrierAnswer, error)
-	BarrierCountDown(ctx context.Context, req service.BarrierCountDownRequest) (service.BarrierAnswer, error)
-	BarrierWait(ctx context.Context, name string, phase uint64, wait time.Duration) (service.BarrierAnswer, error)
-	BarrierReset(ctx context.Context, req service.BarrierNameRequest) (service.BarrierAnswer, error)
-	BarrierDelete(ctx context.Context, req service.BarrierNameRequest) error
-	BarrierGet(ctx context.Context, name string) (service.Barrier, bool, error)
-	BarrierList(ctx context.Context, prefix, after string, limit int) ([]service.Barrier, error)
-	BarrierStats() service.BarrierStats
-}
-
-var _ BarrierService = (*service.Service)(nil)
-
 // barriersAPI implements leaseholdv1connect.BarriersHandler.
 type barriersAPI struct {
 	s   *Server
-	svc BarrierService
+	svc service.Barriers
 	// calls counts the calls answered by this node, by procedure and
 	// outcome (an end's outcome, "waiting", or an error code).
 	calls *prometheus.CounterVec
 }
 
 func newBarriersAPI(s *Server, reg prometheus.Registerer) barriersAPI {
-	svc, _ := s.svc.(BarrierService)
-	h := barriersAPI{s: s, svc: svc, calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasehold_barrier_calls_total",
+	h := barriersAPI{s: s, svc: s.svc, calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasehold_barrier_calls_total",
 		Help: "Barrier calls answered by this node, by call (arrive, count_down, wait, reset) and outcome: arrived, tripped, timed_out, reset, waiting or an error code."},
 		[]string{"call", "outcome"})}
 	reg.MustRegister(h.calls)
-	if svc != nil {
-		reg.MustRegister(barriersCollector{svc})
-	}
 	return h
-}
-
-func (h barriersAPI) ready() error {
-	if h.svc == nil {
-		return leasehold.Errorf(leasehold.CodeUnknown, "this node's service has no barriers")
-	}
-	return nil
 }
 
 // count counts one answer of call: its phase's outcome, "arrived" (or
@@ -74,9 +45,6 @@ func (h barriersAPI) count(call string, a service.BarrierAnswer, err error) {
 
 func (h barriersAPI) Create(ctx context.Context, req *connect.Request[pb.BarriersCreateRequest]) (*connect.Response[pb.BarriersCreateResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
 	if err := leasehold.ValidateBarrierName(m.Name); err != nil {
 		return nil, err
 	}
@@ -95,7 +63,7 @@ func (h barriersAPI) Create(ctx context.Context, req *connect.Request[pb.Barrier
 		return nil, err
 	}
 	a, err := h.svc.BarrierCreate(ctx, service.BarrierCreateRequest{Name: m.Name, Kind: kind, Parties: int(m.Parties),
-		Timeout: timeout, Caller: caller(ctx)})
+		Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +72,7 @@ func (h barriersAPI) Create(ctx context.Context, req *connect.Request[pb.Barrier
 
 func (h barriersAPI) Arrive(ctx context.Context, req *connect.Request[pb.BarriersArriveRequest]) (*connect.Response[pb.BarriersArriveResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
-	r, secret, err := arriveRequest(m, caller(ctx))
+	r, secret, err := arriveRequest(m)
 	if err != nil {
 		h.count("arrive", service.BarrierAnswer{}, err)
 		return nil, err
@@ -133,7 +98,7 @@ func (h barriersAPI) Arrive(ctx context.Context, req *connect.Request[pb.Barrier
 
 // arriveRequest checks an ArriveRequest; the request_id and secret are
 // the caller's or, when it sent none, new ones.
-func arriveRequest(m *pb.BarriersArriveRequest, caller string) (service.BarrierArriveRequest, string, error) {
+func arriveRequest(m *pb.BarriersArriveRequest) (service.BarrierArriveRequest, string, error) {
 	var r service.BarrierArriveRequest
 	if err := leasehold.ValidateBarrierName(m.Name); err != nil {
 		return r, "", err
@@ -164,14 +129,11 @@ func arriveRequest(m *pb.BarriersArriveRequest, caller string) (service.BarrierA
 		return r, "", err
 	}
 	return service.BarrierArriveRequest{RequestID: id, Name: m.Name, Participant: m.Participant, Phase: m.Phase, TTL: ttl,
-		SecretHash: hash, Caller: caller}, secret, nil
+		SecretHash: hash}, secret, nil
 }
 
 func (h barriersAPI) CountDown(ctx context.Context, req *connect.Request[pb.BarriersCountDownRequest]) (*connect.Response[pb.BarriersCountDownResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
 	if err := leasehold.ValidateBarrierName(m.Name); err != nil {
 		return nil, err
 	}
@@ -188,7 +150,7 @@ func (h barriersAPI) CountDown(ctx context.Context, req *connect.Request[pb.Barr
 	}
 	m.RequestId = id
 	a, err := h.svc.BarrierCountDown(ctx, service.BarrierCountDownRequest{RequestID: id, Name: m.Name, Phase: m.Phase,
-		Count: count, Caller: caller(ctx)})
+		Count: count})
 	if forwarding(req, err) {
 		return nil, err
 	}
@@ -201,9 +163,6 @@ func (h barriersAPI) CountDown(ctx context.Context, req *connect.Request[pb.Barr
 
 func (h barriersAPI) Wait(ctx context.Context, req *connect.Request[pb.BarriersWaitRequest]) (*connect.Response[pb.BarriersWaitResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
 	if err := leasehold.ValidateBarrierName(m.Name); err != nil {
 		return nil, err
 	}
@@ -228,7 +187,7 @@ func (h barriersAPI) Wait(ctx context.Context, req *connect.Request[pb.BarriersW
 
 func (h barriersAPI) Reset(ctx context.Context, req *connect.Request[pb.BarriersResetRequest]) (*connect.Response[pb.BarriersResetResponse], error) {
 	m := req.Msg
-	r, err := h.nameRequest(ctx, m.Name, &m.RequestId)
+	r, err := h.nameRequest(m.Name, &m.RequestId)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +204,7 @@ func (h barriersAPI) Reset(ctx context.Context, req *connect.Request[pb.Barriers
 
 func (h barriersAPI) Delete(ctx context.Context, req *connect.Request[pb.BarriersDeleteRequest]) (*connect.Response[pb.BarriersDeleteResponse], error) {
 	m := req.Msg
-	r, err := h.nameRequest(ctx, m.Name, &m.RequestId)
+	r, err := h.nameRequest(m.Name, &m.RequestId)
 	if err != nil {
 		return nil, err
 	}
@@ -257,10 +216,7 @@ func (h barriersAPI) Delete(ctx context.Context, req *connect.Request[pb.Barrier
 
 // nameRequest checks a Reset or Delete, and makes its request_id if it
 // has none (written back, so that a forwarded copy carries it).
-func (h barriersAPI) nameRequest(ctx context.Context, name string, id *string) (service.BarrierNameRequest, error) {
-	if err := h.ready(); err != nil {
-		return service.BarrierNameRequest{}, err
-	}
+func (h barriersAPI) nameRequest(name string, id *string) (service.BarrierNameRequest, error) {
 	if err := leasehold.ValidateBarrierName(name); err != nil {
 		return service.BarrierNameRequest{}, err
 	}
@@ -269,14 +225,11 @@ func (h barriersAPI) nameRequest(ctx context.Context, name string, id *string) (
 		return service.BarrierNameRequest{}, err
 	}
 	*id = rid
-	return service.BarrierNameRequest{RequestID: rid, Name: name, Caller: caller(ctx)}, nil
+	return service.BarrierNameRequest{RequestID: rid, Name: name}, nil
 }
 
 func (h barriersAPI) Get(ctx context.Context, req *connect.Request[pb.BarriersGetRequest]) (*connect.Response[pb.BarriersGetResponse], error) {
 	name := req.Msg.Name
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
 	if err := leasehold.ValidateBarrierName(name); err != nil {
 		return nil, err
 	}
@@ -292,9 +245,6 @@ func (h barriersAPI) Get(ctx context.Context, req *connect.Request[pb.BarriersGe
 
 func (h barriersAPI) List(ctx context.Context, req *connect.Request[pb.BarriersListRequest]) (*connect.Response[pb.BarriersListResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
 	if err := leasehold.ValidateName("prefix", m.Prefix, leasehold.MaxBarrierNameLen, false); err != nil {
 		return nil, err
 	}
@@ -343,32 +293,4 @@ func phaseEndPB(e *service.PhaseEnd) *pb.PhaseEnd {
 	}
 	return &pb.PhaseEnd{Phase: e.Phase, Outcome: pb.PhaseOutcome(e.Outcome), Token: e.Token, EndedAt: timePB(e.At),
 		Arrived: uint32(e.Arrived)}
-}
-
-// barriersCollector reads the barriers' counts of this replica.
-type barriersCollector struct{ svc BarrierService }
-
-var (
-	barriersDesc = prometheus.NewDesc("leasehold_barriers",
-		"Barriers and latches that exist (limit max_barriers).", nil, nil)
-	barrierArrivedDesc = prometheus.NewDesc("leasehold_barrier_arrived",
-		"Parties arrived (latches: counted down) in the current phases of every barrier.", nil, nil)
-	barrierTripsDesc = prometheus.NewDesc("leasehold_barrier_trips_total",
-		"Phases tripped, over the barriers that exist.", nil, nil)
-	barrierBrokenDesc = prometheus.NewDesc("leasehold_barrier_broken_total",
-		"Phases that ended broken (timed out or reset), over the barriers that exist.", nil, nil)
-)
-
-func (barriersCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{barriersDesc, barrierArrivedDesc, barrierTripsDesc, barrierBrokenDesc} {
-		ch <- d
-	}
-}
-
-func (c barriersCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.svc.BarrierStats()
-	ch <- prometheus.MustNewConstMetric(barriersDesc, prometheus.GaugeValue, float64(st.Barriers))
-	ch <- prometheus.MustNewConstMetric(barrierArrivedDesc, prometheus.GaugeValue, float64(st.Arrived))
-	ch <- prometheus.MustNewConstMetric(barrierTripsDesc, prometheus.CounterValue, float64(st.Trips))
-	ch <- prometheus.MustNewConstMetric(barrierBrokenDesc, prometheus.CounterValue, float64(st.Broken))
 }

@@ -77,11 +77,10 @@ type batchRun struct {
 // follow-up Acquire, so it needs no request_id and secret of its own.
 func (s *Server) commitBatch(ctx context.Context, ops []*pb.BatchOp, waitHere bool) (*batchRun, error) {
 	run := &batchRun{items: make([]batchItem, len(ops)), start: time.Now()}
-	var cmds []service.Command
-	who := caller(ctx)
+	var cmds []service.LeaseOp
 	for i, op := range ops {
 		it := &run.items[i]
-		if cmd := it.prepare(s, i, op, who, waitHere); cmd != nil {
+		if cmd, ok := it.prepare(i, op, waitHere); ok {
 			it.index = len(cmds)
 			cmds = append(cmds, cmd)
 		}
@@ -94,7 +93,7 @@ func (s *Server) commitBatch(ctx context.Context, ops []*pb.BatchOp, waitHere bo
 	case err != nil && ctx.Err() != nil:
 		// The caller left while the batch was being committed: its acquires
 		// may have queued, or been granted, with nobody to take the answer.
-		var acquires []*service.Acquire
+		var acquires []*service.AcquireRequest
 		for i := range run.items {
 			if a := run.items[i].acquire; a != nil && run.items[i].err == nil {
 				acquires = append(acquires, a)
@@ -104,13 +103,13 @@ func (s *Server) commitBatch(ctx context.Context, ops []*pb.BatchOp, waitHere bo
 	case err != nil:
 		run.err = err
 	default:
-		var taken []*service.Acquire
+		var taken []*service.AcquireRequest
 		for i := range run.items {
 			it := &run.items[i]
 			if it.err != nil {
 				continue
 			}
-			it.res = results[it.index]
+			it.res, it.failed = results[it.index].Grant, results[it.index].Err
 			if it.acquire != nil && ctx.Err() != nil && (it.res.Lease != nil || it.res.Queued) {
 				it.left = true
 				taken = append(taken, it.acquire)
@@ -128,7 +127,7 @@ func (s *Server) commitBatch(ctx context.Context, ops []*pb.BatchOp, waitHere bo
 func (run *batchRun) queued() []*batchItem {
 	var out []*batchItem
 	for i := range run.items {
-		if it := &run.items[i]; run.err == nil && it.err == nil && !it.left && it.acquire != nil && it.res.Queued {
+		if it := &run.items[i]; run.err == nil && it.err == nil && it.failed == nil && !it.left && it.acquire != nil && it.res.Queued {
 			out = append(out, it)
 		}
 	}
@@ -158,28 +157,29 @@ func (run *batchRun) failure() error {
 
 // batchItem is one operation of a batch on its way through.
 type batchItem struct {
-	acquire *service.Acquire
+	acquire *service.AcquireRequest
 	secret  string // the acquire's secret, for its answer
-	renew   *service.Renew
-	release *service.Release
-	err     error          // the operation is invalid: it was not proposed
-	index   int            // its command's place in the proposal
-	res     service.Result // what the state machine answered
-	left    bool           // an acquire withdrawn because the caller went away
+	renew   *service.RenewRequest
+	release *service.ReleaseRequest
+	err     error         // the operation is invalid: it was not proposed
+	index   int           // its operation's place in the proposal
+	res     service.Grant // what the state machine answered
+	failed  error         // the state machine refused it
+	left    bool          // an acquire withdrawn because the caller went away
 }
 
-// prepare checks op (the i-th) as its own RPC does and returns the command
-// to propose, or nil with it.err set. Request IDs and secrets chosen here
-// are written back into op, so a batch forwarded to the leader carries
-// them.
-func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string, waitHere bool) service.Command {
+// prepare checks op (the i-th) as its own RPC does and returns the
+// operation to propose, or false with it.err set. Request IDs and secrets
+// chosen here are written back into op, so a batch forwarded to the
+// leader carries them.
+func (it *batchItem) prepare(i int, op *pb.BatchOp, waitHere bool) (service.LeaseOp, bool) {
 	switch o := op.GetOp().(type) {
 	case *pb.BatchOp_Acquire:
 		if o.Acquire == nil {
 			break
 		}
 		m := o.Acquire
-		it.acquire, it.secret, it.err = acquireCommand(m, caller)
+		it.acquire, it.secret, it.err = acquireRequest(m)
 		if it.err == nil && !waitHere && it.acquire.Wait > 0 && (m.RequestId == "" || m.Secret == "") {
 			// A queued answer carries neither, and only the same request
 			// (same request_id and secret) can wait for that place in line.
@@ -188,35 +188,35 @@ func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string, wa
 					"the caller waits for the grant by sending the same request to Acquire")
 		}
 		if it.err != nil {
-			it.acquire = &service.Acquire{} // marks the kind, for the metrics
-			return nil
+			it.acquire = &service.AcquireRequest{} // marks the kind, for the metrics
+			return service.LeaseOp{}, false
 		}
 		m.RequestId, m.Secret = it.acquire.RequestID, it.secret
-		return it.acquire
+		return service.LeaseOp{Acquire: it.acquire}, true
 	case *pb.BatchOp_Renew:
 		if o.Renew == nil {
 			break
 		}
-		if it.renew, it.err = renewCommand(o.Renew, caller); it.err != nil {
-			it.renew = &service.Renew{}
-			return nil
+		if it.renew, it.err = renewRequest(o.Renew); it.err != nil {
+			it.renew = &service.RenewRequest{}
+			return service.LeaseOp{}, false
 		}
 		o.Renew.RequestId = it.renew.RequestID
-		return it.renew
+		return service.LeaseOp{Renew: it.renew}, true
 	case *pb.BatchOp_Release:
 		if o.Release == nil {
 			break
 		}
-		if it.release, it.err = releaseCommand(o.Release, caller); it.err != nil {
-			it.release = &service.Release{}
-			return nil
+		if it.release, it.err = releaseRequest(o.Release); it.err != nil {
+			it.release = &service.ReleaseRequest{}
+			return service.LeaseOp{}, false
 		}
 		o.Release.RequestId = it.release.RequestID
-		return it.release
+		return service.LeaseOp{Release: it.release}, true
 	}
 	it.err = leasehold.Errorf(leasehold.CodeInvalid,
 		"operation %d sets none of acquire, renew or release", i)
-	return nil
+	return service.LeaseOp{}, false
 }
 
 // batchAnswer builds one operation's result, counting it as its own RPC
@@ -232,9 +232,12 @@ func (s *Server) batchAnswer(it *batchItem, whole error, start time.Time) *pb.Ba
 		}
 		return batchError(it.err)
 	}
+	if whole == nil {
+		whole = it.failed // the state machine refused this one alone
+	}
 	switch {
 	case it.acquire != nil:
-		if whole == nil && it.res.Err == nil && it.res.Queued {
+		if whole == nil && it.res.Queued {
 			s.metrics.Acquisitions.WithLabelValues("queued").Inc()
 			return &pb.BatchResult{Result: &pb.BatchResult_Queued{Queued: true}}
 		}

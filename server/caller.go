@@ -1,15 +1,15 @@
 package server
 
-import "context"
+import (
+	"context"
 
-// caller is the identity that scopes the request IDs a request carries
-// (service.Acquire.Caller): the authenticated token's name, or "" when the
-// node runs without auth, where the secret's hash alone tells callers
-// apart. It is taken from the credentials checked by the guard, never from
-// the request body, so no caller can speak for another.
-func caller(ctx context.Context) string {
-	if p, ok := ctx.Value(principalKey{}).(Principal); ok && p.Name != anonymous.Name {
-		return p.Name
-	}
-	return ""
-}
+	"github.com/leasehold/leasehold/service"
+)
+
+// caller is the identity that scopes the request IDs and consumer names a
+// request carries: the authenticated token's name, or "" when the node
+// runs without auth, where the secret's hash alone tells callers apart.
+// The guard put it into the context from the credentials it checked
+// (service.WithCaller), never from the request body, so no caller can
+// speak for another; the service builds its commands with it.
+func caller(ctx context.Context) string { return service.CallerOf(ctx).Name }

@@ -10,15 +10,13 @@ import (
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
-	"github.com/leasehold/leasehold/internal/testcluster"
-	"github.com/leasehold/leasehold/server"
 	"github.com/leasehold/leasehold/service"
 )
 
 // fakeMembers answers the cluster handlers with a made-up three-member
 // cluster; other methods panic (the embedded nil interface).
 type fakeMembers struct {
-	server.Service
+	service.API
 	transferredTo chan string
 }
 
@@ -44,7 +42,7 @@ func (f fakeMembers) TransferLeader(_ context.Context, id string) error {
 func TestClusterHandlersAnswerFromTheService(t *testing.T) {
 	t.Parallel()
 	f := fakeMembers{transferredTo: make(chan string, 1)}
-	n := testcluster.StartServerNode(t, func(c *server.Config) { c.Service = f })
+	n := startFake(t, f)
 	c := leaseholdv1connect.NewClusterClient(httpClient(t), n.URL)
 	ctx := ctxFor(t, 30*time.Second)
 

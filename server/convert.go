@@ -8,7 +8,6 @@ import (
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/service"
 )
 
 func durPB(d time.Duration) *durationpb.Duration {
@@ -53,7 +52,7 @@ func leasePB(l *leasehold.Lease, expiresIn time.Duration) *pb.Lease {
 	return out
 }
 
-func waiterPB(w service.Waiter) *pb.Waiter {
+func waiterPB(w leasehold.Waiter) *pb.Waiter {
 	return &pb.Waiter{
 		Resources: w.Resources,
 		Owner:     w.Owner,

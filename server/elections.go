@@ -22,7 +22,7 @@ type elections struct{ s *Server }
 func (h elections) Campaign(ctx context.Context, req *connect.Request[pb.CampaignRequest]) (*connect.Response[pb.CampaignResponse], error) {
 	s, m := h.s, req.Msg
 	start := time.Now()
-	cmd, secret, err := campaignCommand(m, caller(ctx))
+	cmd, secret, err := campaignRequest(m)
 	if err != nil {
 		s.metrics.Campaigns.WithLabelValues("invalid").Inc()
 		return nil, err
@@ -44,9 +44,9 @@ func (h elections) Campaign(ctx context.Context, req *connect.Request[pb.Campaig
 	return connect.NewResponse(&pb.CampaignResponse{Lease: out.Lease, Secret: out.Secret, ExpiresIn: out.ExpiresIn}), nil
 }
 
-// campaignCommand checks a CampaignRequest as the acquire it is, with the
+// campaignRequest checks a CampaignRequest as the acquire it is, with the
 // election's own field names in the messages.
-func campaignCommand(m *pb.CampaignRequest, caller string) (*service.Campaign, string, error) {
+func campaignRequest(m *pb.CampaignRequest) (*service.CampaignRequest, string, error) {
 	if err := leasehold.ValidateName("election", m.Election, leasehold.MaxResourceLen, true); err != nil {
 		return nil, "", err
 	}
@@ -57,18 +57,17 @@ func campaignCommand(m *pb.CampaignRequest, caller string) (*service.Campaign, s
 	if wait == nil {
 		wait = durationpb.New(leasehold.MaxWait) // campaigning is waiting to lead
 	}
-	acq, secret, err := acquireCommand(&pb.AcquireRequest{Resources: []string{m.Election}, Ttl: m.Ttl, Wait: wait,
-		Owner: m.Owner, Secret: m.Secret, RequestId: m.RequestId}, caller)
+	acq, secret, err := acquireRequest(&pb.AcquireRequest{Resources: []string{m.Election}, Ttl: m.Ttl, Wait: wait,
+		Owner: m.Owner, Secret: m.Secret, RequestId: m.RequestId})
 	if err != nil {
 		return nil, "", err
 	}
-	acq.Election, acq.Value = true, []byte(m.Value)
-	return &service.Campaign{Acquire: *acq}, secret, nil
+	return &service.CampaignRequest{AcquireRequest: *acq, Value: []byte(m.Value)}, secret, nil
 }
 
 func electionValue(v string) error {
-	if len(v) > service.MaxElectionValue {
-		return leasehold.Errorf(leasehold.CodeInvalid, "value is %d bytes; the limit is %d", len(v), service.MaxElectionValue)
+	if len(v) > leasehold.MaxElectionValue {
+		return leasehold.Errorf(leasehold.CodeInvalid, "value is %d bytes; the limit is %d", len(v), leasehold.MaxElectionValue)
 	}
 	return nil
 }
@@ -85,8 +84,8 @@ func (h elections) Proclaim(ctx context.Context, req *connect.Request[pb.Proclai
 	if m.RequestId, err = requestID(m.RequestId); err != nil {
 		return nil, err
 	}
-	res, err := s.svc.Proclaim(ctx, &service.Proclaim{RequestID: m.RequestId, LeaseID: m.LeaseId, SecretHash: hash,
-		Value: []byte(m.Value), Caller: caller(ctx)})
+	res, err := s.svc.Proclaim(ctx, &service.ProclaimRequest{RequestID: m.RequestId, LeaseID: m.LeaseId, SecretHash: hash,
+		Value: []byte(m.Value)})
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +96,7 @@ func (h elections) Proclaim(ctx context.Context, req *connect.Request[pb.Proclai
 
 func (h elections) Resign(ctx context.Context, req *connect.Request[pb.ResignRequest]) (*connect.Response[pb.ResignResponse], error) {
 	s := h.s
-	cmd, err := releaseCommand(&pb.ReleaseRequest{LeaseId: req.Msg.LeaseId, Secret: req.Msg.Secret, RequestId: req.Msg.RequestId}, caller(ctx))
+	cmd, err := releaseRequest(&pb.ReleaseRequest{LeaseId: req.Msg.LeaseId, Secret: req.Msg.Secret, RequestId: req.Msg.RequestId})
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +205,7 @@ func (h elections) Observe(ctx context.Context, req *connect.Request[pb.ObserveR
 
 // electionPB converts an election for the wire; expiresIn < 0 means
 // unknown here.
-func electionPB(e service.Election, expiresIn time.Duration) *pb.Election {
+func electionPB(e leasehold.Election, expiresIn time.Duration) *pb.Election {
 	out := &pb.Election{Name: e.Name, LeaseId: e.LeaseID, Token: e.Token, Value: string(e.Value), Owner: e.Owner,
 		Since: timePB(e.Since), Candidates: uint32(e.Candidates)}
 	if e.LeaseID != 0 && expiresIn >= 0 {

@@ -3,7 +3,6 @@ package server
 import (
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/service"
 )
 
 // fencePB checks a fence at the edge: exactly one target (resource, group
@@ -34,7 +33,7 @@ func fencePB(f *pb.Fence, field string) (*leasehold.Fence, error) {
 	var err error
 	switch {
 	case f.Group != "":
-		err = leasehold.ValidateName(field+"group", f.Group, service.MaxGroupNameLen, true)
+		err = leasehold.ValidateName(field+"group", f.Group, leasehold.MaxGroupNameLen, true)
 	case f.Queue != "":
 		err = leasehold.ValidateName(field+"queue", f.Queue, leasehold.MaxResourceLen, true)
 		if err == nil {

@@ -15,13 +15,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/leasehold/leasehold/api"
-	"github.com/leasehold/leasehold/cluster"
 )
 
 // forwarder sends requests to other nodes over their raft port (see
-// cluster.DialForward), so a node needs no table of API addresses.
+// Front.DialForward), so a node needs no table of API addresses.
 type forwarder struct {
-	node    *cluster.Node
+	node    Front
 	selfID  string
 	http    *http.Client
 	tracer  trace.Tracer // nil: no spans
@@ -29,7 +28,7 @@ type forwarder struct {
 	callers map[string]api.Caller // by raft address and procedure
 }
 
-func newForwarder(node *cluster.Node, selfID string) *forwarder {
+func newForwarder(node Front, selfID string) *forwarder {
 	return &forwarder{
 		node:   node,
 		selfID: selfID,
@@ -134,7 +133,7 @@ const LeaderHeader = "Leasehold-Leader"
 // leaderHint marks this node's answers with its URL while it leads. A
 // forwarded request's answer comes back through the follower with the
 // leader's mark on it.
-func leaderHint(node *cluster.Node, url string) connect.UnaryInterceptorFunc {
+func leaderHint(node Front, url string) connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			res, err := next(ctx, req)

@@ -5,61 +5,29 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
 )
-
-// GroupsService is what the partition group handlers call (implemented
-// by *service.Service), apart from Service so that handler tests' fakes
-// of Service need not grow.
-type GroupsService interface {
-	GroupCommand(ctx context.Context, cmd service.Command) (service.Result, error)
-	Group(ctx context.Context, name string) (service.GroupDetail, map[uint64]time.Duration, bool, error)
-	Groups(ctx context.Context, prefix string) ([]service.GroupInfo, error)
-	GroupStats() fsm.GroupStats
-	Assignments(ctx context.Context, group, member string, lease uint64, from uint64, resume bool) (service.AssignmentWatch, error)
-}
-
-var _ GroupsService = (*service.Service)(nil)
 
 // groupsAPI implements leaseholdv1connect.GroupsHandler: checks, converts,
 // calls the service.
 type groupsAPI struct {
 	s   *Server
-	svc GroupsService
+	svc service.Groups
 }
 
-func newGroupsAPI(s *Server, reg prometheus.Registerer) groupsAPI {
-	svc, _ := s.svc.(GroupsService)
-	h := groupsAPI{s: s, svc: svc}
-	if svc != nil {
-		registerGroupMetrics(reg, svc)
-	}
-	return h
-}
-
-func (h groupsAPI) ready() error {
-	if h.svc == nil {
-		return leasehold.Errorf(leasehold.CodeUnknown, "this node's service has no partition groups")
-	}
-	return nil
-}
+func newGroupsAPI(s *Server) groupsAPI { return groupsAPI{s: s, svc: s.svc} }
 
 func groupName(name string) error {
-	return leasehold.ValidateName("group", name, service.MaxGroupNameLen, true)
+	return leasehold.ValidateName("group", name, leasehold.MaxGroupNameLen, true)
 }
 
-// groupWrite checks what every write to a named group starts with: a
-// node that has groups, the group's name and the request_id.
+// groupWrite checks what every write to a named group starts with: the
+// group's name and the request_id.
 func (h groupsAPI) groupWrite(group, requestID string) error {
-	if err := h.ready(); err != nil {
-		return err
-	}
 	if err := groupName(group); err != nil {
 		return err
 	}
@@ -71,8 +39,8 @@ func (h groupsAPI) groupWrite(group, requestID string) error {
 }
 
 func partitionCount(n uint32) error {
-	if n < 1 || n > service.MaxGroupPartitions {
-		return leasehold.Errorf(leasehold.CodeInvalid, "partitions is %d; it must be between 1 and %d", n, service.MaxGroupPartitions)
+	if n < 1 || n > leasehold.MaxGroupPartitions {
+		return leasehold.Errorf(leasehold.CodeInvalid, "partitions is %d; it must be between 1 and %d", n, leasehold.MaxGroupPartitions)
 	}
 	return nil
 }
@@ -94,11 +62,11 @@ func (h groupsAPI) Create(ctx context.Context, req *connect.Request[pb.GroupsCre
 			return nil, err
 		}
 	}
-	res, err := h.svc.GroupCommand(ctx, &service.GroupCreate{Group: m.Group, Partitions: m.Partitions, RevokeTimeout: timeout, Caller: caller(ctx)})
+	g, err := h.svc.GroupCreate(ctx, &service.GroupCreateRequest{Group: m.Group, Partitions: m.Partitions, RevokeTimeout: timeout})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&pb.GroupsCreateResponse{Group: groupPB(res.Group)}), nil
+	return connect.NewResponse(&pb.GroupsCreateResponse{Group: groupPB(g)}), nil
 }
 
 func (h groupsAPI) Grow(ctx context.Context, req *connect.Request[pb.GroupsGrowRequest]) (*connect.Response[pb.GroupsGrowResponse], error) {
@@ -109,11 +77,11 @@ func (h groupsAPI) Grow(ctx context.Context, req *connect.Request[pb.GroupsGrowR
 	if err := partitionCount(m.Partitions); err != nil {
 		return nil, err
 	}
-	res, err := h.svc.GroupCommand(ctx, &service.GroupGrow{Group: m.Group, Partitions: m.Partitions, Caller: caller(ctx)})
+	g, err := h.svc.GroupGrow(ctx, &service.GroupGrowRequest{Group: m.Group, Partitions: m.Partitions})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&pb.GroupsGrowResponse{Group: groupPB(res.Group)}), nil
+	return connect.NewResponse(&pb.GroupsGrowResponse{Group: groupPB(g)}), nil
 }
 
 func (h groupsAPI) Delete(ctx context.Context, req *connect.Request[pb.GroupsDeleteRequest]) (*connect.Response[pb.GroupsDeleteResponse], error) {
@@ -121,20 +89,17 @@ func (h groupsAPI) Delete(ctx context.Context, req *connect.Request[pb.GroupsDel
 	if err := h.groupWrite(m.Group, m.RequestId); err != nil {
 		return nil, err
 	}
-	if err := leasehold.ValidateName("reason", m.Reason, service.MaxReasonLen, true); err != nil {
+	if err := leasehold.ValidateName("reason", m.Reason, leasehold.MaxReasonLen, true); err != nil {
 		return nil, err
 	}
-	if _, err := h.svc.GroupCommand(ctx, &service.GroupDelete{Group: m.Group, Actor: Identity(ctx), Reason: m.Reason}); err != nil {
+	if err := h.svc.GroupDelete(ctx, &service.GroupDeleteRequest{Group: m.Group, Reason: m.Reason}); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&pb.GroupsDeleteResponse{}), nil
 }
 
 func (h groupsAPI) List(ctx context.Context, req *connect.Request[pb.GroupsListRequest]) (*connect.Response[pb.GroupsListResponse], error) {
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
-	if err := leasehold.ValidateName("prefix", req.Msg.Prefix, service.MaxGroupNameLen, false); err != nil {
+	if err := leasehold.ValidateName("prefix", req.Msg.Prefix, leasehold.MaxGroupNameLen, false); err != nil {
 		return nil, err
 	}
 	gs, err := h.svc.Groups(ctx, req.Msg.Prefix)
@@ -150,9 +115,6 @@ func (h groupsAPI) List(ctx context.Context, req *connect.Request[pb.GroupsListR
 
 func (h groupsAPI) Get(ctx context.Context, req *connect.Request[pb.GroupsGetRequest]) (*connect.Response[pb.GroupsGetResponse], error) {
 	name := req.Msg.Group
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
 	if err := groupName(name); err != nil {
 		return nil, err
 	}
@@ -188,15 +150,12 @@ func (h groupsAPI) Get(ctx context.Context, req *connect.Request[pb.GroupsGetReq
 
 func (h groupsAPI) Join(ctx context.Context, req *connect.Request[pb.GroupsJoinRequest]) (*connect.Response[pb.GroupsJoinResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
-	cmd, secret, err := joinCommand(m, caller(ctx))
+	cmd, secret, err := joinRequest(m)
 	if err != nil {
 		return nil, err
 	}
 	m.Secret = secret // a forwarded copy carries it
-	res, err := h.svc.GroupCommand(ctx, cmd)
+	res, err := h.svc.GroupJoin(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -208,13 +167,13 @@ func (h groupsAPI) Join(ctx context.Context, req *connect.Request[pb.GroupsJoinR
 	return connect.NewResponse(out), nil
 }
 
-// joinCommand checks a JoinRequest; the secret is the caller's or, when
+// joinRequest checks a JoinRequest; the secret is the caller's or, when
 // it sent none, a new one.
-func joinCommand(m *pb.GroupsJoinRequest, caller string) (*service.GroupJoin, string, error) {
+func joinRequest(m *pb.GroupsJoinRequest) (*service.GroupJoinRequest, string, error) {
 	if err := groupName(m.Group); err != nil {
 		return nil, "", err
 	}
-	if err := leasehold.ValidateName("member", m.Member, service.MaxGroupMemberLen, true); err != nil {
+	if err := leasehold.ValidateName("member", m.Member, leasehold.MaxGroupMemberLen, true); err != nil {
 		return nil, "", err
 	}
 	ttl, err := duration("ttl", m.Ttl, leasehold.DefaultTTL)
@@ -241,14 +200,11 @@ func joinCommand(m *pb.GroupsJoinRequest, caller string) (*service.GroupJoin, st
 	if err != nil {
 		return nil, "", err
 	}
-	return &service.GroupJoin{Group: m.Group, Member: m.Member, TTL: ttl, Metadata: m.Metadata, SecretHash: hash, Caller: caller}, secret, nil
+	return &service.GroupJoinRequest{Group: m.Group, Member: m.Member, TTL: ttl, Metadata: m.Metadata, SecretHash: hash}, secret, nil
 }
 
 func (h groupsAPI) Leave(ctx context.Context, req *connect.Request[pb.GroupsLeaveRequest]) (*connect.Response[pb.GroupsLeaveResponse], error) {
 	m := req.Msg
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
 	hash, err := leaseRef(m.LeaseId, m.Secret)
 	if err != nil {
 		return nil, err
@@ -256,7 +212,7 @@ func (h groupsAPI) Leave(ctx context.Context, req *connect.Request[pb.GroupsLeav
 	if m.RequestId, err = requestID(m.RequestId); err != nil {
 		return nil, err
 	}
-	if _, err := h.svc.GroupCommand(ctx, &service.GroupLeave{RequestID: m.RequestId, LeaseID: m.LeaseId, SecretHash: hash, Caller: caller(ctx)}); err != nil {
+	if err := h.svc.GroupLeave(ctx, &service.GroupLeaveRequest{RequestID: m.RequestId, LeaseID: m.LeaseId, SecretHash: hash}); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&pb.GroupsLeaveResponse{}), nil
@@ -267,7 +223,7 @@ func (h groupsAPI) AckRevocation(ctx context.Context, req *connect.Request[pb.Gr
 	if err := h.groupWrite(m.Group, m.RequestId); err != nil {
 		return nil, err
 	}
-	if err := leasehold.ValidateName("member", m.Member, service.MaxGroupMemberLen, true); err != nil {
+	if err := leasehold.ValidateName("member", m.Member, leasehold.MaxGroupMemberLen, true); err != nil {
 		return nil, err
 	}
 	hash, err := leaseRef(m.LeaseId, m.Secret)
@@ -277,8 +233,8 @@ func (h groupsAPI) AckRevocation(ctx context.Context, req *connect.Request[pb.Gr
 	if m.Epoch == 0 {
 		return nil, leasehold.Errorf(leasehold.CodeInvalid, "epoch must be set (the epoch of the grant being given up)")
 	}
-	if _, err := h.svc.GroupCommand(ctx, &service.GroupRevoked{Group: m.Group, Member: m.Member, LeaseID: m.LeaseId,
-		SecretHash: hash, Partition: m.Partition, Epoch: m.Epoch}); err != nil {
+	if err := h.svc.GroupAckRevocation(ctx, &service.GroupAckRevocationRequest{Group: m.Group, Member: m.Member,
+		LeaseID: m.LeaseId, SecretHash: hash, Partition: m.Partition, Epoch: m.Epoch}); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&pb.GroupsAckRevocationResponse{}), nil
@@ -286,13 +242,10 @@ func (h groupsAPI) AckRevocation(ctx context.Context, req *connect.Request[pb.Gr
 
 func (h groupsAPI) Assignments(ctx context.Context, req *connect.Request[pb.GroupsAssignmentsRequest], stream *connect.ServerStream[pb.GroupsAssignmentsResponse]) error {
 	s, m := h.s, req.Msg
-	if err := h.ready(); err != nil {
-		return api.ToConnect(err)
-	}
 	if err := groupName(m.Group); err != nil {
 		return api.ToConnect(err)
 	}
-	if err := leasehold.ValidateName("member", m.Member, service.MaxGroupMemberLen, true); err != nil {
+	if err := leasehold.ValidateName("member", m.Member, leasehold.MaxGroupMemberLen, true); err != nil {
 		return api.ToConnect(err)
 	}
 	if m.LeaseId == 0 {
@@ -349,26 +302,26 @@ func (h groupsAPI) Assignments(ctx context.Context, req *connect.Request[pb.Grou
 	return ctx.Err()
 }
 
-func assignmentState(a service.Assignment) pb.AssignmentState {
+func assignmentState(a leasehold.Assignment) pb.AssignmentState {
 	if a.Revoking {
 		return pb.AssignmentState_ASSIGNMENT_STATE_REVOKING
 	}
 	return pb.AssignmentState_ASSIGNMENT_STATE_ADDED
 }
 
-func eventState(k fsm.EventKind) pb.AssignmentState {
+func eventState(k service.AssignmentState) pb.AssignmentState {
 	switch k {
-	case fsm.EventGroupAssigned:
+	case service.AssignmentAdded:
 		return pb.AssignmentState_ASSIGNMENT_STATE_ADDED
-	case fsm.EventGroupRevoking:
+	case service.AssignmentRevoking:
 		return pb.AssignmentState_ASSIGNMENT_STATE_REVOKING
-	case fsm.EventGroupRemoved:
+	case service.AssignmentRemoved:
 		return pb.AssignmentState_ASSIGNMENT_STATE_REMOVED
 	}
 	return pb.AssignmentState_ASSIGNMENT_STATE_UNSPECIFIED
 }
 
-func assignmentPB(a service.Assignment, st pb.AssignmentState, revokeWithin time.Duration) *pb.Assignment {
+func assignmentPB(a leasehold.Assignment, st pb.AssignmentState, revokeWithin time.Duration) *pb.Assignment {
 	out := &pb.Assignment{Partition: a.Partition, Epoch: a.Epoch, State: st}
 	if st == pb.AssignmentState_ASSIGNMENT_STATE_REVOKING && revokeWithin > 0 {
 		out.RevokeWithin = durPB(revokeWithin)
@@ -376,7 +329,7 @@ func assignmentPB(a service.Assignment, st pb.AssignmentState, revokeWithin time
 	return out
 }
 
-func groupPB(g *service.GroupInfo) *pb.Group {
+func groupPB(g *leasehold.GroupInfo) *pb.Group {
 	if g == nil {
 		return nil
 	}

@@ -41,7 +41,7 @@ func writeParams(key string, f *pb.Fence, reqID string) (*leasehold.Fence, strin
 
 func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*connect.Response[pb.PutResponse], error) {
 	s, m := h.s, req.Msg
-	cmd := &service.Put{Key: m.Key, Value: m.Value, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion(), Caller: caller(ctx)}
+	cmd := &service.PutRequest{Key: m.Key, Value: m.Value, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion()}
 	var err error
 	if len(m.Value) > leasehold.MaxValueBytes {
 		err = leasehold.Errorf(leasehold.CodeInvalid, "value is %d bytes; the limit is %d", len(m.Value), leasehold.MaxValueBytes)
@@ -51,17 +51,11 @@ func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*c
 	if err != nil {
 		return nil, err
 	}
-	proof, err := leaseProof("put", m.LeaseId, m.LeaseSecret)
-	if err != nil {
+	if cmd.Lease, err = leaseProof("put", m.LeaseId, m.LeaseSecret); err != nil {
 		return nil, err
 	}
 	m.RequestId = cmd.RequestID
-	var version uint64
-	if proof != nil {
-		version, err = s.svc.PutBound(ctx, cmd, *proof)
-	} else {
-		version, err = s.svc.Put(ctx, cmd)
-	}
+	version, err := s.svc.Put(ctx, cmd)
 	if err = s.fenceResult(err, "put"); err != nil {
 		return nil, err
 	}
@@ -70,7 +64,7 @@ func (h kvAPI) Put(ctx context.Context, req *connect.Request[pb.PutRequest]) (*c
 
 func (h kvAPI) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest]) (*connect.Response[pb.DeleteResponse], error) {
 	s, m := h.s, req.Msg
-	cmd := &service.Delete{Key: m.Key, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion(), Caller: caller(ctx)}
+	cmd := &service.DeleteRequest{Key: m.Key, HasIfVersion: m.IfVersion != nil, IfVersion: m.GetIfVersion()}
 	var err error
 	if cmd.Fence, cmd.RequestID, err = writeParams(m.Key, m.Fence, m.RequestId); err != nil {
 		return nil, err

@@ -11,7 +11,6 @@ import (
 
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -21,7 +20,7 @@ type leases struct{ s *Server }
 func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequest]) (*connect.Response[pb.AcquireResponse], error) {
 	s := h.s
 	start := time.Now()
-	cmd, secret, err := acquireCommand(req.Msg, caller(ctx))
+	cmd, secret, err := acquireRequest(req.Msg)
 	if err != nil {
 		s.metrics.Acquisitions.WithLabelValues("invalid").Inc()
 		return nil, err
@@ -43,12 +42,9 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 }
 
 // acquireAnswer builds the reply to a granted acquire and counts the
-// outcome; err (a failure of the whole call) or else res.Err is returned
-// instead for one that failed. Acquire and Batch answer through it alike.
-func (s *Server) acquireAnswer(secret string, res service.Result, err error, start time.Time) (*pb.AcquireResponse, error) {
-	if err == nil {
-		err = res.Err
-	}
+// outcome; err is returned instead for one that failed. Acquire and Batch
+// answer through it alike.
+func (s *Server) acquireAnswer(secret string, res service.Grant, err error, start time.Time) (*pb.AcquireResponse, error) {
 	if err != nil {
 		s.metrics.Acquisitions.WithLabelValues(leasehold.CodeOf(err).String()).Inc()
 		return nil, err
@@ -67,7 +63,7 @@ func (s *Server) acquireAnswer(secret string, res service.Result, err error, sta
 
 func (h leases) Renew(ctx context.Context, req *connect.Request[pb.RenewRequest]) (*connect.Response[pb.RenewResponse], error) {
 	s := h.s
-	cmd, err := renewCommand(req.Msg, caller(ctx))
+	cmd, err := renewRequest(req.Msg)
 	if err != nil {
 		s.metrics.RenewalFailures.WithLabelValues(leasehold.CodeInvalid.String()).Inc()
 		return nil, err
@@ -85,10 +81,7 @@ func (h leases) Renew(ctx context.Context, req *connect.Request[pb.RenewRequest]
 }
 
 // renewAnswer is acquireAnswer for a renewal.
-func (s *Server) renewAnswer(res service.Result, err error) (*pb.RenewResponse, error) {
-	if err == nil {
-		err = res.Err
-	}
+func (s *Server) renewAnswer(res service.Grant, err error) (*pb.RenewResponse, error) {
 	if err != nil {
 		s.metrics.RenewalFailures.WithLabelValues(leasehold.CodeOf(err).String()).Inc()
 		return nil, err
@@ -101,7 +94,7 @@ func (s *Server) renewAnswer(res service.Result, err error) (*pb.RenewResponse, 
 
 func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequest]) (*connect.Response[pb.ReleaseResponse], error) {
 	s := h.s
-	cmd, err := releaseCommand(req.Msg, caller(ctx))
+	cmd, err := releaseRequest(req.Msg)
 	if err != nil {
 		return nil, err
 	}
@@ -118,10 +111,7 @@ func (h leases) Release(ctx context.Context, req *connect.Request[pb.ReleaseRequ
 }
 
 // releaseAnswer is acquireAnswer for a release.
-func (s *Server) releaseAnswer(cmd *service.Release, res service.Result, err error) (*pb.ReleaseResponse, error) {
-	if err == nil {
-		err = res.Err
-	}
+func (s *Server) releaseAnswer(cmd *service.ReleaseRequest, res service.Grant, err error) (*pb.ReleaseResponse, error) {
 	if err != nil {
 		if errors.Is(err, leasehold.ErrNotFound) {
 			s.metrics.ReleasedAfterLoss.Inc()
@@ -135,7 +125,7 @@ func (s *Server) releaseAnswer(cmd *service.Release, res service.Result, err err
 func (h leases) Get(ctx context.Context, req *connect.Request[pb.GetRequest]) (*connect.Response[pb.GetResponse], error) {
 	s := h.s
 	r := req.Msg.Resource
-	if err := fsm.ValidateForcedResource(r); err != nil { // leasehold's own names too
+	if err := leasehold.ValidateForcedResource(r); err != nil { // leasehold's own names too
 		return nil, err
 	}
 	now, err := s.svc.Holding(ctx, r)

@@ -8,7 +8,6 @@ import (
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -21,21 +20,18 @@ func (h queuesAPI) AckBatch(ctx context.Context, req *connect.Request[pb.QueuesA
 	if err := queueName(m.Queue); err != nil {
 		return nil, err
 	}
-	if n := len(m.Acks); n == 0 || n > service.MaxQueueBatch {
-		return nil, leasehold.Errorf(leasehold.CodeInvalid, "acks has %d entries; ack 1 to %d deliveries at once", n, service.MaxQueueBatch)
+	if n := len(m.Acks); n == 0 || n > leasehold.MaxQueueBatch {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "acks has %d entries; ack 1 to %d deliveries at once", n, leasehold.MaxQueueBatch)
 	}
 	by, err := settler(caller(ctx), m.Consumer)
 	if err != nil {
 		return nil, err
 	}
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
 	out := &pb.QueuesAckBatchResponse{Results: make([]*pb.QueueAckResult, len(m.Acks))}
-	var cmds []fsm.Command
-	var at []int // the ack each command answers
+	var cmds []*service.QueueAckRequest
+	var at []int // the ack each request answers
 	for i, a := range m.Acks {
-		cmd, err := queueAckCommand(m.Queue, a.Sequence, a.Token, a.RequestId, by, caller(ctx))
+		cmd, err := queueAckRequest(m.Queue, a.Sequence, a.Token, a.RequestId, by)
 		if err != nil {
 			out.Results[i] = &pb.QueueAckResult{Error: api.ToBatchError(leasehold.Errorf(leasehold.CodeOf(err), "acks[%d]: %v", i, err))}
 			continue
@@ -44,7 +40,7 @@ func (h queuesAPI) AckBatch(ctx context.Context, req *connect.Request[pb.QueuesA
 		cmds, at = append(cmds, cmd), append(at, i)
 	}
 	if len(cmds) > 0 {
-		res, err := h.svc.QueueCommands(ctx, cmds)
+		res, err := h.svc.QueueAckBatch(ctx, cmds)
 		if err != nil {
 			return nil, err // not the leader (forwarded), or no quorum: nothing was acked
 		}

@@ -1,9 +1,6 @@
 package server
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"strconv"
 	"strings"
 	"time"
@@ -21,24 +18,19 @@ import (
 
 // DefaultMaxQueueBodyBytes is a message body's limit unless
 // Config.MaxQueueBodyBytes says otherwise.
-const DefaultMaxQueueBodyBytes = 256 << 10
+const DefaultMaxQueueBodyBytes = leasehold.DefaultMaxQueueBody
 
-// Queue request limits.
-const (
-	MaxQueueDelay       = 15 * time.Minute
-	MinQueueVisibility  = time.Second
-	MaxQueueVisibility  = 12 * time.Hour
-	MaxQueueNoteLen     = 1 << 10 // a Nack's error, an Extend's progress
-	MaxQueueConsumerLen = 128
-	defaultInFlightShow = 20
-)
+// defaultInFlightShow is how many deliveries in flight a queue's Get
+// shows unless asked for another number. The queues' limits are the
+// vocabulary's (leasehold/queues.go).
+const defaultInFlightShow = 20
 
 func queueName(q string) error {
 	return leasehold.ValidateName("queue", q, leasehold.MaxResourceLen, true)
 }
 
-func queueSettings(m *pb.QueueSettings) (service.QueueSettings, error) {
-	var s service.QueueSettings
+func queueSettings(m *pb.QueueSettings) (leasehold.QueueSettings, error) {
+	var s leasehold.QueueSettings
 	var err error
 	if s.Visibility, err = duration("settings.visibility", m.GetVisibility(), 0); err != nil {
 		return s, err
@@ -58,9 +50,9 @@ func queueSettings(m *pb.QueueSettings) (service.QueueSettings, error) {
 	switch m.GetDeadLetter() {
 	case pb.DeadLetterMode_DEAD_LETTER_MODE_UNSPECIFIED:
 	case pb.DeadLetterMode_DEAD_LETTER_MODE_SKIP:
-		s.DeadLetter = service.DeadLetterSkip
+		s.DeadLetter = leasehold.DeadLetterSkip
 	case pb.DeadLetterMode_DEAD_LETTER_MODE_BLOCK:
-		s.DeadLetter = service.DeadLetterBlock
+		s.DeadLetter = leasehold.DeadLetterBlock
 	default:
 		return s, leasehold.Errorf(leasehold.CodeInvalid, "settings.dead_letter is %d; use DEAD_LETTER_MODE_SKIP or DEAD_LETTER_MODE_BLOCK", m.GetDeadLetter())
 	}
@@ -71,9 +63,9 @@ func queueSettings(m *pb.QueueSettings) (service.QueueSettings, error) {
 		d        time.Duration
 		min, max time.Duration
 	}{
-		{"settings.visibility", s.Visibility, MinQueueVisibility, MaxQueueVisibility},
-		{"settings.retention", s.Retention, time.Minute, 14 * 24 * time.Hour},
-		{"settings.dedup_window", s.DedupWindow, time.Second, 24 * time.Hour},
+		{"settings.visibility", s.Visibility, leasehold.MinQueueVisibility, leasehold.MaxQueueVisibility},
+		{"settings.retention", s.Retention, leasehold.MinQueueRetention, leasehold.MaxQueueRetention},
+		{"settings.dedup_window", s.DedupWindow, leasehold.MinQueueDedupWindow, leasehold.MaxQueueDedupWindow},
 	}
 	for _, c := range checks {
 		if c.d != 0 {
@@ -82,16 +74,16 @@ func queueSettings(m *pb.QueueSettings) (service.QueueSettings, error) {
 			}
 		}
 	}
-	if s.MaxReceives > 1000 {
-		return s, leasehold.Errorf(leasehold.CodeInvalid, "settings.max_receives is %d; it must be between 1 and 1000", s.MaxReceives)
+	if s.MaxReceives > leasehold.MaxQueueReceives {
+		return s, leasehold.Errorf(leasehold.CodeInvalid, "settings.max_receives is %d; it must be between 1 and %d", s.MaxReceives, leasehold.MaxQueueReceives)
 	}
 	return s, nil
 }
 
 // queueMessage checks one message; field prefixes the field names
 // ("" for Send, "messages[3]." for a batch).
-func queueMessage(field, key string, body []byte, dedupID string, delay *durationpb.Duration, maxBody int) (service.QueueMessage, error) {
-	m := service.QueueMessage{Key: key, Body: body, DedupID: dedupID}
+func queueMessage(field, key string, body []byte, dedupID string, delay *durationpb.Duration, maxBody int) (leasehold.Message, error) {
+	m := leasehold.Message{Key: key, Body: body, DedupID: dedupID}
 	if err := leasehold.ValidateName(field+"key", key, leasehold.MaxResourceLen, true); err != nil {
 		return m, err
 	}
@@ -105,32 +97,12 @@ func queueMessage(field, key string, body []byte, dedupID string, delay *duratio
 	if m.Delay, err = duration(field+"delay", delay, 0); err != nil {
 		return m, err
 	}
-	return m, leasehold.ValidateDuration(field+"delay", m.Delay, 0, MaxQueueDelay)
+	return m, leasehold.ValidateDuration(field+"delay", m.Delay, 0, leasehold.MaxQueueDelay)
 }
 
-// requestDedupID turns a Send's request ID into the dedup id of its
-// message i of n, scoped to the caller: a retry of the same request
-// enqueues nothing within the queue's dedup window. It starts with a zero
-// byte, which a caller's dedup id (printable) never has. After the
-// request's part comes the message's fingerprint (n, key, body, delay),
-// so that the state machine refuses the request ID reused for another
-// message instead of answering it as a duplicate (fsm.RequestDedupPart).
-func requestDedupID(caller, requestID string, i, n int, m service.QueueMessage) string {
-	h := sha256.New()
-	h.Write(binary.AppendUvarint(nil, uint64(len(caller))))
-	h.Write([]byte(caller))
-	h.Write(binary.AppendUvarint(nil, uint64(i)))
-	h.Write([]byte(requestID))
-	f := sha256.New()
-	f.Write(binary.AppendUvarint(nil, uint64(n)))
-	f.Write(binary.AppendUvarint(nil, uint64(len(m.Key))))
-	f.Write([]byte(m.Key))
-	f.Write(binary.AppendVarint(nil, int64(m.Delay)))
-	f.Write(m.Body)
-	return "\x00" + hex.EncodeToString(h.Sum(nil)[:16]) + ":" + hex.EncodeToString(f.Sum(nil)[:8])
-}
-
-func queueSendCommand(m *pb.QueuesSendRequest, caller string, maxBody int) (*service.QueueSend, error) {
+// queueSendRequest checks a Send; its request ID, if any, becomes its
+// message's dedup id in the service (a retry enqueues nothing).
+func queueSendRequest(m *pb.QueuesSendRequest, maxBody int) (*service.QueueSendRequest, error) {
 	if err := queueName(m.Queue); err != nil {
 		return nil, err
 	}
@@ -141,30 +113,24 @@ func queueSendCommand(m *pb.QueuesSendRequest, caller string, maxBody int) (*ser
 	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
-	if msg.DedupID == "" && m.RequestId != "" {
-		msg.DedupID = requestDedupID(caller, m.RequestId, 0, 1, msg)
-	}
-	return &service.QueueSend{Queue: m.Queue, Messages: []service.QueueMessage{msg}, Caller: caller}, nil
+	return &service.QueueSendRequest{Queue: m.Queue, Messages: []leasehold.Message{msg}, RequestID: m.RequestId}, nil
 }
 
-func queueSendBatchCommand(m *pb.QueuesSendBatchRequest, caller string, maxBody int) (*service.QueueSend, error) {
+func queueSendBatchRequest(m *pb.QueuesSendBatchRequest, maxBody int) (*service.QueueSendRequest, error) {
 	if err := queueName(m.Queue); err != nil {
 		return nil, err
 	}
-	if n := len(m.Messages); n == 0 || n > service.MaxQueueBatch {
-		return nil, leasehold.Errorf(leasehold.CodeInvalid, "messages has %d messages; a batch carries 1 to %d", n, service.MaxQueueBatch)
+	if n := len(m.Messages); n == 0 || n > leasehold.MaxQueueBatch {
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "messages has %d messages; a batch carries 1 to %d", n, leasehold.MaxQueueBatch)
 	}
 	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
-	cmd := &service.QueueSend{Queue: m.Queue, Messages: make([]service.QueueMessage, len(m.Messages)), Caller: caller}
+	cmd := &service.QueueSendRequest{Queue: m.Queue, Messages: make([]leasehold.Message, len(m.Messages)), RequestID: m.RequestId}
 	for i, pm := range m.Messages {
 		msg, err := queueMessage(indexed("messages", i), pm.GetKey(), pm.GetBody(), pm.GetDedupId(), pm.GetDelay(), maxBody)
 		if err != nil {
 			return nil, err
-		}
-		if msg.DedupID == "" && m.RequestId != "" {
-			msg.DedupID = requestDedupID(caller, m.RequestId, i, len(m.Messages), msg)
 		}
 		cmd.Messages[i] = msg
 	}
@@ -174,10 +140,10 @@ func queueSendBatchCommand(m *pb.QueuesSendBatchRequest, caller string, maxBody 
 func indexed(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]." }
 
 // note checks a free-text note (a Nack's error, an Extend's progress):
-// any UTF-8, newlines included, up to MaxQueueNoteLen bytes.
+// any UTF-8, newlines included, up to leasehold.MaxQueueNoteLen bytes.
 func note(field, s string) error {
-	if len(s) > MaxQueueNoteLen {
-		return leasehold.Errorf(leasehold.CodeInvalid, "%s is %d bytes long; the limit is %d", field, len(s), MaxQueueNoteLen)
+	if len(s) > leasehold.MaxQueueNoteLen {
+		return leasehold.Errorf(leasehold.CodeInvalid, "%s is %d bytes long; the limit is %d", field, len(s), leasehold.MaxQueueNoteLen)
 	}
 	if !utf8.ValidString(s) {
 		return leasehold.Errorf(leasehold.CodeInvalid, "%s is not valid UTF-8", field)
@@ -185,80 +151,77 @@ func note(field, s string) error {
 	return nil
 }
 
-// consumerID names a Receive's consumer: the authenticated caller and the
-// consumer name the request gives, which may not hold a "/" (so that no
-// caller can pass for another's consumer).
-func consumerID(caller, name string) (string, error) {
-	if err := leasehold.ValidateName("consumer", name, MaxQueueConsumerLen, false); err != nil {
-		return "", err
+// consumerName checks the consumer name a request gives: one of the
+// caller's consumers (the service names it by the caller and the name),
+// so it may not hold a "/", or a caller could pass for another's consumer.
+func consumerName(name string) error {
+	if err := leasehold.ValidateName("consumer", name, leasehold.MaxQueueConsumerLen, false); err != nil {
+		return err
 	}
 	if strings.Contains(name, "/") {
-		return "", leasehold.Errorf(leasehold.CodeInvalid, "consumer %q has a \"/\"; it names one of the caller's consumers and may not", name)
+		return leasehold.Errorf(leasehold.CodeInvalid, "consumer %q has a \"/\"; it names one of the caller's consumers and may not", name)
 	}
-	if caller == "" {
-		return name, nil
-	}
-	return caller + "/" + name, nil
+	return nil
 }
 
-func queueReceiveCommand(m *pb.QueuesReceiveRequest, caller string) (*service.QueueReceive, time.Duration, error) {
+func queueReceiveRequest(m *pb.QueuesReceiveRequest) (*service.QueueReceiveRequest, error) {
 	if err := queueName(m.Queue); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	max := int(m.Max)
 	switch {
 	case m.Max == 0:
 		max = 1
-	case m.Max > service.MaxQueueBatch:
-		return nil, 0, leasehold.Errorf(leasehold.CodeInvalid, "max is %d; it must be between 1 and %d", m.Max, service.MaxQueueBatch)
+	case m.Max > leasehold.MaxQueueBatch:
+		return nil, leasehold.Errorf(leasehold.CodeInvalid, "max is %d; it must be between 1 and %d", m.Max, leasehold.MaxQueueBatch)
 	}
 	vis, err := duration("visibility", m.Visibility, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if vis != 0 {
-		if err := leasehold.ValidateDuration("visibility", vis, MinQueueVisibility, MaxQueueVisibility); err != nil {
-			return nil, 0, err
+		if err := leasehold.ValidateDuration("visibility", vis, leasehold.MinQueueVisibility, leasehold.MaxQueueVisibility); err != nil {
+			return nil, err
 		}
 	}
 	wait, err := duration("wait", m.Wait, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	if err := leasehold.ValidateDuration("wait", wait, 0, service.MaxQueueWait); err != nil {
-		return nil, 0, err
+	if err := leasehold.ValidateDuration("wait", wait, 0, leasehold.MaxQueueWait); err != nil {
+		return nil, err
 	}
-	consumer, err := consumerID(caller, m.Consumer)
-	if err != nil {
-		return nil, 0, err
+	if err := consumerName(m.Consumer); err != nil {
+		return nil, err
 	}
 	if err := optionalRequestID(m.RequestId); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return &service.QueueReceive{Queue: m.Queue, Max: max, Visibility: vis, Caller: consumer, RequestID: m.RequestId}, wait, nil
+	return &service.QueueReceiveRequest{Queue: m.Queue, Max: max, Visibility: vis, Wait: wait, Consumer: m.Consumer,
+		RequestID: m.RequestId}, nil
 }
 
-// settler is who acks, nacks or extends a delivery: the consumer its
-// Receive named, made the same way, so only that consumer's own calls match.
+// settler is the consumer name of who acks, nacks or extends a delivery:
+// the consumer its Receive named, so only that consumer's own calls match.
 // A delivery's consumer as Receive answered it (caller/name) is taken as
 // its name, so a caller can send back what it was given.
-func settler(caller, name string) (service.Settler, error) {
+func settler(caller, name string) (string, error) {
 	if caller != "" {
 		name = strings.TrimPrefix(name, caller+"/")
 	}
-	consumer, err := consumerID(caller, name)
-	return service.Settler{Consumer: consumer, Bound: true}, err
+	return name, consumerName(name)
 }
 
-// queueAckCommand checks one ack, as Ack and AckBatch carry it.
-func queueAckCommand(queue string, seq, token uint64, requestID string, by service.Settler, caller string) (*service.QueueAck, error) {
+// queueAckRequest checks one ack, as Ack and AckBatch carry it; by is the
+// consumer name (settler).
+func queueAckRequest(queue string, seq, token uint64, requestID string, by string) (*service.QueueAckRequest, error) {
 	if err := deliveryRef(queue, seq, token); err != nil {
 		return nil, err
 	}
 	if err := optionalRequestID(requestID); err != nil {
 		return nil, err
 	}
-	return &service.QueueAck{RequestID: requestID, Queue: queue, Seq: seq, Token: token, Caller: caller, Settler: by}, nil
+	return &service.QueueAckRequest{RequestID: requestID, Queue: queue, Sequence: seq, Token: token, Consumer: by}, nil
 }
 
 // deliveryRef checks the queue, sequence and token that name a delivery.
@@ -272,7 +235,7 @@ func deliveryRef(queue string, seq, token uint64) error {
 	return nil
 }
 
-func queueNackCommand(m *pb.QueuesNackRequest, caller string) (*service.QueueNack, error) {
+func queueNackRequest(m *pb.QueuesNackRequest, caller string) (*service.QueueNackRequest, error) {
 	if err := deliveryRef(m.Queue, m.Sequence, m.Token); err != nil {
 		return nil, err
 	}
@@ -284,7 +247,7 @@ func queueNackCommand(m *pb.QueuesNackRequest, caller string) (*service.QueueNac
 	if err != nil {
 		return nil, err
 	}
-	if err := leasehold.ValidateDuration("delay", delay, 0, MaxQueueDelay); err != nil {
+	if err := leasehold.ValidateDuration("delay", delay, 0, leasehold.MaxQueueDelay); err != nil {
 		return nil, err
 	}
 	if err := note("error", m.Error); err != nil {
@@ -293,11 +256,11 @@ func queueNackCommand(m *pb.QueuesNackRequest, caller string) (*service.QueueNac
 	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
-	return &service.QueueNack{Queue: m.Queue, Seq: m.Sequence, Token: m.Token, Delay: delay, Note: m.Error, Settler: by,
-		RequestID: m.RequestId}, nil
+	return &service.QueueNackRequest{Queue: m.Queue, Sequence: m.Sequence, Token: m.Token, Delay: delay, Note: m.Error,
+		Consumer: by, RequestID: m.RequestId}, nil
 }
 
-func queueExtendCommand(m *pb.QueuesExtendRequest, caller string) (*service.QueueExtend, error) {
+func queueExtendRequest(m *pb.QueuesExtendRequest, caller string) (*service.QueueExtendRequest, error) {
 	if err := deliveryRef(m.Queue, m.Sequence, m.Token); err != nil {
 		return nil, err
 	}
@@ -309,22 +272,23 @@ func queueExtendCommand(m *pb.QueuesExtendRequest, caller string) (*service.Queu
 	if err != nil {
 		return nil, err
 	}
-	if err := leasehold.ValidateDuration("visibility", vis, MinQueueVisibility, MaxQueueVisibility); err != nil {
+	if err := leasehold.ValidateDuration("visibility", vis, leasehold.MinQueueVisibility, leasehold.MaxQueueVisibility); err != nil {
 		return nil, err
 	}
 	if err := note("progress", m.Progress); err != nil {
 		return nil, err
 	}
-	return &service.QueueExtend{Queue: m.Queue, Seq: m.Sequence, Token: m.Token, Visibility: vis, Progress: m.Progress, Settler: by}, nil
+	return &service.QueueExtendRequest{Queue: m.Queue, Sequence: m.Sequence, Token: m.Token, Visibility: vis, Progress: m.Progress,
+		Consumer: by}, nil
 }
 
 // auditReason checks an admin's reason for a purge or delete.
 func auditReason(reason, actor string) error {
 	if reason == "" {
 		return leasehold.Errorf(leasehold.CodeInvalid,
-			"reason must say why (1 to %d bytes); it is kept in the audit log", service.MaxReasonLen)
+			"reason must say why (1 to %d bytes); it is kept in the audit log", leasehold.MaxReasonLen)
 	}
-	if err := leasehold.ValidateName("reason", reason, service.MaxReasonLen, true); err != nil {
+	if err := leasehold.ValidateName("reason", reason, leasehold.MaxReasonLen, true); err != nil {
 		return err
 	}
 	return leasehold.ValidateName("actor", actor, leasehold.MaxOwnerLen, true)

@@ -13,58 +13,20 @@ import (
 	"github.com/leasehold/leasehold/api"
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/fsm"
 	"github.com/leasehold/leasehold/service"
 )
-
-// QueueService is what the queue handlers call (implemented by
-// *service.Service), apart from Service so that handler tests' fakes of
-// Service need not grow.
-type QueueService interface {
-	QueueCommand(ctx context.Context, cmd fsm.Command) (service.Result, error)
-	QueueCommands(ctx context.Context, cmds []fsm.Command) ([]service.Result, error)
-	QueueReceive(ctx context.Context, cmd *service.QueueReceive, wait time.Duration) (service.Result, error)
-	QueueGet(ctx context.Context, name string, inFlight int) (service.QueueInfo, []service.Delivery, bool, error)
-	QueueList(ctx context.Context, prefix, after string, limit int) ([]service.QueueInfo, error)
-	QueueDeadLetters(ctx context.Context, name string, limit int) ([]service.DeadLetter, bool, error)
-}
-
-var _ QueueService = (*service.Service)(nil)
 
 // queuesAPI implements leaseholdv1connect.QueuesHandler.
 type queuesAPI struct {
 	s       *Server
-	svc     QueueService
+	svc     service.Queues
 	maxBody int
-	drain   *drainRates // each queue's recent acks, for the retry-after hint
+	drain   *drainRates        // each queue's recent acks, for the retry-after hint
+	deleted func(queue string) // Config.QueueDeleted
 }
 
-func newQueuesAPI(s *Server, maxBody int) queuesAPI {
-	svc, _ := s.svc.(QueueService)
-	return queuesAPI{s: s, svc: svc, maxBody: maxBody, drain: newDrainRates(time.Now)}
-}
-
-func (h queuesAPI) ready() error {
-	if h.svc == nil {
-		return leasehold.Errorf(leasehold.CodeUnknown, "this node's service has no queues")
-	}
-	return nil
-}
-
-// propose runs one queue command; answered is false when the request goes
-// to the leader (see forwarding), which answers and counts it.
-func (h queuesAPI) propose(ctx context.Context, req connect.AnyRequest, cmd fsm.Command) (service.Result, bool, error) {
-	if err := h.ready(); err != nil {
-		return service.Result{}, false, err
-	}
-	res, err := h.svc.QueueCommand(ctx, cmd)
-	if forwarding(req, err) {
-		return res, false, err
-	}
-	if err == nil {
-		err = res.Err
-	}
-	return res, true, err
+func newQueuesAPI(s *Server, maxBody int, deleted func(string)) queuesAPI {
+	return queuesAPI{s: s, svc: s.svc, maxBody: maxBody, drain: newDrainRates(time.Now), deleted: deleted}
 }
 
 func (h queuesAPI) Create(ctx context.Context, req *connect.Request[pb.QueuesCreateRequest]) (*connect.Response[pb.QueuesCreateResponse], error) {
@@ -79,7 +41,7 @@ func (h queuesAPI) Create(ctx context.Context, req *connect.Request[pb.QueuesCre
 	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
-	res, _, err := h.propose(ctx, req, &service.QueueCreate{Queue: m.Queue, Settings: set, Caller: Identity(ctx), RequestID: m.RequestId})
+	res, err := h.svc.QueueCreate(ctx, &service.QueueCreateRequest{Queue: m.Queue, Settings: set, RequestID: m.RequestId})
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +49,7 @@ func (h queuesAPI) Create(ctx context.Context, req *connect.Request[pb.QueuesCre
 	if err != nil {
 		return nil, err
 	}
-	existed := res.Queue != nil && res.Queue.Existed
+	existed := res.Existed
 	if !res.Dup {
 		h.s.log.Info("queue created", "queue", m.Queue, "actor", Identity(ctx))
 	}
@@ -101,9 +63,6 @@ func (h queuesAPI) List(ctx context.Context, req *connect.Request[pb.QueuesListR
 	}
 	limit, err := listLimit("limit", m.Limit, leasehold.DefaultListLimit, leasehold.MaxListLimit)
 	if err != nil {
-		return nil, err
-	}
-	if err := h.ready(); err != nil {
 		return nil, err
 	}
 	qs, err := h.svc.QueueList(ctx, m.Prefix, m.After, limit)
@@ -124,9 +83,6 @@ func (h queuesAPI) Get(ctx context.Context, req *connect.Request[pb.QueuesGetReq
 	}
 	limit, err := listLimit("in_flight_limit", m.InFlightLimit, defaultInFlightShow, leasehold.MaxListLimit)
 	if err != nil {
-		return nil, err
-	}
-	if err := h.ready(); err != nil {
 		return nil, err
 	}
 	info, ds, ok, err := h.svc.QueueGet(ctx, m.Queue, limit)
@@ -158,14 +114,14 @@ func (h queuesAPI) Purge(ctx context.Context, req *connect.Request[pb.QueuesPurg
 	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
-	res, answered, err := h.propose(ctx, req, &service.QueuePurge{Queue: m.Queue, Actor: actor, Reason: m.Reason, RequestID: m.RequestId})
+	res, err := h.svc.QueuePurge(ctx, &service.QueuePurgeRequest{Queue: m.Queue, Reason: m.Reason, RequestID: m.RequestId})
 	if err != nil {
 		return nil, err
 	}
-	if answered && !res.Dup {
-		h.s.log.Warn("queue purged", "queue", m.Queue, "actor", actor, "reason", m.Reason, "dropped", res.Queue.Moved)
+	if !res.Dup {
+		h.s.log.Warn("queue purged", "queue", m.Queue, "actor", actor, "reason", m.Reason, "dropped", res.Moved)
 	}
-	return connect.NewResponse(&pb.QueuesPurgeResponse{Dropped: uint64(res.Queue.Moved)}), nil
+	return connect.NewResponse(&pb.QueuesPurgeResponse{Dropped: uint64(res.Moved)}), nil
 }
 
 func (h queuesAPI) Delete(ctx context.Context, req *connect.Request[pb.QueuesDeleteRequest]) (*connect.Response[pb.QueuesDeleteResponse], error) {
@@ -179,17 +135,20 @@ func (h queuesAPI) Delete(ctx context.Context, req *connect.Request[pb.QueuesDel
 	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
-	if _, _, err := h.propose(ctx, req, &service.QueueDelete{Queue: m.Queue, Actor: actor, Reason: m.Reason, RequestID: m.RequestId}); err != nil {
+	if err := h.svc.QueueDelete(ctx, &service.QueueDeleteRequest{Queue: m.Queue, Reason: m.Reason, RequestID: m.RequestId}); err != nil {
 		return nil, err
 	}
 	h.s.metrics.forgetQueue(m.Queue)
+	if h.deleted != nil {
+		h.deleted(m.Queue)
+	}
 	h.drain.forget(m.Queue)
 	h.s.log.Warn("queue deleted", "queue", m.Queue, "actor", actor, "reason", m.Reason)
 	return connect.NewResponse(&pb.QueuesDeleteResponse{}), nil
 }
 
 func (h queuesAPI) Send(ctx context.Context, req *connect.Request[pb.QueuesSendRequest]) (*connect.Response[pb.QueuesSendResponse], error) {
-	cmd, err := queueSendCommand(req.Msg, caller(ctx), h.maxBody)
+	cmd, err := queueSendRequest(req.Msg, h.maxBody)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +160,7 @@ func (h queuesAPI) Send(ctx context.Context, req *connect.Request[pb.QueuesSendR
 }
 
 func (h queuesAPI) SendBatch(ctx context.Context, req *connect.Request[pb.QueuesSendBatchRequest]) (*connect.Response[pb.QueuesSendBatchResponse], error) {
-	cmd, err := queueSendBatchCommand(req.Msg, caller(ctx), h.maxBody)
+	cmd, err := queueSendBatchRequest(req.Msg, h.maxBody)
 	if err != nil {
 		return nil, err
 	}
@@ -212,18 +171,18 @@ func (h queuesAPI) SendBatch(ctx context.Context, req *connect.Request[pb.Queues
 	return connect.NewResponse(&pb.QueuesSendBatchResponse{Results: res}), nil
 }
 
-func (h queuesAPI) send(ctx context.Context, req connect.AnyRequest, cmd *service.QueueSend) ([]*pb.QueuesSendResponse, error) {
-	res, answered, err := h.propose(ctx, req, cmd)
+func (h queuesAPI) send(ctx context.Context, req connect.AnyRequest, cmd *service.QueueSendRequest) ([]*pb.QueuesSendResponse, error) {
+	res, err := h.svc.QueueSend(ctx, cmd)
 	if err != nil {
-		if answered && leasehold.CodeOf(err) == leasehold.CodeLimit {
+		if !forwarding(req, err) && leasehold.CodeOf(err) == leasehold.CodeLimit {
 			return nil, h.backpressure(cmd.Queue, len(cmd.Messages), err)
 		}
 		return nil, err
 	}
-	out := make([]*pb.QueuesSendResponse, len(res.Queue.Seqs))
+	out := make([]*pb.QueuesSendResponse, len(res))
 	sent := 0
-	for i, seq := range res.Queue.Seqs {
-		out[i] = &pb.QueuesSendResponse{Sequence: seq, Duplicate: res.Queue.Duplicate[i]}
+	for i, r := range res {
+		out[i] = &pb.QueuesSendResponse{Sequence: r.Sequence, Duplicate: r.Duplicate}
 		if !out[i].Duplicate {
 			sent++
 		}
@@ -255,26 +214,17 @@ func (h queuesAPI) backpressure(queue string, need int, err error) error {
 }
 
 func (h queuesAPI) Receive(ctx context.Context, req *connect.Request[pb.QueuesReceiveRequest]) (*connect.Response[pb.QueuesReceiveResponse], error) {
-	cmd, wait, err := queueReceiveCommand(req.Msg, caller(ctx))
+	cmd, err := queueReceiveRequest(req.Msg)
 	if err != nil {
 		return nil, err
 	}
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
-	res, err := h.svc.QueueReceive(ctx, cmd, wait)
-	if forwarding(req, err) {
-		return nil, err
-	}
-	if err == nil {
-		err = res.Err
-	}
+	res, err := h.svc.QueueReceive(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
 	out := &pb.QueuesReceiveResponse{}
 	redelivered := 0
-	for _, d := range res.Queue.Deliveries {
+	for _, d := range res.Deliveries {
 		out.Deliveries = append(out.Deliveries, deliveryPB(d, true))
 		if d.Receives > 1 {
 			redelivered++
@@ -293,11 +243,11 @@ func (h queuesAPI) Ack(ctx context.Context, req *connect.Request[pb.QueuesAckReq
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := queueAckCommand(m.Queue, m.Sequence, m.Token, m.RequestId, by, caller(ctx))
+	cmd, err := queueAckRequest(m.Queue, m.Sequence, m.Token, m.RequestId, by)
 	if err != nil {
 		return nil, err
 	}
-	res, _, err := h.propose(ctx, req, cmd)
+	res, err := h.svc.QueueAck(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -307,20 +257,20 @@ func (h queuesAPI) Ack(ctx context.Context, req *connect.Request[pb.QueuesAckReq
 
 // acked counts an ack that removed a message (not a retry answered from
 // the dedup window).
-func (h queuesAPI) acked(queue string, res service.Result) {
-	if res.Err == nil && res.Queue != nil && !res.Queue.SentAt.IsZero() {
+func (h queuesAPI) acked(queue string, res service.Acked) {
+	if res.Err == nil && !res.SentAt.IsZero() {
 		h.drain.acked(queue, 1)
 		h.s.metrics.QueueAcked.WithLabelValues(queue).Inc()
-		h.s.metrics.QueueLatency.WithLabelValues(queue).Observe(time.Since(res.Queue.SentAt).Seconds())
+		h.s.metrics.QueueLatency.WithLabelValues(queue).Observe(time.Since(res.SentAt).Seconds())
 	}
 }
 
 func (h queuesAPI) Nack(ctx context.Context, req *connect.Request[pb.QueuesNackRequest]) (*connect.Response[pb.QueuesNackResponse], error) {
-	cmd, err := queueNackCommand(req.Msg, caller(ctx))
+	cmd, err := queueNackRequest(req.Msg, caller(ctx))
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := h.propose(ctx, req, cmd); err != nil {
+	if err := h.svc.QueueNack(ctx, cmd); err != nil {
 		return nil, err
 	}
 	h.s.metrics.QueueNacked.WithLabelValues(cmd.Queue).Inc()
@@ -328,11 +278,11 @@ func (h queuesAPI) Nack(ctx context.Context, req *connect.Request[pb.QueuesNackR
 }
 
 func (h queuesAPI) Extend(ctx context.Context, req *connect.Request[pb.QueuesExtendRequest]) (*connect.Response[pb.QueuesExtendResponse], error) {
-	cmd, err := queueExtendCommand(req.Msg, caller(ctx))
+	cmd, err := queueExtendRequest(req.Msg, caller(ctx))
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := h.propose(ctx, req, cmd); err != nil {
+	if err := h.svc.QueueExtend(ctx, cmd); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&pb.QueuesExtendResponse{}), nil
@@ -346,15 +296,15 @@ func (h queuesAPI) Redrive(ctx context.Context, req *connect.Request[pb.QueuesRe
 	if err := optionalRequestID(m.RequestId); err != nil {
 		return nil, err
 	}
-	res, answered, err := h.propose(ctx, req, &service.QueueRedrive{Queue: m.Queue, Max: int(min(m.Max, 1<<30)), Actor: actor,
+	res, err := h.svc.QueueRedrive(ctx, &service.QueueRedriveRequest{Queue: m.Queue, Max: int(min(m.Max, 1<<30)),
 		RequestID: m.RequestId})
 	if err != nil {
 		return nil, err
 	}
-	if answered && !res.Dup {
-		h.s.log.Info("dead letters redriven", "queue", m.Queue, "actor", actor, slog.Int("moved", res.Queue.Moved))
+	if !res.Dup {
+		h.s.log.Info("dead letters redriven", "queue", m.Queue, "actor", actor, slog.Int("moved", res.Moved))
 	}
-	return connect.NewResponse(&pb.QueuesRedriveResponse{Moved: uint64(res.Queue.Moved)}), nil
+	return connect.NewResponse(&pb.QueuesRedriveResponse{Moved: uint64(res.Moved)}), nil
 }
 
 func (h queuesAPI) DeadLetters(ctx context.Context, req *connect.Request[pb.QueuesDeadLettersRequest]) (*connect.Response[pb.QueuesDeadLettersResponse], error) {
@@ -366,9 +316,6 @@ func (h queuesAPI) DeadLetters(ctx context.Context, req *connect.Request[pb.Queu
 	if err != nil {
 		return nil, err
 	}
-	if err := h.ready(); err != nil {
-		return nil, err
-	}
 	dls, ok, err := h.svc.QueueDeadLetters(ctx, m.Queue, limit)
 	if err != nil {
 		return nil, err
@@ -378,13 +325,13 @@ func (h queuesAPI) DeadLetters(ctx context.Context, req *connect.Request[pb.Queu
 	}
 	out := &pb.QueuesDeadLettersResponse{}
 	for _, dl := range dls {
-		out.DeadLetters = append(out.DeadLetters, &pb.QueueDeadLetter{Sequence: dl.Seq, Key: dl.Key, Body: dl.Body,
-			SentAt: timePB(dl.SentAt), Receives: dl.Receives, Note: dl.Note, DiedAt: timePB(dl.DiedAt)})
+		out.DeadLetters = append(out.DeadLetters, &pb.QueueDeadLetter{Sequence: dl.Sequence, Key: dl.Key, Body: dl.Body,
+			SentAt: timePB(dl.SentAt), Receives: uint32(dl.Receives), Note: dl.Note, DiedAt: timePB(dl.DiedAt)})
 	}
 	return connect.NewResponse(out), nil
 }
 
-func queueInfoPB(q service.QueueInfo, now time.Time) *pb.QueueInfo {
+func queueInfoPB(q leasehold.QueueInfo, now time.Time) *pb.QueueInfo {
 	s := q.Settings
 	out := &pb.QueueInfo{Name: q.Name, CreatedAt: timePB(q.CreatedAt), Depth: uint64(q.Depth), InFlight: uint64(q.InFlight),
 		Dead: uint64(q.Dead), Bytes: uint64(q.Bytes), Keys: uint64(q.Keys),
@@ -397,15 +344,15 @@ func queueInfoPB(q service.QueueInfo, now time.Time) *pb.QueueInfo {
 	return out
 }
 
-func deadLetterModePB(m fsm.DeadLetterMode) pb.DeadLetterMode {
-	if m == service.DeadLetterBlock {
+func deadLetterModePB(m leasehold.DeadLetterMode) pb.DeadLetterMode {
+	if m == leasehold.DeadLetterBlock {
 		return pb.DeadLetterMode_DEAD_LETTER_MODE_BLOCK
 	}
 	return pb.DeadLetterMode_DEAD_LETTER_MODE_SKIP
 }
 
-func deliveryPB(d service.Delivery, body bool) *pb.QueueDelivery {
-	out := &pb.QueueDelivery{Queue: d.Queue, Key: d.Key, Sequence: d.Seq, Token: d.Token, Receives: d.Receives,
+func deliveryPB(d leasehold.Delivery, body bool) *pb.QueueDelivery {
+	out := &pb.QueueDelivery{Queue: d.Queue, Key: d.Key, Sequence: d.Sequence, Token: d.Token, Receives: uint32(d.Receives),
 		SentAt: timePB(d.SentAt), Consumer: d.Consumer, Visibility: durPB(d.Visibility)}
 	if body {
 		out.Body = d.Body

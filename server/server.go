@@ -23,20 +23,20 @@ import (
 
 	"github.com/leasehold/leasehold/api"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
-	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/service"
 )
 
-// Config wires a server. Node and Metrics are required.
+// Config wires a server. Front, Service, Registry and Metrics are
+// required.
 type Config struct {
-	Node *cluster.Node
-	// Service answers the handlers; nil: the node's own (service.New).
-	Service Service
-	// Hub is the node's event history (the cluster.History the node was
-	// opened with), for watches and their metrics; nil: watches hear
-	// nothing.
-	Hub    *service.Hub
-	Logger *slog.Logger
+	// Front is the node as the API front needs it (leadership, health,
+	// the forwarding listener): its *cluster.Node, or a test's fake.
+	Front Front
+	// Service answers the handlers: the node's *service.Service, or a
+	// test's fake.
+	Service service.API
+	Logger  *slog.Logger
 	// TracerProvider, if set, traces every API call (continuing the
 	// caller's W3C trace context) and its forwarding to the leader. Nil:
 	// no spans and no cost.
@@ -95,9 +95,13 @@ type Config struct {
 	// nothing for this long (default DefaultSessionIdle).
 	SessionIdle time.Duration
 	// MaxQueueBodyBytes bounds a queue message's body (default
-	// DefaultMaxQueueBodyBytes; more than service.MaxQueueBody, 1 MiB,
+	// DefaultMaxQueueBodyBytes; more than leasehold.MaxQueueBody, 1 MiB,
 	// is taken as that).
 	MaxQueueBodyBytes int
+	// QueueDeleted, if set, hears the name of each queue whose deletion
+	// this node answered, after the server dropped the queue's series: the
+	// node's metrics drop theirs (nodemetrics.Metrics.ForgetQueue).
+	QueueDeleted func(queue string)
 }
 
 // Defaults of the limits that protect a node from its clients.
@@ -119,7 +123,7 @@ const (
 // Server is the API front of one node. NewServer does not listen; Serve
 // does; Shutdown is idempotent.
 type Server struct {
-	node    *cluster.Node
+	front   Front
 	log     *slog.Logger
 	metrics *Metrics
 	http    *http.Server
@@ -148,7 +152,7 @@ type Server struct {
 	// without auth, the dashboard's with auth (authed).
 	hosts  *hostCheck
 	authed bool
-	svc    Service
+	svc    service.API
 	// sessions counts open session streams; sessionIdle ends idle ones.
 	sessions    sessionCount
 	sessionIdle time.Duration
@@ -160,46 +164,38 @@ type Server struct {
 	peers *http.Server
 }
 
-// New builds a server. It registers node gauges and Go runtime metrics on
-// cfg.Registry.
+// New builds a server. It registers the API's series and Go runtime
+// metrics on cfg.Registry.
 func New(cfg Config) (*Server, error) {
-	if cfg.Node == nil || cfg.Metrics == nil || cfg.Registry == nil {
-		return nil, errors.New("server: node, metrics and registry are required")
+	if cfg.Front == nil || cfg.Service == nil || cfg.Metrics == nil || cfg.Registry == nil {
+		return nil, errors.New("server: front, service, metrics and registry are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	cfg.setDefaults()
-	s := &Server{node: cfg.Node, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Node, cfg.NodeID),
+	s := &Server{front: cfg.Front, log: cfg.Logger, metrics: cfg.Metrics, fwd: newForwarder(cfg.Front, cfg.NodeID),
 		svc: cfg.Service}
-	s.base, s.cancelBase = context.WithCancel(context.Background())
-	s.watching, s.endWatching = context.WithCancel(context.Background())
-	if s.svc == nil {
-		s.svc = service.New(cfg.Node, cfg.Hub, cfg.Logger, s.base)
+	var cancel context.CancelFunc
+	s.base, cancel = context.WithCancel(context.Background())
+	s.cancelBase = func() {
+		// The service hears of the shutdown before the requests it serves
+		// end: a caller cut off now is told to retry elsewhere.
+		if st, ok := s.svc.(interface{ Stop() }); ok {
+			st.Stop()
+		}
+		cancel()
 	}
+	s.watching, s.endWatching = context.WithCancel(context.Background())
 	s.rate = newRateLimiter(cfg.AcquireRate)
 	s.maxConns, s.maxConnsPerClient = cfg.MaxConns, cfg.MaxConnsPerClient
 	s.sessionIdle = cfg.SessionIdle
 	s.tls = cfg.TLS != nil
-	cfg.Registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_leases_held", Help: "Leases currently held."},
-			func() float64 { return float64(s.node.Stats().Counts.Leases) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_waiters", Help: "Acquires currently queued."},
-			func() float64 { return float64(s.node.Stats().Counts.Waiters) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_is_leader", Help: "1 if this node leads the cluster."},
-			func() float64 {
-				if s.node.IsLeader() {
-					return 1
-				}
-				return 0
-			}),
-	)
+	cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	mux := http.NewServeMux()
 	interceptors := []connect.Interceptor{newRequestCounter(cfg.Registry), s.fwd.forwardAndMap(), &guard{auth: cfg.Auth, base: s.base},
-		leaderHint(cfg.Node, cfg.AdvertiseURL)}
+		leaderHint(cfg.Front, cfg.AdvertiseURL)}
 	if cfg.TracerProvider != nil {
 		// Outermost, so that a forward to the leader is a child of the call.
 		s.fwd.tracer = cfg.TracerProvider.Tracer(tracerName)
@@ -233,12 +229,9 @@ func New(cfg Config) (*Server, error) {
 	mountSmall(handlerOf(impls, leaseholdv1connect.NewAdminHandler, &adminAPI{s}, guard, codec))
 	mountSmall(handlerOf(impls, leaseholdv1connect.NewElectionsHandler, elections{s}, guard, codec))
 	mountSmall(handlerOf(impls, leaseholdv1connect.NewWatchHandler, watchAPI{s}, guard, codec))
-	if cfg.Hub != nil {
-		registerWatchMetrics(cfg.Registry, cfg.Hub)
-	}
 	mountLarge(handlerOf(impls, leaseholdv1connect.NewIdempotencyHandler, newIdemAPI(s, cfg.Registry), guard, codec))
-	mountLarge(handlerOf(impls, leaseholdv1connect.NewQueuesHandler, newQueuesAPI(s, cfg.MaxQueueBodyBytes), guard, codec))
-	mountSmall(handlerOf(impls, leaseholdv1connect.NewGroupsHandler, newGroupsAPI(s, cfg.Registry), guard, codec))
+	mountLarge(handlerOf(impls, leaseholdv1connect.NewQueuesHandler, newQueuesAPI(s, cfg.MaxQueueBodyBytes, cfg.QueueDeleted), guard, codec))
+	mountSmall(handlerOf(impls, leaseholdv1connect.NewGroupsHandler, newGroupsAPI(s), guard, codec))
 	mountSmall(handlerOf(impls, leaseholdv1connect.NewBarriersHandler, newBarriersAPI(s, cfg.Registry), guard, codec))
 	// A session's body is a stream that lasts as long as the client:
 	// bounded per message, by ops unanswered and by idle time.
@@ -321,7 +314,7 @@ func (c *Config) setDefaults() {
 	if c.MaxQueueBodyBytes <= 0 {
 		c.MaxQueueBodyBytes = DefaultMaxQueueBodyBytes
 	}
-	c.MaxQueueBodyBytes = min(c.MaxQueueBodyBytes, service.MaxQueueBody) // the state's ceiling
+	c.MaxQueueBodyBytes = min(c.MaxQueueBodyBytes, leasehold.MaxQueueBody) // the state's ceiling
 }
 
 // refused counts a connection or request refused by one of the node's
@@ -332,7 +325,7 @@ func (s *Server) refused(limit string) { s.metrics.Refused.WithLabelValues(limit
 // stopped on a failed log write: it will not serve again until restarted,
 // so a liveness probe should restart it.
 func (s *Server) healthy(w http.ResponseWriter, _ *http.Request) {
-	if err := s.node.Fault(); err != nil {
+	if err := s.front.Fault(); err != nil {
 		http.Error(w, "stopped: "+err.Error()+"; restart the process\n", http.StatusServiceUnavailable)
 		return
 	}
@@ -344,11 +337,11 @@ func (s *Server) healthy(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
-	if err := s.node.Ready(ctx); err != nil {
+	if err := s.front.Ready(ctx); err != nil {
 		http.Error(w, "not ready: "+err.Error()+"\n", http.StatusServiceUnavailable)
 		return
 	}
-	id, addr := s.node.Leader()
+	id, addr := s.front.Leader()
 	w.Write([]byte("ready: leader " + id + " at " + addr + "\n"))
 }
 
@@ -385,7 +378,7 @@ func (s *Server) Serve(l net.Listener) error {
 		// Forwarded requests arrive over the raft port, already inside its
 		// TLS when raft TLS is on: the only requests whose node headers
 		// count (trust.go).
-		go s.peers.Serve(nodeListener{s.node.ForwardListener()})
+		go s.peers.Serve(nodeListener{s.front.ForwardListener()})
 	})
 	l = limitConns(l, s.maxConns, s.maxConnsPerClient, s.refused)
 	var err error

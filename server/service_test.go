@@ -12,9 +12,6 @@ import (
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/fsm"
-	"github.com/leasehold/leasehold/internal/testcluster"
-	"github.com/leasehold/leasehold/server"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -22,19 +19,21 @@ import (
 // reached it; methods it does not set panic (the embedded nil interface),
 // so a handler that calls something unexpected fails the test.
 type fakeLeases struct {
-	server.Service
+	service.API
 	mu       sync.Mutex
-	acquires []fsm.Acquire
+	acquires []service.AcquireRequest
+	callers  []service.Caller
 	holding  service.Holding
 	page     []service.Held
 }
 
-func (f *fakeLeases) Acquire(_ context.Context, cmd *fsm.Acquire) (fsm.Result, error) {
+func (f *fakeLeases) Acquire(ctx context.Context, req *service.AcquireRequest) (service.Grant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.acquires = append(f.acquires, *cmd)
-	l := &leasehold.Lease{ID: 7, Token: 42, Resources: cmd.Resources, Owner: cmd.Owner, TTL: cmd.TTL}
-	return fsm.Result{Lease: l, Remaining: cmd.TTL}, nil
+	f.acquires = append(f.acquires, *req)
+	f.callers = append(f.callers, service.CallerOf(ctx))
+	l := &leasehold.Lease{ID: 7, Token: 42, Resources: req.Resources, Owner: req.Owner, TTL: req.TTL}
+	return service.Grant{Lease: l, Remaining: req.TTL}, nil
 }
 
 func (f *fakeLeases) Holding(context.Context, string) (service.Holding, error) { return f.holding, nil }
@@ -43,9 +42,9 @@ func (f *fakeLeases) List(context.Context, uint64, int, string) ([]service.Held,
 	return f.page, true, nil
 }
 
-func fakeNode(t *testing.T, f *fakeLeases) leaseholdv1connect.LeasesClient {
+func fakeLeasesNode(t *testing.T, f *fakeLeases) leaseholdv1connect.LeasesClient {
 	t.Helper()
-	return newClient(t, testcluster.StartServerNode(t, func(c *server.Config) { c.Service = f }))
+	return leaseholdv1connect.NewLeasesClient(httpClient(t), startFake(t, f).URL)
 }
 
 // The Acquire handler validates before it calls the service, and
@@ -54,7 +53,7 @@ func fakeNode(t *testing.T, f *fakeLeases) leaseholdv1connect.LeasesClient {
 func TestHandlerAcquireWithFakeService(t *testing.T) {
 	t.Parallel()
 	f := &fakeLeases{}
-	c := fakeNode(t, f)
+	c := fakeLeasesNode(t, f)
 	ctx := t.Context()
 	_, err := c.Acquire(ctx, connect.NewRequest(&pb.AcquireRequest{Resources: []string{"r"}, Owner: "o", Ttl: durationpb.New(time.Millisecond)}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
@@ -75,8 +74,11 @@ func TestHandlerAcquireWithFakeService(t *testing.T) {
 		t.Fatalf("%d acquires reached the service, want 1", len(f.acquires))
 	}
 	got := f.acquires[0]
-	if got.RequestID == "" || got.Attempt == "" || got.TTL != time.Minute || got.Owner != "o" {
-		t.Errorf("the service got %+v: want a request ID and attempt made by the handler, ttl 1m, owner o", got)
+	if got.RequestID == "" || got.SecretHash == ([32]byte{}) || got.TTL != time.Minute || got.Owner != "o" {
+		t.Errorf("the service got %+v: want a request ID and secret made by the handler, ttl 1m, owner o", got)
+	}
+	if c := f.callers[0]; c.Name != "" || c.Actor != "anonymous" {
+		t.Errorf("the service read caller %+v from the context: want the anonymous caller of a node without auth", c)
 	}
 	l := res.Msg.Lease
 	if l.GetId() != 7 || l.GetToken() != 42 || res.Msg.ExpiresIn.AsDuration() != time.Minute || len(res.Msg.Secret) != 2*leasehold.SecretBytes {
@@ -92,10 +94,10 @@ func TestHandlerReadsWithFakeService(t *testing.T) {
 	holder := &leasehold.Lease{ID: 3, Token: 9, Resources: []string{"r"}, Owner: "h"}
 	f := &fakeLeases{
 		holding: service.Holding{Holder: holder, ExpiresIn: 7 * time.Second, LockDelay: 2 * time.Second,
-			Waiters: []service.Waiter{{Resources: []string{"r"}, Owner: "w", Wait: time.Minute}}},
+			Waiters: []leasehold.Waiter{{Resources: []string{"r"}, Owner: "w", Wait: time.Minute}}},
 		page: []service.Held{{Lease: *holder, ExpiresIn: -1}, {Lease: leasehold.Lease{ID: 5, Resources: []string{"s"}}, ExpiresIn: time.Second}},
 	}
-	c := fakeNode(t, f)
+	c := fakeLeasesNode(t, f)
 	got, err := c.Get(t.Context(), connect.NewRequest(&pb.GetRequest{Resource: "r"}))
 	if err != nil {
 		t.Fatal(err)
@@ -116,11 +118,11 @@ func TestHandlerReadsWithFakeService(t *testing.T) {
 
 // blockingKV holds a Put until its request ends.
 type blockingKV struct {
-	server.Service
+	service.API
 	called chan struct{}
 }
 
-func (b *blockingKV) Put(ctx context.Context, _ *service.Put) (uint64, error) {
+func (b *blockingKV) Put(ctx context.Context, _ *service.PutRequest) (uint64, error) {
 	close(b.called)
 	<-ctx.Done()
 	return 0, ctx.Err()
@@ -132,7 +134,7 @@ func (b *blockingKV) Put(ctx context.Context, _ *service.Put) (uint64, error) {
 func TestShutdownCutRequestIsUnavailable(t *testing.T) {
 	t.Parallel()
 	f := &blockingKV{called: make(chan struct{})}
-	n := testcluster.StartServerNode(t, func(c *server.Config) { c.Service = f })
+	n := startFake(t, f)
 	kv := leaseholdv1connect.NewKVClient(httpClient(t), n.URL)
 	done := make(chan error, 1)
 	go func() {

@@ -15,7 +15,7 @@ import (
 	pb "github.com/leasehold/leasehold/api/gen/leasehold/v1"
 	"github.com/leasehold/leasehold/api/gen/leasehold/v1/leaseholdv1connect"
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/service"
 )
 
 // DefaultSessionIdle ends a session stream that has nothing unanswered
@@ -412,10 +412,4 @@ func (ss *session) flush() error {
 
 // leaderOf returns the leader's raft address if err says this node does
 // not lead and a leader is known (a stream is never itself forwarded).
-func leaderOf(err error) (string, bool) {
-	var nl *cluster.NotLeaderError
-	if !errors.As(err, &nl) || nl.LeaderAddr == "" {
-		return "", false
-	}
-	return nl.LeaderAddr, true
-}
+func leaderOf(err error) (string, bool) { return service.LeaderOf(err) }

@@ -6,7 +6,7 @@ import (
 )
 
 // Trust between nodes. A follower forwards a request to the leader over
-// the raft port (cluster.DialForward), marked with headers only a node
+// the raft port (Front.DialForward), marked with headers only a node
 // sends. The node serves those connections apart from the API listener's
 // (Serve): with raft TLS they arrive inside mutual TLS, so only a holder
 // of a certificate from the cluster's CA gets that far, and without it

@@ -16,18 +16,18 @@ import (
 // bad request is refused with the field it got wrong before it reaches
 // the log; the state machine checks the same rules again.
 
-var compareOps = map[pb.CompareOp]service.CompareOp{
-	pb.CompareOp_COMPARE_OP_VERSION_EQUAL:   service.CompareVersionEqual,
-	pb.CompareOp_COMPARE_OP_VERSION_GREATER: service.CompareVersionGreater,
-	pb.CompareOp_COMPARE_OP_VERSION_LESS:    service.CompareVersionLess,
-	pb.CompareOp_COMPARE_OP_VALUE_EQUAL:     service.CompareValueEqual,
-	pb.CompareOp_COMPARE_OP_EXISTS:          service.CompareExists,
-	pb.CompareOp_COMPARE_OP_ABSENT:          service.CompareAbsent,
+var compareOps = map[pb.CompareOp]leasehold.CompareOp{
+	pb.CompareOp_COMPARE_OP_VERSION_EQUAL:   leasehold.CompareVersionEqual,
+	pb.CompareOp_COMPARE_OP_VERSION_GREATER: leasehold.CompareVersionGreater,
+	pb.CompareOp_COMPARE_OP_VERSION_LESS:    leasehold.CompareVersionLess,
+	pb.CompareOp_COMPARE_OP_VALUE_EQUAL:     leasehold.CompareValueEqual,
+	pb.CompareOp_COMPARE_OP_EXISTS:          leasehold.CompareExists,
+	pb.CompareOp_COMPARE_OP_ABSENT:          leasehold.CompareAbsent,
 }
 
 func (h kvAPI) Txn(ctx context.Context, req *connect.Request[pb.TxnRequest]) (*connect.Response[pb.TxnResponse], error) {
 	s, m := h.s, req.Msg
-	cmd, err := txnCommand(m, caller(ctx))
+	cmd, err := txnRequest(m)
 	if err != nil {
 		return nil, err
 	}
@@ -48,26 +48,25 @@ func (h kvAPI) Txn(ctx context.Context, req *connect.Request[pb.TxnRequest]) (*c
 	return connect.NewResponse(out), nil
 }
 
-// txnCommand checks a TxnRequest from caller and builds its command.
-func txnCommand(m *pb.TxnRequest, caller string) (*service.Txn, error) {
-	lim := service.TxnLimits
-	if len(m.Compares) > lim.Compares {
+// txnRequest checks a TxnRequest and builds the service's request.
+func txnRequest(m *pb.TxnRequest) (*service.TxnRequest, error) {
+	if len(m.Compares) > leasehold.MaxTxnCompares {
 		return nil, leasehold.Errorf(leasehold.CodeLimit,
-			"the transaction has %d compares; the limit is %d (max_txn_compares)", len(m.Compares), lim.Compares)
+			"the transaction has %d compares; the limit is %d (max_txn_compares)", len(m.Compares), leasehold.MaxTxnCompares)
 	}
 	for _, b := range [...]struct {
 		name string
 		ops  []*pb.TxnOp
 	}{{"then_ops", m.ThenOps}, {"else_ops", m.ElseOps}} {
-		if len(b.ops) > lim.Ops {
+		if len(b.ops) > leasehold.MaxTxnOps {
 			return nil, leasehold.Errorf(leasehold.CodeLimit,
-				"%s has %d operations; the limit is %d per branch (max_txn_ops)", b.name, len(b.ops), lim.Ops)
+				"%s has %d operations; the limit is %d per branch (max_txn_ops)", b.name, len(b.ops), leasehold.MaxTxnOps)
 		}
 	}
 	if len(m.ThenOps) == 0 && len(m.ElseOps) == 0 {
 		return nil, leasehold.Errorf(leasehold.CodeInvalid, "the transaction has no operations: give then_ops, else_ops or both")
 	}
-	cmd := &service.Txn{Caller: caller}
+	cmd := &service.TxnRequest{}
 	total := 0
 	for i, c := range m.Compares {
 		cmp, err := compare(i, c)
@@ -84,9 +83,9 @@ func txnCommand(m *pb.TxnRequest, caller string) (*service.Txn, error) {
 	if cmd.Else, err = txnOps("else_ops", m.ElseOps, &total); err != nil {
 		return nil, err
 	}
-	if total > lim.Bytes {
+	if total > leasehold.MaxTxnBytes {
 		return nil, leasehold.Errorf(leasehold.CodeLimit,
-			"the transaction carries %d bytes of values; the limit is %d (max_txn_bytes)", total, lim.Bytes)
+			"the transaction carries %d bytes of values; the limit is %d (max_txn_bytes)", total, leasehold.MaxTxnBytes)
 	}
 	if cmd.Fence, err = fencePB(m.Fence, "fence."); err != nil {
 		return nil, err
@@ -97,37 +96,37 @@ func txnCommand(m *pb.TxnRequest, caller string) (*service.Txn, error) {
 	return cmd, nil
 }
 
-func compare(i int, c *pb.Compare) (service.Compare, error) {
+func compare(i int, c *pb.Compare) (leasehold.Compare, error) {
 	field := fmt.Sprintf("compares[%d]", i)
 	if err := keyOf(c.Key); err != nil {
-		return service.Compare{}, leasehold.Errorf(leasehold.CodeInvalid, "%s: %v", field, err)
+		return leasehold.Compare{}, leasehold.Errorf(leasehold.CodeInvalid, "%s: %v", field, err)
 	}
 	op, ok := compareOps[c.Op]
 	if !ok {
-		return service.Compare{}, leasehold.Errorf(leasehold.CodeInvalid,
+		return leasehold.Compare{}, leasehold.Errorf(leasehold.CodeInvalid,
 			"%s.op must be one of COMPARE_OP_VERSION_EQUAL, _VERSION_GREATER, _VERSION_LESS, _VALUE_EQUAL, _EXISTS, _ABSENT", field)
 	}
-	if op != service.CompareValueEqual && len(c.Value) > 0 {
-		return service.Compare{}, leasehold.Errorf(leasehold.CodeInvalid, "%s.value is only for COMPARE_OP_VALUE_EQUAL", field)
+	if op != leasehold.CompareValueEqual && len(c.Value) > 0 {
+		return leasehold.Compare{}, leasehold.Errorf(leasehold.CodeInvalid, "%s.value is only for COMPARE_OP_VALUE_EQUAL", field)
 	}
 	if len(c.Value) > leasehold.MaxValueBytes {
-		return service.Compare{}, leasehold.Errorf(leasehold.CodeInvalid,
+		return leasehold.Compare{}, leasehold.Errorf(leasehold.CodeInvalid,
 			"%s.value is %d bytes; the limit is %d", field, len(c.Value), leasehold.MaxValueBytes)
 	}
-	return service.Compare{Key: c.Key, Op: op, Version: c.Version, Value: c.Value}, nil
+	return leasehold.Compare{Key: c.Key, Op: op, Version: c.Version, Value: c.Value}, nil
 }
 
 // txnOps converts one branch, adding its value bytes to *total.
-func txnOps(branch string, in []*pb.TxnOp, total *int) ([]service.TxnOp, error) {
-	var out []service.TxnOp
+func txnOps(branch string, in []*pb.TxnOp, total *int) ([]leasehold.TxnOp, error) {
+	var out []leasehold.TxnOp
 	seen := make(map[string]bool, len(in))
 	for i, o := range in {
 		field := fmt.Sprintf("%s[%d]", branch, i)
-		var op service.TxnOp
+		var op leasehold.TxnOp
 		switch {
 		case o.GetPut() != nil:
 			p := o.GetPut()
-			op = service.TxnOp{Key: p.Key, Value: p.Value}
+			op = leasehold.TxnOp{Key: p.Key, Value: p.Value}
 			if len(p.Value) > leasehold.MaxValueBytes {
 				return nil, leasehold.Errorf(leasehold.CodeInvalid,
 					"%s.put.value is %d bytes; the limit is %d", field, len(p.Value), leasehold.MaxValueBytes)
@@ -139,7 +138,7 @@ func txnOps(branch string, in []*pb.TxnOp, total *int) ([]service.TxnOp, error) 
 			op.Lease = proof
 			*total += len(p.Value)
 		case o.GetDelete() != nil:
-			op = service.TxnOp{Delete: true, Key: o.GetDelete().Key}
+			op = leasehold.TxnOp{Delete: true, Key: o.GetDelete().Key}
 		default:
 			return nil, leasehold.Errorf(leasehold.CodeInvalid, "%s must be a put or a delete", field)
 		}
@@ -158,7 +157,7 @@ func txnOps(branch string, in []*pb.TxnOp, total *int) ([]service.TxnOp, error) 
 
 // leaseProof checks a write's lease binding: both the lease id and its
 // secret, or neither.
-func leaseProof(field string, id uint64, secret string) (*service.LeaseProof, error) {
+func leaseProof(field string, id uint64, secret string) (*leasehold.LeaseProof, error) {
 	if id == 0 && secret == "" {
 		return nil, nil
 	}
@@ -172,5 +171,5 @@ func leaseProof(field string, id uint64, secret string) (*service.LeaseProof, er
 	if err != nil {
 		return nil, leasehold.Errorf(leasehold.CodeInvalid, "%s.lease_secret: %v", field, err)
 	}
-	return &service.LeaseProof{ID: id, SecretHash: h}, nil
+	return &leasehold.LeaseProof{ID: id, SecretHash: h}, nil
 }

@@ -63,10 +63,11 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// acquireCommand checks an AcquireRequest from caller (see caller) and
-// builds its command.
-func acquireCommand(m *pb.AcquireRequest, caller string) (cmd *service.Acquire, secret string, err error) {
-	cmd = &service.Acquire{Resources: m.Resources, Owner: m.Owner, Operation: m.Operation, Metadata: m.Metadata, Caller: caller}
+// acquireRequest checks an AcquireRequest and builds the service's
+// request; secret is the caller's, or the one made for a caller that sent
+// none.
+func acquireRequest(m *pb.AcquireRequest) (cmd *service.AcquireRequest, secret string, err error) {
+	cmd = &service.AcquireRequest{Resources: m.Resources, Owner: m.Owner, Operation: m.Operation, Metadata: m.Metadata}
 	if err := leasehold.ValidateResources(m.Resources); err != nil {
 		return nil, "", err
 	}
@@ -133,7 +134,6 @@ func acquireCommand(m *pb.AcquireRequest, caller string) (cmd *service.Acquire, 
 	if secret, cmd.SecretHash, err = secretHash(m.Secret); err != nil {
 		return nil, "", err
 	}
-	cmd.Attempt = randomHex(8)
 	return cmd, secret, nil
 }
 
@@ -148,7 +148,7 @@ func leaseRef(id uint64, secret string) ([32]byte, error) {
 	return h, err
 }
 
-func renewCommand(m *pb.RenewRequest, caller string) (*service.Renew, error) {
+func renewRequest(m *pb.RenewRequest) (*service.RenewRequest, error) {
 	h, err := leaseRef(m.LeaseId, m.Secret)
 	if err != nil {
 		return nil, err
@@ -160,10 +160,10 @@ func renewCommand(m *pb.RenewRequest, caller string) (*service.Renew, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &service.Renew{RequestID: id, LeaseID: m.LeaseId, SecretHash: h, Progress: m.Progress, Caller: caller}, nil
+	return &service.RenewRequest{RequestID: id, LeaseID: m.LeaseId, SecretHash: h, Progress: m.Progress}, nil
 }
 
-func releaseCommand(m *pb.ReleaseRequest, caller string) (*service.Release, error) {
+func releaseRequest(m *pb.ReleaseRequest) (*service.ReleaseRequest, error) {
 	h, err := leaseRef(m.LeaseId, m.Secret)
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func releaseCommand(m *pb.ReleaseRequest, caller string) (*service.Release, erro
 	if err != nil {
 		return nil, err
 	}
-	return &service.Release{RequestID: id, LeaseID: m.LeaseId, SecretHash: h, Caller: caller}, nil
+	return &service.ReleaseRequest{RequestID: id, LeaseID: m.LeaseId, SecretHash: h}, nil
 }
 
 func listParams(m *pb.ListRequest) (after uint64, limit int, err error) {

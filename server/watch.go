@@ -90,12 +90,9 @@ func visibleBatch(ctx context.Context, b *pb.WatchResponse) *pb.WatchResponse {
 func batchPB(b service.Batch) *pb.WatchResponse {
 	out := &pb.WatchResponse{Index: b.Index, Events: make([]*pb.WatchEvent, len(b.Events))}
 	for i, e := range b.Events {
-		ev := &pb.WatchEvent{Index: e.Index, Kind: e.Kind.String(), LeaseId: e.LeaseID, Token: e.Token,
-			Resources: e.Resources, Owner: e.Owner, Operation: e.Operation, Key: e.Key, Value: e.Value, Version: e.Version}
-		if e.Reason != 0 {
-			ev.Reason = e.Reason.String()
-		}
-		out.Events[i] = ev
+		out.Events[i] = &pb.WatchEvent{Index: e.Index, Kind: e.Kind, LeaseId: e.LeaseID, Token: e.Token,
+			Resources: e.Resources, Owner: e.Owner, Operation: e.Operation, Key: e.Key, Value: e.Value, Version: e.Version,
+			Reason: e.Reason}
 	}
 	return out
 }

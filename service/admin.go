@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/api/leasehold"
-	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/fsm"
 )
 
@@ -21,7 +20,7 @@ type Lock struct {
 	// this node knows it.
 	ExpiresIn    time.Duration
 	ExpiresKnown bool
-	Waiters      []Waiter
+	Waiters      []leasehold.Waiter
 	LockDelay    time.Duration // left of the lock delay; 0: none
 }
 
@@ -74,21 +73,25 @@ func (s *Service) lock(st *fsm.State, resource string, l *leasehold.Lease) Lock 
 	return out
 }
 
-// ForceRelease releases a lease on an operator's word (audited).
-func (s *Service) ForceRelease(ctx context.Context, cmd *fsm.ForceRelease) (fsm.Result, error) {
-	res, err := s.node.Propose(ctx, cmd)
-	if err == nil {
-		err = res.Err
-	}
-	return res, err
+// ForceReleaseRequest releases the lease holding Resource, if it is still
+// LeaseID, on an operator's word: the caller is the actor the audit log
+// keeps, with Reason.
+type ForceReleaseRequest struct {
+	Resource  string
+	LeaseID   uint64
+	Reason    string
+	RequestID string
 }
 
-// AuditRecord is one entry of the audit log.
-type AuditRecord = fsm.AuditRecord
+// ForceRelease releases a lease on an operator's word (audited).
+func (s *Service) ForceRelease(ctx context.Context, req *ForceReleaseRequest) (Grant, error) {
+	return answer(s.node.Propose(ctx, &fsm.ForceRelease{RequestID: req.RequestID, Resource: req.Resource,
+		LeaseID: req.LeaseID, Actor: CallerOf(ctx).Actor, Reason: req.Reason}))
+}
 
 // Audit reads the last limit audit records made within since (0: ever),
 // oldest first; truncated says older ones were left out.
-func (s *Service) Audit(ctx context.Context, since time.Duration, limit int) (recs []AuditRecord, truncated bool, err error) {
+func (s *Service) Audit(ctx context.Context, since time.Duration, limit int) (recs []leasehold.AuditRecord, truncated bool, err error) {
 	err = s.node.Read(ctx, func(st *fsm.State) {
 		var from time.Time
 		if since > 0 {
@@ -103,7 +106,15 @@ func (s *Service) Audit(ctx context.Context, since time.Duration, limit int) (re
 }
 
 // Backup is a node's state for a backup, at one applied index.
-type Backup = cluster.Backup
+type Backup struct {
+	Index     uint64 // the last log index applied
+	Term      uint64 // the raft term when it was taken
+	LastToken uint64 // the largest fencing token in it
+	State     []byte // the state's snapshot encoding
+}
 
 // Backup reads this node's state for a backup (cluster.Node.Backup).
-func (s *Service) Backup() Backup { return s.node.Backup() }
+func (s *Service) Backup() Backup {
+	b := s.node.Backup()
+	return Backup{Index: b.Index, Term: b.Term, LastToken: b.LastToken, State: b.State}
+}

@@ -16,13 +16,13 @@ import (
 // moment (it changes nothing).
 
 // BarrierCreateRequest asks for a barrier of Parties parties (a latch: the
-// count it trips at). Timeout 0 is none.
+// count it trips at). Timeout 0 is none. The caller of every request is
+// the one its context carries (CallerOf).
 type BarrierCreateRequest struct {
 	Name    string
 	Kind    leasehold.BarrierKind
 	Parties int
 	Timeout time.Duration
-	Caller  string
 }
 
 // BarrierArriveRequest is a party's arrival, bound to a new lease of TTL
@@ -34,7 +34,6 @@ type BarrierArriveRequest struct {
 	Phase       uint64
 	TTL         time.Duration
 	SecretHash  [32]byte
-	Caller      string
 }
 
 // BarrierCountDownRequest counts a latch down by Count.
@@ -43,14 +42,12 @@ type BarrierCountDownRequest struct {
 	Name      string
 	Phase     uint64
 	Count     int
-	Caller    string
 }
 
 // BarrierNameRequest names a barrier to reset or delete.
 type BarrierNameRequest struct {
 	RequestID string
 	Name      string
-	Caller    string
 }
 
 // Barrier is a barrier as inspection shows it.
@@ -98,13 +95,6 @@ type BarrierAnswer struct {
 	Dup       bool
 }
 
-// BarrierStats counts barriers and their arrivals, and phases tripped and
-// broken in all, for metrics.
-type BarrierStats struct {
-	Barriers, Arrived int
-	Trips, Broken     uint64
-}
-
 // barrierFallbackPoll is how often a Wait looks at its phase again if no
 // event woke it (the watcher was cut off): as idemFallbackPoll.
 var barrierFallbackPoll = time.Second
@@ -112,33 +102,33 @@ var barrierFallbackPoll = time.Second
 // BarrierCreate creates a barrier, or answers with the same one there.
 func (s *Service) BarrierCreate(ctx context.Context, req BarrierCreateRequest) (BarrierAnswer, error) {
 	return s.barrierPropose(ctx, &fsm.BarrierCreate{Name: req.Name, Type: req.Kind, Parties: uint32(req.Parties),
-		Timeout: req.Timeout, Caller: req.Caller})
+		Timeout: req.Timeout, Caller: CallerOf(ctx).Name})
 }
 
 // BarrierArrive proposes an arrival.
 func (s *Service) BarrierArrive(ctx context.Context, req BarrierArriveRequest) (BarrierAnswer, error) {
 	return s.barrierPropose(ctx, &fsm.BarrierArrive{RequestID: req.RequestID, Name: req.Name, Participant: req.Participant,
-		Phase: req.Phase, TTL: req.TTL, SecretHash: req.SecretHash, Caller: req.Caller})
+		Phase: req.Phase, TTL: req.TTL, SecretHash: req.SecretHash, Caller: CallerOf(ctx).Name})
 }
 
 // BarrierCountDown proposes a count-down.
 func (s *Service) BarrierCountDown(ctx context.Context, req BarrierCountDownRequest) (BarrierAnswer, error) {
 	return s.barrierPropose(ctx, &fsm.BarrierCountDown{RequestID: req.RequestID, Name: req.Name, Phase: req.Phase,
-		Count: uint32(req.Count), Caller: req.Caller})
+		Count: uint32(req.Count), Caller: CallerOf(ctx).Name})
 }
 
 // BarrierReset ends the current phase and opens the next.
 func (s *Service) BarrierReset(ctx context.Context, req BarrierNameRequest) (BarrierAnswer, error) {
-	return s.barrierPropose(ctx, &fsm.BarrierReset{RequestID: req.RequestID, Name: req.Name, Caller: req.Caller})
+	return s.barrierPropose(ctx, &fsm.BarrierReset{RequestID: req.RequestID, Name: req.Name, Caller: CallerOf(ctx).Name})
 }
 
 // BarrierDelete removes a barrier.
 func (s *Service) BarrierDelete(ctx context.Context, req BarrierNameRequest) error {
-	_, err := s.barrierPropose(ctx, &fsm.BarrierDelete{RequestID: req.RequestID, Name: req.Name, Caller: req.Caller})
+	_, err := s.barrierPropose(ctx, &fsm.BarrierDelete{RequestID: req.RequestID, Name: req.Name, Caller: CallerOf(ctx).Name})
 	return err
 }
 
-func (s *Service) barrierPropose(ctx context.Context, cmd Command) (BarrierAnswer, error) {
+func (s *Service) barrierPropose(ctx context.Context, cmd fsm.Command) (BarrierAnswer, error) {
 	res, err := s.node.Propose(ctx, cmd)
 	if err != nil {
 		return BarrierAnswer{}, err
@@ -226,12 +216,6 @@ func (s *Service) BarrierList(ctx context.Context, prefix, after string, limit i
 		out[i] = barrierOf(info)
 	}
 	return out, err
-}
-
-// BarrierStats counts this replica's barriers.
-func (s *Service) BarrierStats() (st BarrierStats) {
-	s.node.ReadLocal(func(state *fsm.State) { st = BarrierStats(state.BarrierStats()) })
-	return st
 }
 
 func barrierOf(b fsm.BarrierInfo) Barrier {

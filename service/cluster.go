@@ -8,11 +8,31 @@ import (
 	"github.com/leasehold/leasehold/cluster"
 )
 
-// The cluster's membership and status, as the node reports them.
-type (
-	Member     = cluster.Member
-	NodeStatus = cluster.LocalStatus
-)
+// Member is a server of the raft configuration.
+type Member struct {
+	ID       string
+	Addr     string // its raft address
+	Voter    bool
+	IsLeader bool
+}
+
+// NodeStatus is one node's raft status, as it reports it.
+type NodeStatus struct {
+	ID           string
+	State        string // Leader, Follower, Candidate, ...
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	LastIndex    uint64
+	LeaderID     string
+	LeaderAddr   string
+	LastContact  time.Duration // since the leader was last heard from (followers)
+}
+
+func statusOf(st cluster.LocalStatus) NodeStatus {
+	return NodeStatus{ID: st.ID, State: st.State, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
+		LastIndex: st.LastIndex, LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr, LastContact: st.LastContact}
+}
 
 // MemberStatus is one member's status in the cluster view; Err says why a
 // member could not be asked (its Status then holds only its ID).
@@ -27,7 +47,12 @@ const StatusTimeout = 2 * time.Second
 
 // Members lists the cluster's current configuration.
 func (s *Service) Members(context.Context) ([]Member, error) {
-	return s.node.Members()
+	ms, err := s.node.Members()
+	out := make([]Member, len(ms))
+	for i, m := range ms {
+		out[i] = Member{ID: m.ID, Addr: m.Addr, Voter: m.Voter, IsLeader: m.IsLeader}
+	}
+	return out, err
 }
 
 // AddVoter adds a voter (or makes a non-voter one); the leader does it.
@@ -55,7 +80,7 @@ func (s *Service) TransferLeader(_ context.Context, id string) error {
 
 // LocalStatus is this node's own raft status.
 func (s *Service) LocalStatus() NodeStatus {
-	return s.node.LocalStatus()
+	return statusOf(s.node.LocalStatus())
 }
 
 // AskStatus asks the member at a raft address for its own status; the API
@@ -66,8 +91,8 @@ type AskStatus func(ctx context.Context, raftAddr string) (NodeStatus, error)
 // own, and the others' asked in parallel, each within StatusTimeout. A
 // member that does not answer is listed with its error.
 func (s *Service) Status(ctx context.Context, ask AskStatus) ([]MemberStatus, error) {
-	self := s.node.LocalStatus()
-	ms, err := s.node.Members()
+	self := s.LocalStatus()
+	ms, err := s.Members(ctx)
 	if err != nil {
 		return nil, err
 	}

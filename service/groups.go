@@ -8,33 +8,76 @@ import (
 	"github.com/leasehold/leasehold/fsm"
 )
 
-// Partition groups on a node (see fsm/groups.go): the commands are
-// proposed as they are; a member's session is a lease, renewed with Renew.
-// Assignments is a watch of the group's events, picked for one session.
-type (
-	GroupCreate    = fsm.GroupCreate
-	GroupGrow      = fsm.GroupGrow
-	GroupDelete    = fsm.GroupDelete
-	GroupJoin      = fsm.GroupJoin
-	GroupLeave     = fsm.GroupLeave
-	GroupRevoked   = fsm.GroupRevoked
-	GroupInfo      = fsm.GroupInfo
-	GroupDetail    = fsm.GroupDetail
-	GroupMember    = fsm.GroupMember
-	GroupPartition = fsm.GroupPartition
-	Assignment     = fsm.Assignment
-)
+// Partition groups on a node (see fsm/groups.go): each request is built
+// into its command here; a member's session is a lease, renewed with
+// Renew. Assignments is a watch of the group's events, picked for one
+// session.
 
-// Limits of groups, for the API edge.
-const (
-	MaxGroupPartitions = fsm.MaxGroupPartitions
-	MaxGroupNameLen    = fsm.MaxGroupNameLen
-	MaxGroupMemberLen  = fsm.MaxGroupMemberLen
-)
+// GroupCreateRequest makes a group of Partitions partitions, or finds it
+// as it is if one of that name exists with the same settings (so a retry
+// is safe). RevokeTimeout bounds a revocation's acknowledgement (0: the
+// member's session TTL).
+type GroupCreateRequest struct {
+	Group         string
+	Partitions    uint32
+	RevokeTimeout time.Duration
+}
 
-// GroupCommand proposes one group command; the state machine's refusal is
-// the error.
-func (s *Service) GroupCommand(ctx context.Context, cmd Command) (Result, error) {
+// GroupGrowRequest raises a group's partition count; the same count is a
+// no-op.
+type GroupGrowRequest struct {
+	Group      string
+	Partitions uint32
+}
+
+// GroupDeleteRequest removes a group and ends every member's session, on
+// the caller's word and Reason (audited).
+type GroupDeleteRequest struct {
+	Group  string
+	Reason string
+}
+
+// GroupJoinRequest starts Member's session (a lease of TTL whose secret's
+// hash is SecretHash) in Group. A retry carrying the live session's
+// secret is answered with that session.
+type GroupJoinRequest struct {
+	Group      string
+	Member     string
+	TTL        time.Duration
+	Metadata   map[string]string
+	SecretHash [32]byte
+}
+
+// Joined is a Join's answer: the session's lease, how long it runs, and
+// the group with the member's partitions (Group.Assignments).
+type Joined struct {
+	Lease     *leasehold.Lease
+	Remaining time.Duration
+	Group     *leasehold.GroupInfo
+}
+
+// GroupLeaveRequest ends a member's session, proven by its secret's hash.
+type GroupLeaveRequest struct {
+	LeaseID    uint64
+	SecretHash [32]byte
+	RequestID  string
+}
+
+// GroupAckRevocationRequest acknowledges that the member stopped working
+// on Partition, whose grant of Epoch was being revoked from its session
+// LeaseID.
+type GroupAckRevocationRequest struct {
+	Group      string
+	Member     string
+	LeaseID    uint64
+	SecretHash [32]byte
+	Partition  uint32
+	Epoch      uint64
+}
+
+// group proposes one group command; the state machine's refusal is the
+// error.
+func (s *Service) group(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	res, err := s.node.Propose(ctx, cmd)
 	if err == nil {
 		err = res.Err
@@ -42,9 +85,49 @@ func (s *Service) GroupCommand(ctx context.Context, cmd Command) (Result, error)
 	return res, err
 }
 
+// GroupCreate makes a group.
+func (s *Service) GroupCreate(ctx context.Context, req *GroupCreateRequest) (*leasehold.GroupInfo, error) {
+	res, err := s.group(ctx, &fsm.GroupCreate{Group: req.Group, Partitions: req.Partitions, RevokeTimeout: req.RevokeTimeout,
+		Caller: CallerOf(ctx).Name})
+	return res.Group, err
+}
+
+// GroupGrow raises a group's partition count.
+func (s *Service) GroupGrow(ctx context.Context, req *GroupGrowRequest) (*leasehold.GroupInfo, error) {
+	res, err := s.group(ctx, &fsm.GroupGrow{Group: req.Group, Partitions: req.Partitions, Caller: CallerOf(ctx).Name})
+	return res.Group, err
+}
+
+// GroupDelete removes a group.
+func (s *Service) GroupDelete(ctx context.Context, req *GroupDeleteRequest) error {
+	_, err := s.group(ctx, &fsm.GroupDelete{Group: req.Group, Actor: CallerOf(ctx).Actor, Reason: req.Reason})
+	return err
+}
+
+// GroupJoin starts a member's session.
+func (s *Service) GroupJoin(ctx context.Context, req *GroupJoinRequest) (Joined, error) {
+	res, err := s.group(ctx, &fsm.GroupJoin{Group: req.Group, Member: req.Member, TTL: req.TTL, Metadata: req.Metadata,
+		SecretHash: req.SecretHash, Caller: CallerOf(ctx).Name})
+	return Joined{Lease: res.Lease, Remaining: res.Remaining, Group: res.Group}, err
+}
+
+// GroupLeave ends a member's session.
+func (s *Service) GroupLeave(ctx context.Context, req *GroupLeaveRequest) error {
+	_, err := s.group(ctx, &fsm.GroupLeave{RequestID: req.RequestID, LeaseID: req.LeaseID, SecretHash: req.SecretHash,
+		Caller: CallerOf(ctx).Name})
+	return err
+}
+
+// GroupAckRevocation acknowledges a revocation.
+func (s *Service) GroupAckRevocation(ctx context.Context, req *GroupAckRevocationRequest) error {
+	_, err := s.group(ctx, &fsm.GroupRevoked{Group: req.Group, Member: req.Member, LeaseID: req.LeaseID,
+		SecretHash: req.SecretHash, Partition: req.Partition, Epoch: req.Epoch})
+	return err
+}
+
 // Group reads the group named name, with what is left of each member's
 // session (-1: unknown here) by lease id.
-func (s *Service) Group(ctx context.Context, name string) (d GroupDetail, expiresIn map[uint64]time.Duration, found bool, err error) {
+func (s *Service) Group(ctx context.Context, name string) (d leasehold.GroupDetail, expiresIn map[uint64]time.Duration, found bool, err error) {
 	err = s.node.Read(ctx, func(st *fsm.State) { d, found = st.Group(name) })
 	if found {
 		expiresIn = make(map[uint64]time.Duration, len(d.Members))
@@ -56,22 +139,16 @@ func (s *Service) Group(ctx context.Context, name string) (d GroupDetail, expire
 }
 
 // Groups reads every group whose name starts with prefix, by name.
-func (s *Service) Groups(ctx context.Context, prefix string) (gs []GroupInfo, err error) {
+func (s *Service) Groups(ctx context.Context, prefix string) (gs []leasehold.GroupInfo, err error) {
 	err = s.node.Read(ctx, func(st *fsm.State) { gs = st.Groups(prefix) })
 	return gs, err
-}
-
-// GroupStats reads this node's totals over every group, for metrics.
-func (s *Service) GroupStats() (st fsm.GroupStats) {
-	s.node.ReadLocal(func(state *fsm.State) { st = state.GroupStats() })
-	return st
 }
 
 // AssignmentWatch is a member's partitions as this node has applied them
 // up to Index, and a watcher of the group's changes after it.
 type AssignmentWatch struct {
-	Current    []Assignment // nil when resuming
-	Partitions uint32       // the group's partition count (0 when resuming)
+	Current    []leasehold.Assignment // nil when resuming
+	Partitions uint32                 // the group's partition count (0 when resuming)
 	// Ended: the session is over already (resuming after its end).
 	Ended bool
 	// RevokeWithin is the session's bound to acknowledge a revocation.
@@ -123,28 +200,45 @@ func (s *Service) Assignments(ctx context.Context, group, member string, lease u
 	return a, err
 }
 
+// AssignmentState is how an assignment change leaves a member's
+// partition.
+type AssignmentState uint8
+
+const (
+	AssignmentAdded    AssignmentState = iota + 1 // the member owns it now
+	AssignmentRevoking                            // the member must give it up
+	AssignmentRemoved                             // the member no longer owns it
+)
+
 // AssignmentChange says whether e changes the partitions of session
 // lease, and how.
-func AssignmentChange(e *fsm.Event, lease uint64) (a Assignment, state fsm.EventKind, ok bool) {
+func AssignmentChange(e *Event, lease uint64) (a leasehold.Assignment, state AssignmentState, ok bool) {
 	switch e.Kind {
-	case fsm.EventGroupAssigned, fsm.EventGroupRevoking, fsm.EventGroupRemoved:
-		if e.LeaseID == lease {
-			return Assignment{Partition: e.Partition, Epoch: e.Token, Revoking: e.Kind == fsm.EventGroupRevoking}, e.Kind, true
-		}
+	case kindGroupAssigned:
+		state = AssignmentAdded
+	case kindGroupRevoking:
+		state = AssignmentRevoking
+	case kindGroupRemoved:
+		state = AssignmentRemoved
+	default:
+		return leasehold.Assignment{}, 0, false
 	}
-	return Assignment{}, 0, false
+	if e.LeaseID != lease {
+		return leasehold.Assignment{}, 0, false
+	}
+	return leasehold.Assignment{Partition: e.Partition, Epoch: e.Token, Revoking: state == AssignmentRevoking}, state, true
 }
 
 // SessionEnded says whether e ends session lease.
-func SessionEnded(e *fsm.Event, lease uint64) bool {
+func SessionEnded(e *Event, lease uint64) bool {
 	switch e.Kind {
-	case fsm.EventReleased, fsm.EventExpired, fsm.EventForceReleased:
+	case kindReleased, kindExpired, kindForceReleased:
 		return e.LeaseID == lease
 	}
 	return false
 }
 
 // GroupGrown says whether e changes group's partition count, to n.
-func GroupGrown(e *fsm.Event, group string) (n uint32, ok bool) {
-	return e.Partition, e.Kind == fsm.EventGroupChanged && e.Group == group && e.Partition != 0
+func GroupGrown(e *Event, group string) (n uint32, ok bool) {
+	return e.Partition, e.Kind == kindGroupChanged && e.Group == group && e.Partition != 0
 }

@@ -20,29 +20,28 @@ func TestFollowUpOfAGrantedPlaceCostsNoEntry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	holderSecret, waiterSecret := sha256.Sum256([]byte("holder")), sha256.Sum256([]byte("waiter"))
-	held, err := n.svc.Acquire(ctx, &service.Acquire{RequestID: reqID(), Resources: []string{"handoff"}, Owner: "holder",
-		TTL: time.Minute, SecretHash: holderSecret, Attempt: "h1"})
-	if err != nil || held.Err != nil || held.Lease == nil {
+	held, err := n.svc.Acquire(ctx, &service.AcquireRequest{RequestID: reqID(), Resources: []string{"handoff"}, Owner: "holder",
+		TTL: time.Minute, SecretHash: holderSecret})
+	if err != nil || held.Lease == nil {
 		t.Fatalf("holder's acquire: %+v %v", held, err)
 	}
-	waiter := service.Acquire{RequestID: reqID(), Resources: []string{"handoff"}, Owner: "waiter",
-		TTL: time.Minute, Wait: 20 * time.Second, SecretHash: waiterSecret, Attempt: "w1"}
+	waiter := service.AcquireRequest{RequestID: reqID(), Resources: []string{"handoff"}, Owner: "waiter",
+		TTL: time.Minute, Wait: 20 * time.Second, SecretHash: waiterSecret}
 	queued := waiter
-	res, err := n.svc.Batch(ctx, []service.Command{&queued})
+	res, err := n.svc.Batch(ctx, []service.LeaseOp{{Acquire: &queued}})
 	if err != nil || res[0].Err != nil || !res[0].Queued {
 		t.Fatalf("the batch should queue the waiter: %+v %v", res, err)
 	}
 	n.svc.HoldPlace(&queued) // as the server does for a queued batch acquire
-	rel, err := n.svc.Release(ctx, &service.Release{RequestID: reqID(), LeaseID: held.Lease.ID, SecretHash: holderSecret})
-	if err != nil || rel.Err != nil {
+	rel, err := n.svc.Release(ctx, &service.ReleaseRequest{RequestID: reqID(), LeaseID: held.Lease.ID, SecretHash: holderSecret})
+	if err != nil {
 		t.Fatalf("release: %+v %v", rel, err)
 	}
 	handedOff := n.hub.Stats().Applied // set inside Apply, before the answer (raft's AppliedIndex may lag it)
 
-	followUp := waiter
-	followUp.Attempt = "w2" // the server names each request's attempt
+	followUp := waiter // a new receipt of the same request: its own attempt
 	got, err := n.svc.Acquire(ctx, &followUp)
-	if err != nil || got.Err != nil || got.Lease == nil {
+	if err != nil || got.Lease == nil {
 		t.Fatalf("the follow-up should get the grant: %+v %v", got, err)
 	}
 	if got.Lease.Owner != "waiter" || got.Lease.Token <= held.Lease.Token {
@@ -61,7 +60,7 @@ func TestFollowUpOfAGrantedPlaceCostsNoEntry(t *testing.T) {
 		t.Errorf("%d leases held after the grace, want the waiter's 1", c.Leases)
 	}
 	// Leaving is still possible: the follow-up's caller releases.
-	if rel, err := n.svc.Release(ctx, &service.Release{RequestID: reqID(), LeaseID: got.Lease.ID, SecretHash: waiterSecret}); err != nil || rel.Err != nil {
+	if rel, err := n.svc.Release(ctx, &service.ReleaseRequest{RequestID: reqID(), LeaseID: got.Lease.ID, SecretHash: waiterSecret}); err != nil {
 		t.Fatalf("the waiter's release: %+v %v", rel, err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/fsm"
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/service"
 )
 
@@ -20,17 +20,17 @@ func TestIdemWaiterWokenByCompletion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fp, sec := sha256.Sum256([]byte("body")), sha256.Sum256([]byte("first attempt"))
-	begin := func(sec [32]byte, wait time.Duration) (service.Result, error) {
-		return n.svc.IdemBegin(ctx, &service.IdemBegin{Key: "pay/wake", Fingerprint: fp, Owner: "t",
-			TTL: time.Minute, SecretHash: sec}, wait)
+	begin := func(sec [32]byte, wait time.Duration) (service.IdemBegun, error) {
+		return n.svc.IdemBegin(ctx, &service.IdemBeginRequest{Key: "pay/wake", Fingerprint: fp, Owner: "t",
+			TTL: time.Minute, SecretHash: sec, Wait: wait})
 	}
 	first, err := begin(sec, 0)
-	if err != nil || first.Err != nil || first.Idem.State != fsm.IdemStarted {
+	if err != nil || first.Record.State != leasehold.IdemStarted {
 		t.Fatalf("first Begin: %+v %v", first, err)
 	}
 	applied := n.hub.Stats().Applied
 	type answer struct {
-		res service.Result
+		res service.IdemBegun
 		err error
 	}
 	waiter := make(chan answer, 1)
@@ -47,15 +47,14 @@ func TestIdemWaiterWokenByCompletion(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	done, err := n.svc.IdemComplete(ctx, &service.IdemComplete{Key: "pay/wake", LeaseID: first.Idem.Token,
-		SecretHash: sec, Result: []byte("ok")})
-	if err != nil || done.Err != nil {
-		t.Fatalf("Complete: %v %v", err, done.Err)
+	if err := n.svc.IdemComplete(ctx, &service.IdemCompleteRequest{Key: "pay/wake", Attempt: first.Record.Token,
+		SecretHash: sec, Result: []byte("ok")}); err != nil {
+		t.Fatalf("Complete: %v", err)
 	}
 	completed := time.Now()
 	select {
 	case a := <-waiter:
-		if a.err != nil || a.res.Err != nil || a.res.Idem.State != fsm.IdemCompleted || string(a.res.Idem.Result) != "ok" {
+		if a.err != nil || a.res.Record.State != leasehold.IdemCompleted || string(a.res.Record.Result) != "ok" {
 			t.Fatalf("the waiter's answer: %+v %v", a.res, a.err)
 		}
 		t.Logf("the waiter answered %v after the Complete", time.Since(completed))

@@ -18,13 +18,121 @@ const cancelTimeout = 5 * time.Second
 // place in line, or a grant nobody took, is given up.
 const WithdrawGrace = 2 * time.Second
 
-// Acquire proposes cmd and, if it queues, waits for its outcome. A caller
+// AcquireRequest asks for every resource at once, as the front checked
+// it. A request is one receipt of a call: the service builds its command
+// on first use (the caller of that call's context, an attempt of its
+// own), and the request's follow-ups (HoldPlace, LeftEarly, the Acquire
+// that waits for a place a Batch took) reuse it.
+type AcquireRequest struct {
+	Resources []string
+	Owner     string
+	Operation string
+	Metadata  map[string]string
+	TTL       time.Duration
+	// Wait > 0 queues the acquire for up to Wait if it cannot be granted
+	// now.
+	Wait      time.Duration
+	LockDelay time.Duration
+	MaxHold   time.Duration
+	// Limit > 0 makes it a semaphore acquire: one of Limit slots of the
+	// one resource named.
+	Limit int
+	// RequestID makes a retry safe; with SecretHash and the caller it
+	// names the request (a retry finds its first answer).
+	RequestID  string
+	SecretHash [32]byte
+
+	cmd *fsm.Acquire // built on first use
+}
+
+// command is req's command, built for the caller of ctx on first use.
+func (req *AcquireRequest) command(ctx context.Context) *fsm.Acquire {
+	if req.cmd == nil {
+		req.cmd = &fsm.Acquire{RequestID: req.RequestID, Resources: req.Resources, Owner: req.Owner,
+			Operation: req.Operation, TTL: req.TTL, Wait: req.Wait, LockDelay: req.LockDelay, MaxHold: req.MaxHold,
+			Metadata: req.Metadata, SecretHash: req.SecretHash, Limit: req.Limit, Caller: CallerOf(ctx).Name,
+			Attempt: randomHex(8)}
+	}
+	return req.cmd
+}
+
+// RenewRequest extends a lease by its TTL, proven by its secret's hash;
+// Progress is the holder's note.
+type RenewRequest struct {
+	LeaseID    uint64
+	SecretHash [32]byte
+	Progress   string
+	RequestID  string
+}
+
+func (req *RenewRequest) command(ctx context.Context) *fsm.Renew {
+	return &fsm.Renew{RequestID: req.RequestID, LeaseID: req.LeaseID, SecretHash: req.SecretHash, Progress: req.Progress,
+		Caller: CallerOf(ctx).Name}
+}
+
+// ReleaseRequest ends a lease, proven by its secret's hash.
+type ReleaseRequest struct {
+	LeaseID    uint64
+	SecretHash [32]byte
+	RequestID  string
+}
+
+func (req *ReleaseRequest) command(ctx context.Context) *fsm.Release {
+	return &fsm.Release{RequestID: req.RequestID, LeaseID: req.LeaseID, SecretHash: req.SecretHash, Caller: CallerOf(ctx).Name}
+}
+
+// Grant is what an acquire, a renewal or a release answers (and a
+// campaign, a proclamation or a forced release, which are theirs).
+type Grant struct {
+	// Lease is the lease granted, renewed or released; nil for an
+	// acquire that queued.
+	Lease *leasehold.Lease
+	// Remaining is how long the lease now runs (acquire, renew).
+	Remaining time.Duration
+	// Queued: a Batch's acquire took its place in line.
+	Queued bool
+	// ForeignSecret marks a retried acquire whose secret differs from the
+	// first request's (or can no longer be checked): the caller does not
+	// know the lease's secret, so the answer must not claim it does.
+	ForeignSecret bool
+	// Dup: a retry, answered as its first request was.
+	Dup bool
+}
+
+func grantOf(r fsm.Result) Grant {
+	return Grant{Lease: r.Lease, Remaining: r.Remaining, Queued: r.Queued, ForeignSecret: r.ForeignSecret, Dup: r.Dup}
+}
+
+// answer is r as a method's answer: the state machine's refusal (r.Err)
+// is the error, as a failure to commit is.
+func answer(r fsm.Result, err error) (Grant, error) {
+	if err == nil {
+		err = r.Err
+	}
+	return grantOf(r), err
+}
+
+// LeaseOp is one operation of a Batch: exactly one of its fields is set.
+type LeaseOp struct {
+	Acquire *AcquireRequest
+	Renew   *RenewRequest
+	Release *ReleaseRequest
+}
+
+// LeaseResult is one operation's answer in a Batch: a grant, or the state
+// machine's refusal of it alone.
+type LeaseResult struct {
+	Grant
+	Err error
+}
+
+// Acquire proposes req and, if it queues, waits for its outcome. A caller
 // that goes away withdraws its place in the queue; a grant that raced the
-// withdrawal is released by it. The result's own error (res.Err) is left
-// for the caller to count and return; a retried request's remaining time
-// is capped by the leader's countdown now.
-func (s *Service) Acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, error) {
-	return s.take(ctx, cmd, cmd)
+// withdrawal is released by it. A retried request's remaining time is
+// capped by the leader's countdown now.
+func (s *Service) Acquire(ctx context.Context, req *AcquireRequest) (Grant, error) {
+	cmd := req.command(ctx)
+	return answer(s.take(ctx, cmd, cmd))
 }
 
 // take proposes proposal (cmd itself, or a command that is cmd in every
@@ -74,13 +182,13 @@ func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire, proposal fsm.Co
 		if ctx.Err() != nil {
 			// The caller left while the acquire was being committed: it may
 			// have queued, or been granted, with nobody to take the answer.
-			return res, s.LeftEarly(ctx, cmd)
+			return res, s.leftEarly(ctx, cmd)
 		}
 		return res, err
 	}
 	if !res.Queued {
 		if ctx.Err() != nil && res.Lease != nil {
-			return fsm.Result{}, s.LeftEarly(ctx, cmd) // granted as the caller left
+			return fsm.Result{}, s.leftEarly(ctx, cmd) // granted as the caller left
 		}
 		return res, nil
 	}
@@ -93,12 +201,12 @@ func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire, proposal fsm.Co
 	case r := <-outcome:
 		if ctx.Err() != nil && r.Lease != nil {
 			// Granted as the caller left: nobody will take this answer.
-			return fsm.Result{}, s.LeftEarly(ctx, cmd)
+			return fsm.Result{}, s.leftEarly(ctx, cmd)
 		}
 		r.ForeignSecret = r.ForeignSecret || foreign
 		return r, nil
 	case <-ctx.Done():
-		return fsm.Result{}, s.LeftEarly(ctx, cmd)
+		return fsm.Result{}, s.leftEarly(ctx, cmd)
 	case <-fallback.C:
 		go s.withdraw(0, cmd)
 		return fsm.Result{}, leasehold.Errorf(leasehold.CodeWaitTimeout, "waited %v for %q without a grant", cmd.Wait, cmd.Resources)
@@ -109,7 +217,17 @@ func (s *Service) acquire(ctx context.Context, cmd *fsm.Acquire, proposal fsm.Co
 // or those of a batch). On shutdown the attempts stay, and the caller is
 // told to retry elsewhere; otherwise they are withdrawn after the grace
 // period, unless a retry takes them over first.
-func (s *Service) LeftEarly(ctx context.Context, cmds ...*fsm.Acquire) error {
+func (s *Service) LeftEarly(ctx context.Context, reqs ...*AcquireRequest) error {
+	var cmds []*fsm.Acquire
+	for _, r := range reqs {
+		if r.cmd != nil { // proposed: there is an attempt to withdraw
+			cmds = append(cmds, r.cmd)
+		}
+	}
+	return s.leftEarly(ctx, cmds...)
+}
+
+func (s *Service) leftEarly(ctx context.Context, cmds ...*fsm.Acquire) error {
 	if s.stopping.Err() != nil {
 		return leasehold.Errorf(leasehold.CodeUnavailable,
 			"this node is shutting down; retry the acquire with the same request_id on another node")
@@ -152,9 +270,14 @@ func (s *Service) withdraw(grace time.Duration, cmds ...*fsm.Acquire) {
 	}
 }
 
-// HoldPlace keeps the place in line cmd took (in a Batch) for its caller's
-// follow-up Acquire, and withdraws it if none comes within WithdrawGrace.
-func (s *Service) HoldPlace(cmd *fsm.Acquire) {
+// HoldPlace keeps the place in line req took (in a Batch) for its
+// caller's follow-up Acquire, and withdraws it if none comes within
+// WithdrawGrace.
+func (s *Service) HoldPlace(req *AcquireRequest) {
+	cmd := req.cmd
+	if cmd == nil {
+		return // never proposed: no place to hold
+	}
 	s.places.hold(cmd, WithdrawGrace, func() {
 		if s.stopping.Err() == nil { // shutting down: the leader's wait timer ends it
 			s.withdraw(0, cmd)
@@ -164,40 +287,53 @@ func (s *Service) HoldPlace(cmd *fsm.Acquire) {
 
 // Renew renews a lease, stamped with the age the leader counts for it (for
 // MaxHold).
-func (s *Service) Renew(ctx context.Context, cmd *fsm.Renew) (fsm.Result, error) {
+func (s *Service) Renew(ctx context.Context, req *RenewRequest) (Grant, error) {
+	cmd := req.command(ctx)
 	cmd.Age = s.node.LeaseAge(cmd.LeaseID)
 	res, err := s.node.Propose(ctx, cmd)
 	if err == nil && res.Err == nil && res.Dup && res.Lease != nil {
 		res.Remaining = s.remainingNow(res.Lease.ID, res.Remaining)
 	}
-	return res, err
+	return answer(res, err)
 }
 
 // Release ends a lease.
-func (s *Service) Release(ctx context.Context, cmd *fsm.Release) (fsm.Result, error) {
-	return s.node.Propose(ctx, cmd)
+func (s *Service) Release(ctx context.Context, req *ReleaseRequest) (Grant, error) {
+	return answer(s.node.Propose(ctx, req.command(ctx)))
 }
 
 // Batch proposes acquires, renewals and releases in one log entry, renewals
 // stamped as Renew stamps them, retried answers capped as Acquire and Renew
 // cap them. Queued acquires are the caller's to hold (HoldPlace) or
 // withdraw (LeftEarly).
-func (s *Service) Batch(ctx context.Context, cmds []fsm.Command) ([]fsm.Result, error) {
-	for _, c := range cmds {
-		if r, ok := c.(*fsm.Renew); ok {
+func (s *Service) Batch(ctx context.Context, ops []LeaseOp) ([]LeaseResult, error) {
+	cmds := make([]fsm.Command, len(ops))
+	for i, op := range ops {
+		switch {
+		case op.Acquire != nil:
+			cmds[i] = op.Acquire.command(ctx)
+		case op.Renew != nil:
+			r := op.Renew.command(ctx)
 			r.Age = s.node.LeaseAge(r.LeaseID)
+			cmds[i] = r
+		case op.Release != nil:
+			cmds[i] = op.Release.command(ctx)
+		default:
+			return nil, leasehold.Errorf(leasehold.CodeInvalid, "operation %d of the batch sets none of acquire, renew or release", i)
 		}
 	}
 	results, err := s.propose(ctx, cmds)
 	if err != nil {
 		return nil, err
 	}
+	out := make([]LeaseResult, len(results))
 	for i := range results {
-		if res := &results[i]; res.Err == nil && res.Dup && res.Lease != nil && !isRelease(cmds[i]) {
+		if res := &results[i]; res.Err == nil && res.Dup && res.Lease != nil && ops[i].Release == nil {
 			res.Remaining = s.remainingNow(res.Lease.ID, res.Remaining)
 		}
+		out[i] = LeaseResult{Grant: grantOf(results[i]), Err: results[i].Err}
 	}
-	return results, nil
+	return out, nil
 }
 
 // propose commits cmds in one log entry. Acquires that will all wait in
@@ -226,8 +362,6 @@ func willWait(node *cluster.Node, cmds []fsm.Command) bool {
 	}
 	return len(cmds) > 0
 }
-
-func isRelease(c fsm.Command) bool { _, ok := c.(*fsm.Release); return ok }
 
 // remainingNow caps a retried request's first answer by what is left on
 // the leader's countdown now, since the caller counts from its retry. When

@@ -8,17 +8,14 @@ import (
 	"github.com/leasehold/leasehold/fsm"
 )
 
-// Waiter is an acquire queued on a resource.
-type Waiter = fsm.Waiter
-
 // Holding is what a resource looks like now.
 type Holding struct {
 	Holder *leasehold.Lease // nil: free
 	// ExpiresIn is what is left of the holder's lease on the leader's
 	// countdown, or -1 if this node does not know it.
 	ExpiresIn time.Duration
-	Waiters   []Waiter      // in line order
-	LockDelay time.Duration // left of the lock delay after the last holder; 0: none
+	Waiters   []leasehold.Waiter // in line order
+	LockDelay time.Duration      // left of the lock delay after the last holder; 0: none
 	// Limit and Slots are set if the resource is a semaphore in use: its
 	// limit and the holders of its slots, by slot.
 	Limit int

@@ -35,13 +35,15 @@ func (r *recorder) Event(e fsm.Event) {
 func (r *recorder) Applied(index uint64)  { r.hub.Applied(index) }
 func (r *recorder) Restored(index uint64) { r.hub.Restored(index) }
 
-func (r *recorder) after(from uint64, req service.WatchRequest) []fsm.Event {
+// after is the recorded events after from that req watches, as a watcher
+// is handed them.
+func (r *recorder) after(from uint64, req service.WatchRequest) []service.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []fsm.Event
+	var out []service.Event
 	for _, e := range r.events {
 		if e.Index > from && matches(e, req) {
-			out = append(out, e)
+			out = append(out, service.EventOf(e))
 		}
 	}
 	return out
@@ -101,9 +103,9 @@ func startWatchNodeIn(t *testing.T, dir string, cfg service.HubConfig) *watchNod
 	if err := node.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stopping, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
-	return &watchNode{svc: service.New(node, hub, testcluster.Logger(), stopping), hub: hub, rec: rec, node: node}
+	svc := service.New(node, hub, testcluster.Logger())
+	t.Cleanup(svc.Stop)
+	return &watchNode{svc: svc, hub: hub, rec: rec, node: node}
 }
 
 var reqSeq struct {
@@ -121,9 +123,9 @@ func reqID() string {
 // collect reads w's batches until one at index last or later arrives and
 // returns the events before it (of entries up to last). A watcher that
 // starts at last has nothing to collect.
-func collect(t testing.TB, w *service.Watcher, last uint64) []fsm.Event {
+func collect(t testing.TB, w *service.Watcher, last uint64) []service.Event {
 	t.Helper()
-	var got []fsm.Event
+	var got []service.Event
 	if w.Start() >= last {
 		return nil
 	}
@@ -149,9 +151,9 @@ func collect(t testing.TB, w *service.Watcher, last uint64) []fsm.Event {
 	}
 }
 
-func sameEvents(t testing.TB, what string, got, want []fsm.Event) {
+func sameEvents(t testing.TB, what string, got, want []service.Event) {
 	t.Helper()
-	key := func(e fsm.Event) string {
+	key := func(e service.Event) string {
 		return fmt.Sprintf("%d %s lease=%d token=%d res=%v key=%q v=%d", e.Index, e.Kind, e.LeaseID, e.Token, e.Resources, e.Key, e.Version)
 	}
 	n := max(len(got), len(want))
@@ -201,8 +203,8 @@ func TestWatchReceivesTheLogsEventsAfterAnyPastIndex(t *testing.T) {
 				if r2 := rapid.SampledFrom(resources).Draw(rt, "res2"); r2 != res[0] && rapid.Bool().Draw(rt, "two") {
 					res = append(res, r2)
 				}
-				r, err := n.svc.Acquire(ctx, &service.Acquire{RequestID: reqID(), Resources: res, TTL: time.Minute, SecretHash: secret, Owner: "o"})
-				if err == nil && r.Err == nil {
+				r, err := n.svc.Acquire(ctx, &service.AcquireRequest{RequestID: reqID(), Resources: res, TTL: time.Minute, SecretHash: secret, Owner: "o"})
+				if err == nil {
 					leases = append(leases, held{r.Lease.ID, secret})
 				}
 			case 1, 2: // release or renew one
@@ -211,31 +213,31 @@ func TestWatchReceivesTheLogsEventsAfterAnyPastIndex(t *testing.T) {
 				}
 				i := rapid.IntRange(0, len(leases)-1).Draw(rt, "lease")
 				if rapid.Bool().Draw(rt, "renew") {
-					n.svc.Renew(ctx, &service.Renew{RequestID: reqID(), LeaseID: leases[i].id, SecretHash: leases[i].secret})
+					n.svc.Renew(ctx, &service.RenewRequest{RequestID: reqID(), LeaseID: leases[i].id, SecretHash: leases[i].secret})
 				} else {
-					n.svc.Release(ctx, &service.Release{RequestID: reqID(), LeaseID: leases[i].id, SecretHash: leases[i].secret})
+					n.svc.Release(ctx, &service.ReleaseRequest{RequestID: reqID(), LeaseID: leases[i].id, SecretHash: leases[i].secret})
 					leases = append(leases[:i], leases[i+1:]...)
 				}
 			case 3:
-				n.svc.Put(ctx, &service.Put{RequestID: reqID(), Key: rapid.SampledFrom(keys).Draw(rt, "key"), Value: []byte("v")})
+				n.svc.Put(ctx, &service.PutRequest{RequestID: reqID(), Key: rapid.SampledFrom(keys).Draw(rt, "key"), Value: []byte("v")})
 			case 4:
-				n.svc.Delete(ctx, &service.Delete{RequestID: reqID(), Key: rapid.SampledFrom(keys).Draw(rt, "key")})
+				n.svc.Delete(ctx, &service.DeleteRequest{RequestID: reqID(), Key: rapid.SampledFrom(keys).Draw(rt, "key")})
 			case 5: // several changes in one entry
-				var cmds []service.Command
+				var cmds []fsm.Command
 				for range rapid.IntRange(2, 5).Draw(rt, "batch") {
-					cmds = append(cmds, &service.Put{RequestID: reqID(), Key: rapid.SampledFrom(keys).Draw(rt, "key"), Value: []byte("b")})
+					cmds = append(cmds, &fsm.Put{RequestID: reqID(), Key: rapid.SampledFrom(keys).Draw(rt, "key"), Value: []byte("b")})
 				}
-				n.svc.Batch(ctx, cmds)
+				n.node.ProposeAll(ctx, cmds)
 			}
 		}
 		for _, l := range leases { // leave nothing to expire later
-			n.svc.Release(ctx, &service.Release{RequestID: reqID(), LeaseID: l.id, SecretHash: l.secret})
+			n.svc.Release(ctx, &service.ReleaseRequest{RequestID: reqID(), LeaseID: l.id, SecretHash: l.secret})
 		}
 		// A last entry every watcher sees ends its reading.
-		res, err := n.svc.Batch(ctx, []service.Command{
-			&service.Put{RequestID: reqID(), Key: "a/end", Value: []byte("e")},
-			&service.Put{RequestID: reqID(), Key: "b/kend", Value: []byte("e")},
-			&service.Put{RequestID: reqID(), Key: "c/end", Value: []byte("e")}})
+		res, err := n.node.ProposeAll(ctx, []fsm.Command{
+			&fsm.Put{RequestID: reqID(), Key: "a/end", Value: []byte("e")},
+			&fsm.Put{RequestID: reqID(), Key: "b/kend", Value: []byte("e")},
+			&fsm.Put{RequestID: reqID(), Key: "c/end", Value: []byte("e")}})
 		if err != nil || res[0].Err != nil {
 			rt.Fatalf("closing batch: %v %v", err, res)
 		}
@@ -265,7 +267,7 @@ func TestWatchFromTooOldAnIndexNamesTheOldest(t *testing.T) {
 	ctx := context.Background()
 	var last uint64
 	for i := range 40 {
-		v, err := n.svc.Put(ctx, &service.Put{RequestID: reqID(), Key: fmt.Sprintf("k/%d", i), Value: []byte("v")})
+		v, err := n.svc.Put(ctx, &service.PutRequest{RequestID: reqID(), Key: fmt.Sprintf("k/%d", i), Value: []byte("v")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,11 +304,11 @@ func TestSlowWatcherIsCutOffResumably(t *testing.T) {
 	}
 	var last uint64
 	for b := range 4 { // 4 entries of 100 puts: 400 events
-		var cmds []service.Command
+		var cmds []fsm.Command
 		for i := range 100 {
-			cmds = append(cmds, &service.Put{RequestID: reqID(), Key: fmt.Sprintf("k/%d/%d", b, i), Value: []byte("v")})
+			cmds = append(cmds, &fsm.Put{RequestID: reqID(), Key: fmt.Sprintf("k/%d/%d", b, i), Value: []byte("v")})
 		}
-		res, err := n.svc.Batch(ctx, cmds)
+		res, err := n.node.ProposeAll(ctx, cmds)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,7 +327,7 @@ func TestSlowWatcherIsCutOffResumably(t *testing.T) {
 		t.Fatalf("%q names no index to resume from: %v", err, e)
 	}
 	// What it had been handed before the cut is still read, up to resume.
-	var got []fsm.Event
+	var got []service.Event
 	for b := range slow.Batches() {
 		if b.Index > resume {
 			t.Fatalf("the cut-off watcher delivered index %d, past its resume index %d", b.Index, resume)
@@ -403,7 +405,7 @@ func TestWatchHistoryRestartsAtARestoredSnapshot(t *testing.T) {
 	ctx := context.Background()
 	var snapAt uint64
 	for i := range 10 {
-		v, err := n.svc.Put(ctx, &service.Put{RequestID: reqID(), Key: fmt.Sprintf("k/%d", i), Value: []byte("v")})
+		v, err := n.svc.Put(ctx, &service.PutRequest{RequestID: reqID(), Key: fmt.Sprintf("k/%d", i), Value: []byte("v")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -427,7 +429,7 @@ func TestWatchHistoryRestartsAtARestoredSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	last, err := n.svc.Put(ctx, &service.Put{RequestID: reqID(), Key: "k/after", Value: []byte("v")})
+	last, err := n.svc.Put(ctx, &service.PutRequest{RequestID: reqID(), Key: "k/after", Value: []byte("v")})
 	if err != nil {
 		t.Fatal(err)
 	}

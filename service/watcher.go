@@ -31,8 +31,51 @@ type WatchRequest struct {
 // delivered, so a watcher may resume from Index.
 type Batch struct {
 	Index  uint64
-	Events []fsm.Event
+	Events []Event
 }
+
+// Event is one applied change, as a watcher sees it. It carries what a
+// watcher may see and never a lease's secret or its hash. Slices are
+// shared with the node's history: read them, never change them.
+type Event struct {
+	Index uint64 // the log index of the entry that made the change
+	// Kind says what changed: granted, renewed, released, expired,
+	// force_released, queued, withdrawn, put, deleted, leader_changed,
+	// group_changed, group_assigned, group_revoking, group_removed.
+	Kind string
+	// Reason is why a lease ended (the end events): released, expired,
+	// canceled, forced.
+	Reason string
+	// Lease events, and queued / withdrawn (whose LeaseID and Token are
+	// 0). leader_changed: the election is Resources[0], the leader its
+	// lease. put: the lease the key is now bound to; deleted: the lease
+	// whose end deleted it (0: a plain delete).
+	LeaseID   uint64
+	Token     uint64
+	Resources []string
+	Owner     string
+	Operation string
+	// put and deleted.
+	Key     string
+	Value   []byte // put: the new value; leader_changed: the leader's value
+	Version uint64 // put: the new version; deleted: the version removed
+	// Group events: the group, and the partition (group_changed: the
+	// count). LeaseID, Resources and Owner are the member's session.
+	Group     string
+	Partition uint32
+}
+
+// The kinds of the events the service picks out for its callers.
+var (
+	kindLeaderChanged = fsm.EventLeaderChanged.String()
+	kindGroupChanged  = fsm.EventGroupChanged.String()
+	kindGroupAssigned = fsm.EventGroupAssigned.String()
+	kindGroupRevoking = fsm.EventGroupRevoking.String()
+	kindGroupRemoved  = fsm.EventGroupRemoved.String()
+	kindReleased      = fsm.EventReleased.String()
+	kindExpired       = fsm.EventExpired.String()
+	kindForceReleased = fsm.EventForceReleased.String()
+)
 
 // Watcher is one watch on a hub. Read Batches until it closes, then Err
 // says why; Close ends it early.

@@ -35,10 +35,13 @@ func slotOf(e *fsm.Event) slot {
 	return s
 }
 
-// event is the fsm.Event the slot keeps.
-func (s *slot) event() fsm.Event {
-	e := fsm.Event{Index: s.Index, LeaseID: s.LeaseID, Token: s.Token, Resources: s.Resources, Owner: s.Owner,
-		Operation: s.Operation, Partition: s.Partition, Kind: s.Kind, Reason: s.Reason}
+// event is the Event the slot keeps.
+func (s *slot) event() Event {
+	e := Event{Index: s.Index, LeaseID: s.LeaseID, Token: s.Token, Resources: s.Resources, Owner: s.Owner,
+		Operation: s.Operation, Partition: s.Partition, Kind: s.Kind.String()}
+	if s.Reason != 0 {
+		e.Reason = s.Reason.String()
+	}
 	if m := s.more; m != nil {
 		e.Key, e.Value, e.Version, e.Group = m.key, m.value, m.version, m.group
 	}

@@ -37,7 +37,7 @@ func TestRingKeepsLeaseEventsCompactly(t *testing.T) {
 	}
 	defer w.Close()
 	b := <-w.Batches()
-	want := fsm.Event{Index: n, Kind: fsm.EventRenewed, LeaseID: 7, Token: 7, Resources: res, Owner: "o", Operation: "op"}
+	want := service.Event{Index: n, Kind: fsm.EventRenewed.String(), LeaseID: 7, Token: 7, Resources: res, Owner: "o", Operation: "op"}
 	if len(b.Events) != 1 || b.Events[0].Index != want.Index || b.Events[0].Kind != want.Kind || b.Events[0].LeaseID != 7 ||
 		b.Events[0].Token != 7 || len(b.Events[0].Resources) != 1 || b.Events[0].Owner != "o" || b.Events[0].Operation != "op" {
 		t.Fatalf("the last renewal reads %+v, want %+v", b.Events, want)

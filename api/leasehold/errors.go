@@ -6,7 +6,9 @@ import (
 )
 
 // Code classifies an error for the API edge. Each code maps to exactly one
-// Connect code in server/errors.go and back again in the client.
+// Connect code (api.ToConnect, package api's errors.go, which the node's
+// interceptor and handlers use) and back again (api.FromConnect, which the
+// client uses).
 type Code uint8
 
 const (

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
@@ -55,7 +56,7 @@ with its log index, until interrupted.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.value, "value", "", "what this candidate announces while it leads (an address, say)")
-	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "leadership lease time to live")
+	durationVar(fl, &f.ttl, "ttl", leasehold.DefaultTTL, "leadership lease time to live")
 	durationVar(fl, &f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when leadership cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who campaigns (shown to operators)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: the command's tree in its own cgroup v2 where one can be created; off: its process group")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/groups"
 )
 
@@ -58,7 +59,7 @@ children are stopped and it joins again), so it never exits 124.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.member, "member", "", "this member's name in the group (required)")
-	fl.DurationVar(&f.ttl, "ttl", 15*time.Second, "member session time to live")
+	fl.DurationVar(&f.ttl, "ttl", leasehold.DefaultTTL, "member session time to live")
 	fl.DurationVar(&f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when a partition is revoked or the session cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.cgroup, "cgroup", "auto", "auto: each child's tree in its own cgroup v2 where one can be created; off: its process group")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say when each child starts which watchdog process guards it and how (cgroup or process group)")

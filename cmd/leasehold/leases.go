@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 	"github.com/spf13/cobra"
@@ -86,7 +87,7 @@ func newAcquire(g *globals) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "lease time to live (100ms to 1h)")
+	durationVar(fl, &f.ttl, "ttl", leasehold.DefaultTTL, "lease time to live (100ms to 1h)")
 	waitVar(fl, &f.wait, 0, "how long to queue if a resource is held: a duration, or forever (until granted or interrupted); 0: fail at once")
 	durationVar(fl, &f.lockDelay, "lock-delay", 0, "keep the resources blocked this long after an expiry")
 	durationVar(fl, &f.maxHold, "max-hold", 0, "end the lease at this age however often it is renewed")

@@ -121,7 +121,7 @@ func newQueueShow(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var dead []client.DeadLetter
+			var dead []leasehold.DeadLetter
 			if q.Dead > 0 {
 				if dead, err = c.DeadLetters(ctx, args[0], limit); err != nil {
 					return err
@@ -218,7 +218,7 @@ func printQueue(w io.Writer, q client.QueueInfo) {
 
 // printQueueShow is show's human form: the queue, its keys in flight and
 // its oldest dead letters.
-func printQueueShow(w io.Writer, q client.QueueInfo, dead []client.DeadLetter) error {
+func printQueueShow(w io.Writer, q client.QueueInfo, dead []leasehold.DeadLetter) error {
 	printQueue(w, q)
 	if len(q.InFlightKeys) > 0 {
 		fmt.Fprintln(w, "\nin flight, slowest first:")
@@ -237,7 +237,7 @@ func printQueueShow(w io.Writer, q client.QueueInfo, dead []client.DeadLetter) e
 	return nil
 }
 
-func printDeadLetters(w io.Writer, dead []client.DeadLetter) error {
+func printDeadLetters(w io.Writer, dead []leasehold.DeadLetter) error {
 	t := newTable(w, "SEQUENCE", "KEY", "RECEIVES", "DIED", "NOTE")
 	for _, d := range dead {
 		t.row(d.Sequence, clip(d.Key, 40), d.Receives, stamp(d.DiedAt, "2006-01-02 15:04:05"), clip(d.Note, 60))

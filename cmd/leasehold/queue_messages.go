@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 )
@@ -17,7 +18,7 @@ import (
 // dead-letters, redrive.
 
 func newQueueSend(g *globals) *cobra.Command {
-	var m client.Message
+	var m leasehold.Message
 	var body, file string
 	var o *output
 	cmd := &cobra.Command{
@@ -93,10 +94,10 @@ func newQueueReceive(g *globals) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeFirst(g, queueNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if max < 1 || max > 100 {
-				return usagef("--max must be 1 to 100, not %d", max)
+			if max < 1 || max > leasehold.MaxQueueBatch {
+				return usagef("--max must be 1 to %d, not %d", leasehold.MaxQueueBatch, max)
 			}
-			if wait < 0 || wait > 20*time.Second {
+			if wait < 0 || wait > leasehold.MaxQueueWait {
 				return usagef("--wait must be 0 to 20s, not %v", wait)
 			}
 			c, ctx, cancel, err := g.session(cmd, wait)
@@ -143,7 +144,7 @@ func newQueueReceive(g *globals) *cobra.Command {
 // deliveryFlags are the flags that name a delivery: --sequence (the
 // message's, as send and receive print it) and --token (the delivery's).
 // --delivery is --sequence's old name.
-func deliveryFlags(cmd *cobra.Command, d *client.Delivery) {
+func deliveryFlags(cmd *cobra.Command, d *leasehold.Delivery) {
 	cmd.Flags().Uint64Var(&d.Sequence, "sequence", 0, "the message's sequence (as receive printed it; required)")
 	cmd.Flags().Uint64Var(&d.Sequence, "delivery", 0, "the message's sequence")
 	cmd.Flags().MarkDeprecated("delivery", "use --sequence")
@@ -151,7 +152,7 @@ func deliveryFlags(cmd *cobra.Command, d *client.Delivery) {
 	cmd.Flags().StringVar(&d.Consumer, "consumer", "", "the consumer name receive was given (only that consumer may settle the delivery)")
 }
 
-func checkDelivery(d client.Delivery) error {
+func checkDelivery(d leasehold.Delivery) error {
 	if d.Sequence == 0 || d.Token == 0 {
 		return usagef("--sequence and --token are required: receive prints them")
 	}
@@ -159,7 +160,7 @@ func checkDelivery(d client.Delivery) error {
 }
 
 func newQueueAck(g *globals) *cobra.Command {
-	var d client.Delivery
+	var d leasehold.Delivery
 	var o *output
 	cmd := &cobra.Command{
 		Use:               "ack QUEUE --sequence N --token T",
@@ -191,7 +192,7 @@ func newQueueAck(g *globals) *cobra.Command {
 }
 
 func newQueueNack(g *globals) *cobra.Command {
-	var d client.Delivery
+	var d leasehold.Delivery
 	var delay time.Duration
 	var note string
 	var o *output
@@ -228,7 +229,7 @@ func newQueueNack(g *globals) *cobra.Command {
 }
 
 func newQueueExtend(g *globals) *cobra.Command {
-	var d client.Delivery
+	var d leasehold.Delivery
 	var visibility time.Duration
 	var progress string
 	var o *output

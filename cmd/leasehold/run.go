@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/cmd/leasehold/internal/cliout"
 	"github.com/leasehold/leasehold/internal/watchdog"
@@ -59,7 +60,7 @@ lease and CMD. --wait forever waits in line until granted or interrupted.`,
 		},
 	}
 	fl := cmd.Flags()
-	durationVar(fl, &f.ttl, "ttl", 15*time.Second, "lease time to live")
+	durationVar(fl, &f.ttl, "ttl", leasehold.DefaultTTL, "lease time to live")
 	waitVar(fl, &f.wait, time.Minute, "how long to queue for the resource: a duration, or forever (until granted or interrupted)")
 	durationVar(fl, &f.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lease cannot be kept (less for a --ttl under 8.5s)")
 	fl.StringVar(&f.owner, "owner", defaultOwner(), "who holds the lease (shown to operators)")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/clock"
 	"github.com/leasehold/leasehold/cluster"
@@ -119,7 +120,7 @@ func newServe(g *globals) *cobra.Command {
 	fl.IntVar(&f.limits.maxConnsPerClient, "max-conns-per-client", server.DefaultMaxConnsPerClient,
 		"most API connections open at once from one IP address (-1: no limit)")
 	fl.IntVar(&f.limits.maxQueueBodyBytes, "max-queue-body-bytes", server.DefaultMaxQueueBodyBytes,
-		fmt.Sprintf("refuse a queue message whose body is larger than this (1 to %d)", service.MaxQueueBody))
+		fmt.Sprintf("refuse a queue message whose body is larger than this (1 to %d)", leasehold.MaxQueueBody))
 	fl.IntVar(&f.maxWaitersPerResource, "max-waiters-per-resource", 1000, "refuse to queue more waiters on one resource (same on every node)")
 	fl.IntVar(&f.maxLeasesPerOwner, "max-leases-per-owner", 100000, "refuse more leases to one owner (same on every node)")
 	fl.IntVar(&f.walSegmentMiB, "wal-segment-size", cluster.DefaultConfig().WALSegmentSize>>20,
@@ -215,8 +216,8 @@ func serve(ctx context.Context, g *globals, f *serveFlags, metricsAuthSet bool) 
 		defer stop()
 		go gctarget.Run(gctx, f.gcPercent, time.Second)
 	}
-	if b := f.limits.maxQueueBodyBytes; b < 1 || b > service.MaxQueueBody {
-		return usagef("--max-queue-body-bytes %d: give 1 to %d (1 MiB, the most a message may hold)", b, service.MaxQueueBody)
+	if b := f.limits.maxQueueBodyBytes; b < 1 || b > leasehold.MaxQueueBody {
+		return usagef("--max-queue-body-bytes %d: give 1 to %d (1 MiB, the most a message may hold)", b, leasehold.MaxQueueBody)
 	}
 	cfg.FSM.MaxWaitersPerResource = f.maxWaitersPerResource
 	cfg.FSM.MaxLeasesPerOwner = f.maxLeasesPerOwner

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/procs"
 	"github.com/leasehold/leasehold/internal/testutil"
@@ -178,8 +179,8 @@ type producer struct {
 
 func orderID(i int) string { return "order-" + strconv.Itoa(i) }
 
-func eventMessage(order string, n int64) client.Message {
-	return client.Message{Key: order, Body: fmt.Appendf(nil, `{"order":%q,"n":%d}`, order, n),
+func eventMessage(order string, n int64) leasehold.Message {
+	return leasehold.Message{Key: order, Body: fmt.Appendf(nil, `{"order":%q,"n":%d}`, order, n),
 		DedupID: fmt.Sprintf("%s/%d", order, n)}
 }
 
@@ -195,7 +196,7 @@ func (e *env) produce(ctx context.Context, orders, events, batch int) *producer 
 func (p *producer) sendOrder(ctx context.Context, c *client.Client, i int) {
 	order := orderID(i)
 	for n := int64(1); n <= int64(p.events) && ctx.Err() == nil; {
-		var ms []client.Message
+		var ms []leasehold.Message
 		for j := n; j < n+int64(p.batch) && j <= int64(p.events); j++ {
 			ms = append(ms, eventMessage(order, j))
 		}

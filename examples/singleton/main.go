@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -101,7 +102,7 @@ func main() {
 	host, _ := os.Hostname()
 	id := flag.String("id", fmt.Sprintf("%s/%d", host, os.Getpid()), "this instance, shown as the leader's value")
 	every := flag.Duration("every", time.Minute, "how often the leader runs the job")
-	ttl := flag.Duration("ttl", 15*time.Second, "leadership lease TTL: how long a crashed leader blocks the next")
+	ttl := flag.Duration("ttl", leasehold.DefaultTTL, "leadership lease TTL: how long a crashed leader blocks the next")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))

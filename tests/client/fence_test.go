@@ -51,7 +51,7 @@ func TestFencedByPartitionAndDelivery(t *testing.T) {
 	if _, err := c.CreateQueue(ctx, "jobs", client.QueueSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, "jobs", client.Message{Key: "k", Body: []byte("b")}); err != nil {
+	if _, err := c.Send(ctx, "jobs", leasehold.Message{Key: "k", Body: []byte("b")}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := c.Receive(ctx, "jobs", 1)

@@ -43,7 +43,7 @@ func TestQueueCallsRetriedAfterALostReplyActOnce(t *testing.T) {
 	}
 
 	dropReply()
-	if _, err := c.Send(ctx, "retry", client.Message{Key: "k", Body: []byte("one")}); err != nil {
+	if _, err := c.Send(ctx, "retry", leasehold.Message{Key: "k", Body: []byte("one")}); err != nil {
 		t.Fatalf("Send whose reply was lost: %v", err)
 	}
 	reset("Send")
@@ -52,7 +52,7 @@ func TestQueueCallsRetriedAfterALostReplyActOnce(t *testing.T) {
 	}
 
 	dropReply()
-	if _, err := c.SendBatch(ctx, "retry", []client.Message{{Key: "k", Body: []byte("two")}, {Key: "j"}}); err != nil {
+	if _, err := c.SendBatch(ctx, "retry", []leasehold.Message{{Key: "k", Body: []byte("two")}, {Key: "j"}}); err != nil {
 		t.Fatalf("SendBatch whose reply was lost: %v", err)
 	}
 	reset("SendBatch")
@@ -125,7 +125,7 @@ func TestQueueAdminCallsRetriedAfterALostReplyActOnce(t *testing.T) {
 		}
 	}
 	send := func(key string) {
-		if _, err := direct.Send(ctx, "admin", client.Message{Key: key, Body: []byte(key)}); err != nil {
+		if _, err := direct.Send(ctx, "admin", leasehold.Message{Key: key, Body: []byte(key)}); err != nil {
 			t.Error(err)
 		}
 	}

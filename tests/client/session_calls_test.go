@@ -21,10 +21,10 @@ func TestSessionCarriesQueueAndIdempotencyCalls(t *testing.T) {
 	if _, err := c.CreateQueue(ctx, "s/q", client.QueueSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, "s/q", client.Message{Key: "a", Body: []byte("1")}); err != nil {
+	if _, err := c.Send(ctx, "s/q", leasehold.Message{Key: "a", Body: []byte("1")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SendBatch(ctx, "s/q", []client.Message{{Key: "b", Body: []byte("2")}, {Key: "c", Body: []byte("3")}}); err != nil {
+	if _, err := c.SendBatch(ctx, "s/q", []leasehold.Message{{Key: "b", Body: []byte("2")}, {Key: "c", Body: []byte("3")}}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := c.Receive(ctx, "s/q", 3)
@@ -41,7 +41,7 @@ func TestSessionCarriesQueueAndIdempotencyCalls(t *testing.T) {
 	if err != nil || len(again) != 1 || again[0].Sequence != ds[1].Sequence || again[0].Receives != 2 {
 		t.Fatalf("receive after the nack: %+v, %v; want sequence %d again", again, err, ds[1].Sequence)
 	}
-	if errs, err := c.AckBatch(ctx, []client.Delivery{again[0], ds[2]}); err != nil || errs[0] != nil || errs[1] != nil {
+	if errs, err := c.AckBatch(ctx, []leasehold.Delivery{again[0], ds[2]}); err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("ack batch: %v, %v", errs, err)
 	}
 	if q, err := c.Queue(ctx, "s/q", 0); err != nil || q.Depth != 0 {
@@ -85,7 +85,7 @@ func TestSessionCallsFallBackToUnary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if _, err := c.Send(ctx, "s/q", client.Message{Key: "a", Body: []byte{byte(i)}}); err != nil {
+		if _, err := c.Send(ctx, "s/q", leasehold.Message{Key: "a", Body: []byte{byte(i)}}); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
@@ -118,7 +118,7 @@ func TestSessionCallRetryOverReopenedStreamActsOnce(t *testing.T) {
 	if _, err := direct.CreateQueue(ctx, "s/q", client.QueueSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, "s/q", client.Message{Key: "a", Body: []byte("1")}); err != nil { // the stream answers
+	if _, err := c.Send(ctx, "s/q", leasehold.Message{Key: "a", Body: []byte("1")}); err != nil { // the stream answers
 		t.Fatal(err)
 	}
 	ds, err := direct.Receive(ctx, "s/q", 1)
@@ -135,12 +135,12 @@ func TestSessionCallRetryOverReopenedStreamActsOnce(t *testing.T) {
 
 	p.setDeaf(true)
 	type sent struct {
-		s   client.Sent
+		s   leasehold.Sent
 		err error
 	}
 	sends, acks := make(chan sent, 1), make(chan error, 1)
 	go func() {
-		s, err := c.Send(ctxFor(t, 20*time.Second), "s/q", client.Message{Key: "b", Body: []byte("2")})
+		s, err := c.Send(ctxFor(t, 20*time.Second), "s/q", leasehold.Message{Key: "b", Body: []byte("2")})
 		sends <- sent{s, err}
 	}()
 	go func() { acks <- c.Ack(ctxFor(t, 20*time.Second), ds[0]) }()
@@ -307,12 +307,12 @@ func TestSessionReceiveRetryOverReopenedStream(t *testing.T) {
 	if _, err := direct.CreateQueue(ctx, "s/q", client.QueueSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, "s/q", client.Message{Key: "a", Body: []byte("1")}); err != nil { // the stream answers
+	if _, err := c.Send(ctx, "s/q", leasehold.Message{Key: "a", Body: []byte("1")}); err != nil { // the stream answers
 		t.Fatal(err)
 	}
 	p.setDeaf(true)
 	type received struct {
-		ds  []client.Delivery
+		ds  []leasehold.Delivery
 		err error
 	}
 	got := make(chan received, 1)

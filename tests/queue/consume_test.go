@@ -57,7 +57,7 @@ func setupVia(t *testing.T, s client.QueueSettings, wrap func(http.RoundTripper)
 
 func send(t *testing.T, c *client.Client, key, body string) {
 	t.Helper()
-	if _, err := c.Send(testutil.Context(t, 10*time.Second), "q", client.Message{Key: key, Body: []byte(body)}); err != nil {
+	if _, err := c.Send(testutil.Context(t, 10*time.Second), "q", leasehold.Message{Key: key, Body: []byte(body)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -403,7 +403,7 @@ func TestSendRefusedForBackpressureCarriesRetryAfter(t *testing.T) {
 	c := setup(t, client.QueueSettings{MaxDepth: 2})
 	send(t, c, "a", "1")
 	send(t, c, "b", "2")
-	_, err := c.Send(testutil.Context(t, 10*time.Second), "q", client.Message{Key: "c", Body: []byte("3")})
+	_, err := c.Send(testutil.Context(t, 10*time.Second), "q", leasehold.Message{Key: "c", Body: []byte("3")})
 	var ra *client.RetryAfterError
 	if !errors.As(err, &ra) {
 		t.Fatalf("a send past max_depth: %v, want a *client.RetryAfterError", err)
@@ -414,7 +414,7 @@ func TestSendRefusedForBackpressureCarriesRetryAfter(t *testing.T) {
 	if !errors.Is(err, leasehold.ErrLimit) {
 		t.Fatalf("%v does not match leasehold.ErrLimit", err)
 	}
-	if _, err := c.SendBatch(testutil.Context(t, 10*time.Second), "q", []client.Message{{Key: "d"}}); !errors.As(err, &ra) {
+	if _, err := c.SendBatch(testutil.Context(t, 10*time.Second), "q", []leasehold.Message{{Key: "d"}}); !errors.As(err, &ra) {
 		t.Fatalf("a batch past max_depth: %v, want a *client.RetryAfterError", err)
 	}
 	if q := depth(t, c); q.Depth != 2 {
@@ -438,7 +438,7 @@ func TestSendWaitsOutBackpressure(t *testing.T) {
 		c.Ack(ctx, ds[0])
 		acked <- time.Now()
 	}()
-	sent, err := queue.Send(ctx, c, "q", client.Message{Key: "b", Body: []byte("2")})
+	sent, err := queue.Send(ctx, c, "q", leasehold.Message{Key: "b", Body: []byte("2")})
 	done := time.Now()
 	if err != nil || len(sent) != 1 || sent[0].Duplicate {
 		t.Fatalf("queue.Send: %v %v", sent, err)
@@ -452,7 +452,7 @@ func TestSendWaitsOutBackpressure(t *testing.T) {
 	// A send that cannot get room before ctx ends returns the refusal.
 	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
-	if _, err := queue.Send(short, c, "q", client.Message{Key: "c"}); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, leasehold.ErrLimit) {
+	if _, err := queue.Send(short, c, "q", leasehold.Message{Key: "c"}); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, leasehold.ErrLimit) {
 		t.Fatalf("a send into a queue that stays full: %v, want the deadline and the last refusal", err)
 	}
 }

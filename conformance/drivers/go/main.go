@@ -66,7 +66,7 @@ type driver struct {
 	ctxs       map[string]context.Context
 	pending    map[string]chan error
 	order      []string
-	deliveries map[string]client.Delivery
+	deliveries map[string]leasehold.Delivery
 }
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -88,7 +88,7 @@ func main() {
 	}
 	d := &driver{c: c, prefix: os.Getenv("LEASEHOLD_PREFIX"), stdin: bufio.NewReader(os.Stdin), out: json.NewEncoder(os.Stdout),
 		leases: map[string]*client.Lease{}, ctxs: map[string]context.Context{}, pending: map[string]chan error{},
-		deliveries: map[string]client.Delivery{}}
+		deliveries: map[string]leasehold.Delivery{}}
 	for i, s := range sc.Steps {
 		if err := d.run(s); err != nil {
 			d.out.Encode(map[string]any{"step": i, "op": s.Op, "ok": false, "error": err.Error()})
@@ -320,7 +320,7 @@ func (d *driver) run(s step) error {
 		_, err := d.c.CreateQueue(bg, d.prefix+s.Queue, client.QueueSettings{Visibility: ms(s.VisibilityMs)})
 		return expect(s, err)
 	case "queue_send":
-		_, err := d.c.Send(bg, d.prefix+s.Queue, client.Message{Key: s.Key, Body: []byte(s.Body)})
+		_, err := d.c.Send(bg, d.prefix+s.Queue, leasehold.Message{Key: s.Key, Body: []byte(s.Body)})
 		return expect(s, err)
 	case "queue_receive":
 		var opts []client.ReceiveOption

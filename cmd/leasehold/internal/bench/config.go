@@ -10,6 +10,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -91,7 +92,7 @@ type Config struct {
 }
 
 const (
-	defaultTTL      = 15 * time.Second
+	defaultTTL      = leasehold.DefaultTTL
 	defaultRenewTTL = 30 * time.Second
 	// drainTimeout is how long operations in flight when the measurement
 	// ends may take to finish before they are canceled.
@@ -131,8 +132,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("bench: workload %q: use lock, renew, contend or queue", c.Workload)
 	case c.Clients < 1:
 		return fmt.Errorf("bench: clients is %d; it must be at least 1", c.Clients)
-	case c.Workload == Queue && (c.Batch < 0 || c.Batch > 100):
-		return fmt.Errorf("bench: batch is %d; it must be 1 to 100", c.Batch)
+	case c.Workload == Queue && (c.Batch < 0 || c.Batch > leasehold.MaxQueueBatch):
+		return fmt.Errorf("bench: batch is %d; it must be 1 to %d", c.Batch, leasehold.MaxQueueBatch)
 	case c.Workload == Queue && (c.BodyBytes < 16 && c.BodyBytes != 0 || c.BodyBytes > 1<<20):
 		return fmt.Errorf("bench: body bytes is %d; it must be 16 (a send time and a run id) to 1 MiB", c.BodyBytes)
 	case (c.Workload == Lock || c.Workload == Queue) && c.Resources < 1:

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -119,12 +120,12 @@ func (w *queueWorkload) produce(i int, st *stats) {
 			r.sleep(time.Millisecond)
 			continue
 		}
-		ms := make([]client.Message, r.cfg.Batch)
+		ms := make([]leasehold.Message, r.cfg.Batch)
 		t0 := time.Now()
 		for j := range ms {
 			b := append([]byte(nil), body...)
 			binary.LittleEndian.PutUint64(b, uint64(t0.UnixNano())) // the send time, for the consumer
-			ms[j] = client.Message{Key: w.keys[rng.IntN(len(w.keys))], Body: b}
+			ms[j] = leasehold.Message{Key: w.keys[rng.IntN(len(w.keys))], Body: b}
 		}
 		var err error
 		if len(ms) == 1 {
@@ -195,7 +196,7 @@ func (w *queueWorkload) consume(i int, st *stats) {
 }
 
 // acked records the ack of d, answered err after took, at a1.
-func (w *queueWorkload) acked(st *stats, d client.Delivery, err error, took time.Duration, a1 time.Time) {
+func (w *queueWorkload) acked(st *stats, d leasehold.Delivery, err error, took time.Duration, a1 time.Time) {
 	r := w.r
 	if len(d.Body) < 16 || binary.LittleEndian.Uint64(d.Body[8:]) != w.run {
 		return // left by another run: not this run's figures

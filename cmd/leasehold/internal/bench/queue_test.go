@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -38,10 +39,10 @@ func TestQueueMemoryPerMessage(t *testing.T) {
 	}
 	// One warm-up batch, so connections and buffers are made before the
 	// first reading.
-	batch := func(from int) []client.Message {
-		ms := make([]client.Message, 100)
+	batch := func(from int) []leasehold.Message {
+		ms := make([]leasehold.Message, 100)
 		for i := range ms {
-			ms[i] = client.Message{Key: fmt.Sprintf("key-%d", (from+i)%keys), Body: make([]byte, body)}
+			ms[i] = leasehold.Message{Key: fmt.Sprintf("key-%d", (from+i)%keys), Body: make([]byte, body)}
 		}
 		return ms
 	}

@@ -1,6 +1,10 @@
 package cliout
 
-import "github.com/leasehold/leasehold/client"
+import (
+	"github.com/leasehold/leasehold/client"
+
+	"github.com/leasehold/leasehold/api/leasehold"
+)
 
 // The queue commands' structures. A message has one number, its
 // sequence: send returns it, receive, show and dead-letters print it, and
@@ -59,10 +63,11 @@ type Sent struct {
 	Duplicate bool   `json:"duplicate"`
 }
 
-// Delivery is one received message. Its sequence and token are what ack,
-// nack and extend take. A body that is not UTF-8 text is given as
-// body_base64 instead of body.
-type Delivery struct {
+// DeliveryRecord is the JSON record of one received message, a
+// leasehold.Delivery (the one delivery type; FromDeliveries writes it).
+// Its sequence and token are what ack, nack and extend take. A body that
+// is not UTF-8 text is given as body_base64 instead of body.
+type DeliveryRecord struct {
 	Queue        string  `json:"queue"`
 	Key          string  `json:"key"`
 	Sequence     uint64  `json:"sequence"`
@@ -76,8 +81,8 @@ type Delivery struct {
 
 // Received is queue receive's output: no message ready is an empty list.
 type Received struct {
-	Queue      string     `json:"queue"`
-	Deliveries []Delivery `json:"deliveries"`
+	Queue      string           `json:"queue"`
+	Deliveries []DeliveryRecord `json:"deliveries"`
 }
 
 // Acked is queue ack's output: the message is removed.
@@ -167,10 +172,10 @@ func FromQueues(qs []client.QueueInfo) Queues {
 }
 
 // FromDeliveries is queue receive's output.
-func FromDeliveries(queue string, ds []client.Delivery) Received {
-	out := Received{Queue: queue, Deliveries: []Delivery{}}
+func FromDeliveries(queue string, ds []leasehold.Delivery) Received {
+	out := Received{Queue: queue, Deliveries: []DeliveryRecord{}}
 	for _, d := range ds {
-		o := Delivery{Queue: d.Queue, Key: d.Key, Sequence: d.Sequence, Token: d.Token, Receives: d.Receives,
+		o := DeliveryRecord{Queue: d.Queue, Key: d.Key, Sequence: d.Sequence, Token: d.Token, Receives: d.Receives,
 			SentAt: Time(d.SentAt), SafeDeadline: Time(d.Deadline)}
 		o.Body, o.BodyBase64 = Value(d.Body)
 		out.Deliveries = append(out.Deliveries, o)
@@ -179,7 +184,7 @@ func FromDeliveries(queue string, ds []client.Delivery) Received {
 }
 
 // FromDeadLetters is the dead letters of queue.
-func FromDeadLetters(queue string, dead []client.DeadLetter) DeadLetters {
+func FromDeadLetters(queue string, dead []leasehold.DeadLetter) DeadLetters {
 	out := DeadLetters{Queue: queue, DeadLetters: []DeadLetter{}}
 	for _, d := range dead {
 		o := DeadLetter{Sequence: d.Sequence, Key: d.Key, Receives: d.Receives, Note: d.Note,

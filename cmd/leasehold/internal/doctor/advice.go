@@ -9,6 +9,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/leasehold/leasehold/api/leasehold"
 )
 
 // Latencies are percentiles of measured renewal round trips.
@@ -52,10 +54,10 @@ type Inputs struct {
 	DriftRatio float64
 }
 
-// Bounds of a lease TTL the server accepts.
+// Bounds of a lease TTL the server accepts (the vocabulary's).
 const (
-	MinTTL = 100 * time.Millisecond
-	MaxTTL = time.Hour
+	MinTTL = leasehold.MinTTL
+	MaxTTL = leasehold.MaxTTL
 )
 
 // Advice is a recommended TTL and renewal interval, with the numbers that

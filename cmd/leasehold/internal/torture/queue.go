@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/history"
 )
@@ -25,13 +26,13 @@ func (w *worker) send(ctx context.Context) {
 	q := w.run.queue
 	key := fmt.Sprintf("k%d", w.rng.IntN(queueKeys))
 	body := fmt.Sprintf("w%d-%d", w.id, w.seq())
-	var sent client.Sent
+	var sent leasehold.Sent
 	op, err := w.call(primQueue, "send", q+"/"+key, map[string]any{"body": body}, func() (map[string]any, error) {
 		c, cancel := opCtx(ctx)
 		defer cancel()
 		var err error
 		// The body as dedup id: a retried send enqueues nothing more.
-		sent, err = w.c.Send(c, q, client.Message{Key: key, Body: []byte(body), DedupID: body})
+		sent, err = w.c.Send(c, q, leasehold.Message{Key: key, Body: []byte(body), DedupID: body})
 		return map[string]any{"sequence": sent.Sequence}, err
 	})
 	s := history.QueueSend{Op: op.ID, Key: key, Body: body}
@@ -45,7 +46,7 @@ func (w *worker) send(ctx context.Context) {
 // if ack. It reports how many it got.
 func (w *worker) receive(ctx context.Context, wait time.Duration, ack bool) int {
 	q := w.run.queue
-	var ds []client.Delivery
+	var ds []leasehold.Delivery
 	op, err := w.call(primQueue, "receive", q, nil, func() (map[string]any, error) {
 		c, cancel := opCtx(ctx)
 		defer cancel()

@@ -1,4 +1,4 @@
-package server
+package nodemetrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -6,12 +6,13 @@ import (
 	"github.com/leasehold/leasehold/service"
 )
 
-// registerWatchMetrics exposes the watch hub's figures, read at scrape time.
-func registerWatchMetrics(reg *prometheus.Registry, hub *service.Hub) {
+// WatchHub registers the watch hub's figures, read at scrape time, on the
+// registry New was given.
+func (m *Metrics) WatchHub(hub *service.Hub) {
 	stat := func(f func(service.HubStats) float64) func() float64 {
 		return func() float64 { return f(hub.Stats()) }
 	}
-	reg.MustRegister(
+	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasehold_watchers", Help: "Watch streams this node serves."},
 			stat(func(s service.HubStats) float64 { return float64(s.Watchers) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "leasehold_watch_events_delivered_total",
