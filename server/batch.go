@@ -158,8 +158,9 @@ func (run *batchRun) failure() error {
 
 // batchItem is one operation of a batch on its way through.
 type batchItem struct {
-	acquire *service.Acquire
-	secret  string // the acquire's secret, for its answer
+	acquire *service.Acquire // ask.Base()
+	ask     service.Ask      // the acquire to propose: a lock's or a semaphore's
+	secret  string           // the acquire's secret, for its answer
 	renew   *service.Renew
 	release *service.Release
 	err     error          // the operation is invalid: it was not proposed
@@ -179,7 +180,10 @@ func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string, wa
 			break
 		}
 		m := o.Acquire
-		it.acquire, it.secret, it.err = acquireCommand(m, caller)
+		it.ask, it.secret, it.err = acquireCommand(m, caller)
+		if it.err == nil {
+			it.acquire = it.ask.Base()
+		}
 		if it.err == nil && !waitHere && it.acquire.Wait > 0 && (m.RequestId == "" || m.Secret == "") {
 			// A queued answer carries neither, and only the same request
 			// (same request_id and secret) can wait for that place in line.
@@ -192,7 +196,7 @@ func (it *batchItem) prepare(s *Server, i int, op *pb.BatchOp, caller string, wa
 			return nil
 		}
 		m.RequestId, m.Secret = it.acquire.RequestID, it.secret
-		return it.acquire
+		return it.ask
 	case *pb.BatchOp_Renew:
 		if o.Renew == nil {
 			break

@@ -62,8 +62,7 @@ func campaignCommand(m *pb.CampaignRequest, caller string) (*service.Campaign, s
 	if err != nil {
 		return nil, "", err
 	}
-	acq.Election, acq.Value = true, []byte(m.Value)
-	return &service.Campaign{Acquire: *acq}, secret, nil
+	return &service.Campaign{Acquire: *acq.Base(), Value: []byte(m.Value)}, secret, nil
 }
 
 func electionValue(v string) error {

@@ -98,7 +98,7 @@ func (h groupsAPI) Create(ctx context.Context, req *connect.Request[pb.GroupsCre
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&pb.GroupsCreateResponse{Group: groupPB(res.Group)}), nil
+	return connect.NewResponse(&pb.GroupsCreateResponse{Group: groupPB(res.Group())}), nil
 }
 
 func (h groupsAPI) Grow(ctx context.Context, req *connect.Request[pb.GroupsGrowRequest]) (*connect.Response[pb.GroupsGrowResponse], error) {
@@ -113,7 +113,7 @@ func (h groupsAPI) Grow(ctx context.Context, req *connect.Request[pb.GroupsGrowR
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&pb.GroupsGrowResponse{Group: groupPB(res.Group)}), nil
+	return connect.NewResponse(&pb.GroupsGrowResponse{Group: groupPB(res.Group())}), nil
 }
 
 func (h groupsAPI) Delete(ctx context.Context, req *connect.Request[pb.GroupsDeleteRequest]) (*connect.Response[pb.GroupsDeleteResponse], error) {
@@ -201,8 +201,8 @@ func (h groupsAPI) Join(ctx context.Context, req *connect.Request[pb.GroupsJoinR
 		return nil, err
 	}
 	out := &pb.GroupsJoinResponse{Lease: leasePB(res.Lease, res.Remaining), Secret: secret,
-		ExpiresIn: durPB(res.Remaining), Group: groupPB(res.Group)}
-	for _, a := range res.Group.Assignments {
+		ExpiresIn: durPB(res.Remaining), Group: groupPB(res.Group())}
+	for _, a := range res.Group().Assignments {
 		out.Partitions = append(out.Partitions, assignmentPB(a, assignmentState(a), 0))
 	}
 	return connect.NewResponse(out), nil

@@ -98,7 +98,7 @@ func (h idemAPI) Begin(ctx context.Context, req *connect.Request[pb.IdempotencyB
 		h.m.begins.WithLabelValues(outcome).Inc()
 		return nil, err
 	}
-	r := res.Idem
+	r := res.Idem()
 	h.m.begins.WithLabelValues(r.State.String()).Inc()
 	out := &pb.IdempotencyBeginResponse{State: idemStatePB(r.State)}
 	switch r.State {

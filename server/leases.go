@@ -30,7 +30,7 @@ func (h leases) Acquire(ctx context.Context, req *connect.Request[pb.AcquireRequ
 		return nil, err
 	}
 	// A forwarded copy must carry the request ID and secret chosen here.
-	req.Msg.RequestId, req.Msg.Secret = cmd.RequestID, secret
+	req.Msg.RequestId, req.Msg.Secret = cmd.Base().RequestID, secret
 	res, err := s.svc.Acquire(ctx, cmd)
 	if forwarding(req, err) {
 		return nil, err // the leader answers, and counts it

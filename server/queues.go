@@ -87,7 +87,7 @@ func (h queuesAPI) Create(ctx context.Context, req *connect.Request[pb.QueuesCre
 	if err != nil {
 		return nil, err
 	}
-	existed := res.Queue != nil && res.Queue.Existed
+	existed := res.Queue() != nil && res.Queue().Existed
 	if !res.Dup {
 		h.s.log.Info("queue created", "queue", m.Queue, "actor", Identity(ctx))
 	}
@@ -163,9 +163,9 @@ func (h queuesAPI) Purge(ctx context.Context, req *connect.Request[pb.QueuesPurg
 		return nil, err
 	}
 	if answered && !res.Dup {
-		h.s.log.Warn("queue purged", "queue", m.Queue, "actor", actor, "reason", m.Reason, "dropped", res.Queue.Moved)
+		h.s.log.Warn("queue purged", "queue", m.Queue, "actor", actor, "reason", m.Reason, "dropped", res.Queue().Moved)
 	}
-	return connect.NewResponse(&pb.QueuesPurgeResponse{Dropped: uint64(res.Queue.Moved)}), nil
+	return connect.NewResponse(&pb.QueuesPurgeResponse{Dropped: uint64(res.Queue().Moved)}), nil
 }
 
 func (h queuesAPI) Delete(ctx context.Context, req *connect.Request[pb.QueuesDeleteRequest]) (*connect.Response[pb.QueuesDeleteResponse], error) {
@@ -220,10 +220,10 @@ func (h queuesAPI) send(ctx context.Context, req connect.AnyRequest, cmd *servic
 		}
 		return nil, err
 	}
-	out := make([]*pb.QueuesSendResponse, len(res.Queue.Seqs))
+	out := make([]*pb.QueuesSendResponse, len(res.Queue().Seqs))
 	sent := 0
-	for i, seq := range res.Queue.Seqs {
-		out[i] = &pb.QueuesSendResponse{Sequence: seq, Duplicate: res.Queue.Duplicate[i]}
+	for i, seq := range res.Queue().Seqs {
+		out[i] = &pb.QueuesSendResponse{Sequence: seq, Duplicate: res.Queue().Duplicate[i]}
 		if !out[i].Duplicate {
 			sent++
 		}
@@ -274,7 +274,7 @@ func (h queuesAPI) Receive(ctx context.Context, req *connect.Request[pb.QueuesRe
 	}
 	out := &pb.QueuesReceiveResponse{}
 	redelivered := 0
-	for _, d := range res.Queue.Deliveries {
+	for _, d := range res.Queue().Deliveries {
 		out.Deliveries = append(out.Deliveries, deliveryPB(d, true))
 		if d.Receives > 1 {
 			redelivered++
@@ -308,10 +308,10 @@ func (h queuesAPI) Ack(ctx context.Context, req *connect.Request[pb.QueuesAckReq
 // acked counts an ack that removed a message (not a retry answered from
 // the dedup window).
 func (h queuesAPI) acked(queue string, res service.Result) {
-	if res.Err == nil && res.Queue != nil && !res.Queue.SentAt.IsZero() {
+	if res.Err == nil && res.Queue() != nil && !res.Queue().SentAt.IsZero() {
 		h.drain.acked(queue, 1)
 		h.s.metrics.QueueAcked.WithLabelValues(queue).Inc()
-		h.s.metrics.QueueLatency.WithLabelValues(queue).Observe(time.Since(res.Queue.SentAt).Seconds())
+		h.s.metrics.QueueLatency.WithLabelValues(queue).Observe(time.Since(res.Queue().SentAt).Seconds())
 	}
 }
 
@@ -352,9 +352,9 @@ func (h queuesAPI) Redrive(ctx context.Context, req *connect.Request[pb.QueuesRe
 		return nil, err
 	}
 	if answered && !res.Dup {
-		h.s.log.Info("dead letters redriven", "queue", m.Queue, "actor", actor, slog.Int("moved", res.Queue.Moved))
+		h.s.log.Info("dead letters redriven", "queue", m.Queue, "actor", actor, slog.Int("moved", res.Queue().Moved))
 	}
-	return connect.NewResponse(&pb.QueuesRedriveResponse{Moved: uint64(res.Queue.Moved)}), nil
+	return connect.NewResponse(&pb.QueuesRedriveResponse{Moved: uint64(res.Queue().Moved)}), nil
 }
 
 func (h queuesAPI) DeadLetters(ctx context.Context, req *connect.Request[pb.QueuesDeadLettersRequest]) (*connect.Response[pb.QueuesDeadLettersResponse], error) {

@@ -13,7 +13,7 @@ import (
 // the handler's own work (validation, authorization, conversion) is what
 // they test.
 type Service interface {
-	Acquire(ctx context.Context, cmd *service.Acquire) (service.Result, error)
+	Acquire(ctx context.Context, cmd service.Ask) (service.Result, error)
 	Renew(ctx context.Context, cmd *service.Renew) (service.Result, error)
 	Release(ctx context.Context, cmd *service.Release) (service.Result, error)
 	Batch(ctx context.Context, cmds []service.Command) ([]service.Result, error)

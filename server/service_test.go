@@ -29,7 +29,8 @@ type fakeLeases struct {
 	page     []service.Held
 }
 
-func (f *fakeLeases) Acquire(_ context.Context, cmd *fsm.Acquire) (fsm.Result, error) {
+func (f *fakeLeases) Acquire(_ context.Context, ask fsm.Ask) (fsm.Result, error) {
+	cmd := ask.Base()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acquires = append(f.acquires, *cmd)

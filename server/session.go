@@ -249,7 +249,7 @@ func (ss *session) commit(ops []sessionOp) {
 		ss.work.Add(1)
 		go func() {
 			defer ss.work.Done()
-			res, err := s.svc.Acquire(o.ctx, it.acquire)
+			res, err := s.svc.Acquire(o.ctx, it.ask)
 			r, err := s.acquireAnswer(it.secret, res, err, run.start)
 			ss.settle(o.id, &pb.BatchResult{Result: &pb.BatchResult_Acquire{Acquire: r}}, err)
 		}()

@@ -64,8 +64,17 @@ func randomHex(n int) string {
 }
 
 // acquireCommand checks an AcquireRequest from caller (see caller) and
-// builds its command.
-func acquireCommand(m *pb.AcquireRequest, caller string) (cmd *service.Acquire, secret string, err error) {
+// builds its command: a lock's acquire, or a semaphore's with a limit.
+func acquireCommand(m *pb.AcquireRequest, caller string) (ask service.Ask, secret string, err error) {
+	cmd, secret, err := lockCommand(m, caller)
+	if err != nil || m.Limit == 0 {
+		return cmd, secret, err
+	}
+	return &service.SemAcquire{Acquire: *cmd, Limit: int(m.Limit)}, secret, nil
+}
+
+// lockCommand is acquireCommand's shared part: every field but the limit.
+func lockCommand(m *pb.AcquireRequest, caller string) (cmd *service.Acquire, secret string, err error) {
 	cmd = &service.Acquire{Resources: m.Resources, Owner: m.Owner, Operation: m.Operation, Metadata: m.Metadata, Caller: caller}
 	if err := leasehold.ValidateResources(m.Resources); err != nil {
 		return nil, "", err
@@ -91,7 +100,6 @@ func acquireCommand(m *pb.AcquireRequest, caller string) (cmd *service.Acquire, 
 		return nil, "", leasehold.Errorf(leasehold.CodeInvalid,
 			"a semaphore acquire (limit %d) names one semaphore, not %d resources; acquire the others separately", m.Limit, len(m.Resources))
 	}
-	cmd.Limit = int(m.Limit)
 	if cmd.TTL, err = duration("ttl", m.Ttl, leasehold.DefaultTTL); err != nil {
 		return nil, "", err
 	}

@@ -18,7 +18,6 @@ type Election = fsm.Election
 // leadership in arrival order, as Acquire waits for a grant (with the same
 // withdrawal when the caller goes away).
 func (s *Service) Campaign(ctx context.Context, cmd *fsm.Campaign) (fsm.Result, error) {
-	cmd.Election = true
 	return s.take(ctx, &cmd.Acquire, cmd)
 }
 

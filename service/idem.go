@@ -31,10 +31,10 @@ func (s *Service) IdemBegin(ctx context.Context, cmd *IdemBegin, wait time.Durat
 	deadline := time.Now().Add(wait)
 	for {
 		res, err := s.node.Propose(ctx, cmd)
-		if err != nil || res.Err != nil || res.Idem.State != fsm.IdemInProgress || wait <= 0 {
+		if err != nil || res.Err != nil || res.Idem().State != fsm.IdemInProgress || wait <= 0 {
 			return res, err
 		}
-		if !s.awaitAttempt(ctx, cmd.Key, res.Idem.Token, deadline) {
+		if !s.awaitAttempt(ctx, cmd.Key, res.Idem().Token, deadline) {
 			return res, ctx.Err() // still in progress at the deadline (or the caller left)
 		}
 	}

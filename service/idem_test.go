@@ -25,7 +25,7 @@ func TestIdemWaiterWokenByCompletion(t *testing.T) {
 			TTL: time.Minute, SecretHash: sec}, wait)
 	}
 	first, err := begin(sec, 0)
-	if err != nil || first.Err != nil || first.Idem.State != fsm.IdemStarted {
+	if err != nil || first.Err != nil || first.Idem().State != fsm.IdemStarted {
 		t.Fatalf("first Begin: %+v %v", first, err)
 	}
 	applied := n.hub.Stats().Applied
@@ -47,7 +47,7 @@ func TestIdemWaiterWokenByCompletion(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	done, err := n.svc.IdemComplete(ctx, &service.IdemComplete{Key: "pay/wake", LeaseID: first.Idem.Token,
+	done, err := n.svc.IdemComplete(ctx, &service.IdemComplete{Key: "pay/wake", LeaseID: first.Idem().Token,
 		SecretHash: sec, Result: []byte("ok")})
 	if err != nil || done.Err != nil {
 		t.Fatalf("Complete: %v %v", err, done.Err)
@@ -55,7 +55,7 @@ func TestIdemWaiterWokenByCompletion(t *testing.T) {
 	completed := time.Now()
 	select {
 	case a := <-waiter:
-		if a.err != nil || a.res.Err != nil || a.res.Idem.State != fsm.IdemCompleted || string(a.res.Idem.Result) != "ok" {
+		if a.err != nil || a.res.Err != nil || a.res.Idem().State != fsm.IdemCompleted || string(a.res.Idem().Result) != "ok" {
 			t.Fatalf("the waiter's answer: %+v %v", a.res, a.err)
 		}
 		t.Logf("the waiter answered %v after the Complete", time.Since(completed))

@@ -57,7 +57,7 @@ func (s *Service) Txn(ctx context.Context, cmd *fsm.Txn) (res *fsm.TxnResult, in
 	if err != nil {
 		return nil, 0, err
 	}
-	return r.Txn, r.Version, nil
+	return r.Txn(), r.Version(), nil
 }
 
 func (s *Service) write(ctx context.Context, cmd fsm.Command) (uint64, error) {
@@ -65,7 +65,7 @@ func (s *Service) write(ctx context.Context, cmd fsm.Command) (uint64, error) {
 	if err == nil {
 		err = res.Err
 	}
-	return res.Version, err
+	return res.Version(), err
 }
 
 // Get reads a key's value, version and bound lease.

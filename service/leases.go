@@ -18,13 +18,14 @@ const cancelTimeout = 5 * time.Second
 // place in line, or a grant nobody took, is given up.
 const WithdrawGrace = 2 * time.Second
 
-// Acquire proposes cmd and, if it queues, waits for its outcome. A caller
+// Acquire proposes cmd (a lock's, a semaphore's or a campaign's acquire)
+// and, if it queues, waits for its outcome. A caller
 // that goes away withdraws its place in the queue; a grant that raced the
 // withdrawal is released by it. The result's own error (res.Err) is left
 // for the caller to count and return; a retried request's remaining time
 // is capped by the leader's countdown now.
-func (s *Service) Acquire(ctx context.Context, cmd *fsm.Acquire) (fsm.Result, error) {
-	return s.take(ctx, cmd, cmd)
+func (s *Service) Acquire(ctx context.Context, cmd fsm.Ask) (fsm.Result, error) {
+	return s.take(ctx, cmd.Base(), cmd)
 }
 
 // take proposes proposal (cmd itself, or a command that is cmd in every

@@ -84,10 +84,10 @@ func (s *Service) QueueReceive(ctx context.Context, cmd *QueueReceive, wait time
 			// Nothing to hand out: an empty answer costs no entry. (An
 			// empty answer is never wrong: a message sent meanwhile could
 			// as well have gone to another consumer.)
-			return Result{Queue: &fsm.QueueResult{}}, nil
+			return Result{Answer: &fsm.QueueResult{}}, nil
 		}
 		if done, err := s.awaitReady(ctx, bell, deadline.C, at, ready); done {
-			return Result{Queue: &fsm.QueueResult{}}, err // nothing came: an empty answer
+			return Result{Answer: &fsm.QueueResult{}}, err // nothing came: an empty answer
 		}
 	}
 }

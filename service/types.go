@@ -24,7 +24,11 @@ type (
 	// KeyItem is an Item with its key, as ListKeys gives it.
 	KeyItem  = fsm.KeyItem
 	Campaign = fsm.Campaign
-	Proclaim = fsm.Proclaim
+	// Ask is an acquire of any kind: a lock (Acquire), a Campaign or a
+	// SemAcquire.
+	Ask        = fsm.Ask
+	SemAcquire = fsm.SemAcquire
+	Proclaim   = fsm.Proclaim
 	// Command is one of the above, for Batch.
 	Command = fsm.Command
 	// Result is what the state machine answered a command.
