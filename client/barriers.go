@@ -194,11 +194,11 @@ func (a *Arrival) Tripped() *PhaseEnd { return a.end }
 // party is then no longer counted; Arrive again). The lease ends with the
 // phase. If ctx ends first, Wait returns ctx's error and the arrival
 // stands: Leave withdraws it.
-func (a *Arrival) Wait(ctx context.Context) (PhaseEnd, error) {
+func (a *Arrival) Wait(parent context.Context) (PhaseEnd, error) {
 	if a.end != nil {
 		return *a.end, nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	lost := make(chan struct{})
 	go func() {
@@ -212,7 +212,12 @@ func (a *Arrival) Wait(ctx context.Context) (PhaseEnd, error) {
 	end, err := a.c.WaitPhase(ctx, a.name, a.phase)
 	select {
 	case <-lost:
-		if err != nil {
+		if err != nil && parent.Err() == nil {
+			// A renewal that raced the phase's end finds the lease gone
+			// (the end ended it): if the phase ended, that is the answer.
+			if end, err, ok := a.c.phaseEndNow(parent, a.name, a.phase); ok {
+				return end, err
+			}
 			return PhaseEnd{}, fmt.Errorf("%w: the arrival at phase %d of %q ended before the phase did: %w", ErrLeaseLost, a.phase, a.name, a.lease.Err())
 		}
 	default:
@@ -310,16 +315,38 @@ func (c *Client) WaitPhase(ctx context.Context, name string, phase uint64) (Phas
 			return PhaseEnd{}, err
 		}
 		phase = r.Phase
-		if e := phaseEnd(r.End); e != nil {
-			if e.Outcome != leasehold.BarrierTripped.String() {
-				return *e, fmt.Errorf("%w: phase %d of %q ended %s", ErrBarrierBroken, e.Phase, name, e.Outcome)
-			}
-			return *e, nil
+		if end, err, ok := phaseAnswer(name, r); ok {
+			return end, err
 		}
 		if err := ctx.Err(); err != nil {
 			return PhaseEnd{}, err
 		}
 	}
+}
+
+// phaseEndNow asks once, without waiting, how phase of name ended; ok is
+// false if it has not ended (or the question failed).
+func (c *Client) phaseEndNow(ctx context.Context, name string, phase uint64) (end PhaseEnd, err error, ok bool) {
+	r, err := call(ctx, c, c.cfg.RequestTimeout, barriersOf, leaseholdv1connect.BarriersClient.Wait,
+		&pb.BarriersWaitRequest{Name: name, Phase: phase, Wait: durationpb.New(0)})
+	if err != nil {
+		return PhaseEnd{}, nil, false
+	}
+	return phaseAnswer(name, r)
+}
+
+// phaseAnswer is what a Wait answer means to the waiter: ok once the
+// phase ended, with a nil error if it tripped and one matching
+// ErrBarrierBroken if not.
+func phaseAnswer(name string, r *pb.BarriersWaitResponse) (PhaseEnd, error, bool) {
+	e := phaseEnd(r.End)
+	if e == nil {
+		return PhaseEnd{}, nil, false
+	}
+	if e.Outcome != leasehold.BarrierTripped.String() {
+		return *e, fmt.Errorf("%w: phase %d of %q ended %s", ErrBarrierBroken, e.Phase, name, e.Outcome), true
+	}
+	return *e, nil, true
 }
 
 // ResetBarrier ends the current phase of name (broken, if it had not

@@ -57,7 +57,7 @@ func TestQueueVisibilityFollowsTheNodeClock(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 	n := queueNode(t, fake, fsm.QueueSettings{})
 	mustPropose(t, n, &fsm.QueueSend{Queue: "q", Messages: []fsm.QueueMessage{{Key: "k", Body: []byte("m")}}})
-	d := mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 1, Visibility: time.Hour}).Queue.Deliveries[0]
+	d := mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 1, Visibility: time.Hour}).Queue().Deliveries[0]
 	fake.Advance(59 * time.Minute)
 	time.Sleep(50 * time.Millisecond) // time for a wrongly fired expiry to apply
 	if q := queueInfo(n); q.InFlight != 1 {
@@ -65,7 +65,7 @@ func TestQueueVisibilityFollowsTheNodeClock(t *testing.T) {
 	}
 	fake.Advance(2 * time.Minute)
 	waitQueue(t, n, "the visibility ran out", func(q fsm.QueueInfo) bool { return q.InFlight == 0 })
-	again := mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 1}).Queue.Deliveries
+	again := mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 1}).Queue().Deliveries
 	if len(again) != 1 || again[0].Sequence != d.Sequence || again[0].Token <= d.Token {
 		t.Fatalf("redelivery %+v, want sequence %d with a token above %d", again, d.Sequence, d.Token)
 	}
@@ -84,7 +84,7 @@ func TestQueueRetireFollowsRetention(t *testing.T) {
 	send("young")
 	fake.Advance(11 * time.Second) // the check at 1m: "old" is 61s old, "young" 11s
 	waitQueue(t, n, "the old message retired", func(q fsm.QueueInfo) bool { return q.Depth == 1 })
-	left := mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 10}).Queue.Deliveries
+	left := mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 10}).Queue().Deliveries
 	if len(left) != 1 || string(left[0].Body) != "young" {
 		t.Fatalf("left after retirement: %+v, want only the young message", left)
 	}
@@ -97,7 +97,7 @@ func TestQueueRetireForgetsDedupIDs(t *testing.T) {
 	n := queueNode(t, fake, fsm.QueueSettings{DedupWindow: 10 * time.Second})
 	mustPropose(t, n, &fsm.QueueSend{Queue: "q", Messages: []fsm.QueueMessage{{Key: "k", DedupID: "d"}}})
 	r := mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 1})
-	mustPropose(t, n, &fsm.QueueAck{Queue: "q", Seq: r.Queue.Deliveries[0].Sequence, Token: r.Queue.Deliveries[0].Token})
+	mustPropose(t, n, &fsm.QueueAck{Queue: "q", Seq: r.Queue().Deliveries[0].Sequence, Token: r.Queue().Deliveries[0].Token})
 	fake.Advance(61 * time.Second)
 	waitQueue(t, n, "the dedup id was forgotten", func(q fsm.QueueInfo) bool { return q.DedupIDs == 0 })
 }

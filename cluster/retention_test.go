@@ -26,7 +26,7 @@ func TestIdemRetentionForgetsOnTheLeaderClock(t *testing.T) {
 	if err != nil || r.Err != nil {
 		t.Fatal(err, r.Err)
 	}
-	r, err = n.Propose(ctx, &fsm.IdemComplete{Key: "pay/1", LeaseID: r.Idem.Token, SecretHash: sec, Result: []byte("ok")})
+	r, err = n.Propose(ctx, &fsm.IdemComplete{Key: "pay/1", LeaseID: r.Idem().Token, SecretHash: sec, Result: []byte("ok")})
 	if err != nil || r.Err != nil {
 		t.Fatal(err, r.Err)
 	}

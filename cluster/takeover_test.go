@@ -60,7 +60,7 @@ func TestTakeoverRebuildsEveryCountdown(t *testing.T) {
 	brief.LockDelay = bound
 	mustPropose(t, n, brief)
 	begun := mustPropose(t, n, &fsm.IdemBegin{Key: "pay/1", Owner: "api", TTL: time.Hour, Retention: bound, SecretHash: secret})
-	mustPropose(t, n, &fsm.IdemComplete{Key: "pay/1", LeaseID: begun.Idem.Token, SecretHash: secret, Result: []byte("ok")})
+	mustPropose(t, n, &fsm.IdemComplete{Key: "pay/1", LeaseID: begun.Idem().Token, SecretHash: secret, Result: []byte("ok")})
 	mustPropose(t, n, &fsm.QueueCreate{Queue: "q"})
 	mustPropose(t, n, &fsm.QueueSend{Queue: "q", Messages: []fsm.QueueMessage{{Key: "k", Body: []byte("m")}}})
 	mustPropose(t, n, &fsm.QueueReceive{Queue: "q", Max: 1, Visibility: bound})

@@ -43,7 +43,7 @@ func (c *ForceRelease) Kind() Kind {
 }
 
 func (c *ForceRelease) apply(s *State, ix uint64, now int64) Result {
-	return s.forceRelease(ix, now, c)
+	return s.leases.forceRelease(ix, now, c)
 }
 
 func (c *ForceRelease) encode(e *encoder) {
@@ -87,7 +87,8 @@ func decodeAudit(d *decoder) AuditRecord {
 	}
 }
 
-func (s *State) forceRelease(ix uint64, now int64, c *ForceRelease) Result {
+func (ls *leaseState) forceRelease(ix uint64, now int64, c *ForceRelease) Result {
+	s := ls.st
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
@@ -95,12 +96,13 @@ func (s *State) forceRelease(ix uint64, now int64, c *ForceRelease) Result {
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindForceRelease, sum); ok {
 		return r
 	}
-	r := s.doForceRelease(ix, now, c)
+	r := ls.doForceRelease(ix, now, c)
 	s.dedup.put(key, KindForceRelease, sum, now, r, s.cfg)
 	return r
 }
 
-func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
+func (ls *leaseState) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
+	s := ls.st
 	if err := ValidateForcedResource(c.Resource); err != nil {
 		return Result{Err: err}
 	}
@@ -110,8 +112,8 @@ func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
 	if err := leasehold.ValidateName("reason", c.Reason, MaxReasonLen, true); err != nil {
 		return Result{Err: err}
 	}
-	id, held := s.holders.get(c.Resource)
-	if sem := s.sems.at(c.Resource); !held && sem != nil {
+	id, held := ls.holders.get(c.Resource)
+	if sem := s.sems.byName.at(c.Resource); !held && sem != nil {
 		return Result{Err: leasehold.Errorf(leasehold.CodeNotFound,
 			"%q is a semaphore, whose slots are held, never the name: force-release the holder's slot (%q to %q)",
 			c.Resource, leasehold.SlotName(c.Resource, 1), leasehold.SlotName(c.Resource, sem.limit))}
@@ -123,23 +125,36 @@ func (s *State) doForceRelease(ix uint64, now int64, c *ForceRelease) Result {
 		return Result{Err: leasehold.Errorf(leasehold.CodeNotHolder,
 			"resource %q is held by lease %d, not %d: look again before forcing a release", c.Resource, id, c.LeaseID)}
 	}
-	l := s.leases.at(id)
-	view := s.end(l, EndForced)
-	s.audit = append(s.audit, AuditRecord{
+	l := ls.byID.at(id)
+	view := ls.end(l, EndForced)
+	s.record(AuditRecord{
 		Index: ix, Time: time.Unix(0, now).UTC(), Actor: c.Actor, Action: "force-release", Resource: c.Resource,
 		LeaseID: l.ID, Token: l.Token, Owner: l.Owner, Operation: l.Operation, Reason: c.Reason,
 	})
-	if n := len(s.audit) - s.cfg.AuditMax; n > 0 {
-		s.audit = append([]AuditRecord(nil), s.audit[n:]...)
-	}
 	// The holder may still be writing: a lock-delay protects resources that
 	// cannot check tokens, as after an expiry.
 	if l.LockDelay() > 0 {
-		s.block(l)
+		ls.block(l)
 	} else {
-		s.wake(ix, now, l.Resources)
+		ls.wake(ix, now, l.Resources)
 	}
 	return Result{Lease: view}
+}
+
+// record adds an operator's action to the audit log, which keeps the
+// newest AuditMax.
+func (s *State) record(a AuditRecord) {
+	s.audit = append(s.audit, a)
+	if n := len(s.audit) - s.cfg.AuditMax; n > 0 {
+		s.audit = append([]AuditRecord(nil), s.audit[n:]...)
+	}
+}
+
+// auditName records an operator's action on a name (a queue's purge or
+// delete, a group's delete), like a forced release.
+func (s *State) auditName(ix uint64, now int64, actor, action, name, reason string) {
+	s.record(AuditRecord{Index: ix, Time: time.Unix(0, now).UTC(), Actor: actor,
+		Action: action, Resource: name, Reason: reason})
 }
 
 // Audit returns up to limit audit records made at or after since, oldest

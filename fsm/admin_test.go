@@ -11,7 +11,7 @@ import (
 )
 
 func TestForceRelease(t *testing.T) {
-	s, ix := kvState()
+	s, ix := kvTestState()
 	l := grantLease(t, s, ix, "a", "r")
 	waiter := applyOne(s, ix, &Acquire{RequestID: "w", Resources: []string{"r"}, TTL: time.Second, Wait: time.Minute, SecretHash: sha256.Sum256([]byte("w"))})
 	if !waiter.Queued {

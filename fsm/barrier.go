@@ -39,9 +39,11 @@ import (
 // phase is told of that trip instead of arriving in the next phase.
 // Create is retried by its values.
 
-// The kinds of the barrier commands. Their bodies start with a version
-// byte (barrierBodyVersion), so a field added later is a new version of
-// the same kind, not a new kind.
+// The kinds of the barrier commands. Their bodies start with their body
+// version (the row's, in the table of commands) in every batch version:
+// they had it in batch version 2 already, before version 3 gave every
+// kind one (kindRow.inBody). A field added later is a new version of the
+// same kind, not a new kind.
 const (
 	KindBarrierCreate    Kind = 90
 	KindBarrierArrive    Kind = 91
@@ -50,8 +52,6 @@ const (
 	KindBarrierDelete    Kind = 94
 	KindBarrierTimeout   Kind = 95 // a phase's timeout ran out on the leader
 )
-
-const barrierBodyVersion = 1
 
 // BarrierCreate creates a barrier, or answers with the one there if it has
 // the same kind, parties and timeout.
@@ -119,21 +119,20 @@ func (*BarrierReset) Kind() Kind     { return KindBarrierReset }
 func (*BarrierDelete) Kind() Kind    { return KindBarrierDelete }
 func (*BarrierTimeout) Kind() Kind   { return KindBarrierTimeout }
 
-func (c *BarrierCreate) apply(s *State, _ uint64, now int64) Result { return s.barrierCreate(now, c) }
+func (c *BarrierCreate) apply(s *State, _ uint64, now int64) Result { return s.barriers.create(now, c) }
 func (c *BarrierArrive) apply(s *State, ix uint64, now int64) Result {
-	return s.barrierArrive(ix, now, c)
+	return s.barriers.arrive(ix, now, c)
 }
 func (c *BarrierCountDown) apply(s *State, ix uint64, now int64) Result {
-	return s.barrierCountDown(ix, now, c)
+	return s.barriers.countDown(ix, now, c)
 }
-func (c *BarrierReset) apply(s *State, _ uint64, now int64) Result  { return s.barrierReset(now, c) }
-func (c *BarrierDelete) apply(s *State, _ uint64, now int64) Result { return s.barrierDelete(now, c) }
+func (c *BarrierReset) apply(s *State, _ uint64, now int64) Result  { return s.barriers.reset(now, c) }
+func (c *BarrierDelete) apply(s *State, _ uint64, now int64) Result { return s.barriers.delete(now, c) }
 func (c *BarrierTimeout) apply(s *State, _ uint64, now int64) Result {
-	return s.barrierTimeout(now, c)
+	return s.barriers.timeout(now, c)
 }
 
 func (c *BarrierCreate) encode(e *encoder) {
-	e.byte1(barrierBodyVersion)
 	e.str(c.Name)
 	e.byte1(byte(c.Type))
 	e.uvarint(uint64(c.Parties))
@@ -142,7 +141,6 @@ func (c *BarrierCreate) encode(e *encoder) {
 }
 
 func (c *BarrierCreate) decode(d *decoder) {
-	barrierBody(d)
 	c.Name = d.str()
 	c.Type = leasehold.BarrierKind(d.byte1())
 	c.Parties = uint32(d.uvarint())
@@ -151,7 +149,6 @@ func (c *BarrierCreate) decode(d *decoder) {
 }
 
 func (c *BarrierArrive) encode(e *encoder) {
-	e.byte1(barrierBodyVersion)
 	e.str(c.RequestID)
 	e.str(c.Name)
 	e.str(c.Participant)
@@ -162,7 +159,6 @@ func (c *BarrierArrive) encode(e *encoder) {
 }
 
 func (c *BarrierArrive) decode(d *decoder) {
-	barrierBody(d)
 	c.RequestID = d.str()
 	c.Name = d.str()
 	c.Participant = d.str()
@@ -173,7 +169,6 @@ func (c *BarrierArrive) decode(d *decoder) {
 }
 
 func (c *BarrierCountDown) encode(e *encoder) {
-	e.byte1(barrierBodyVersion)
 	e.str(c.RequestID)
 	e.str(c.Name)
 	e.uvarint(c.Phase)
@@ -182,7 +177,6 @@ func (c *BarrierCountDown) encode(e *encoder) {
 }
 
 func (c *BarrierCountDown) decode(d *decoder) {
-	barrierBody(d)
 	c.RequestID = d.str()
 	c.Name = d.str()
 	c.Phase = d.uvarint()
@@ -191,53 +185,39 @@ func (c *BarrierCountDown) decode(d *decoder) {
 }
 
 func (c *BarrierReset) encode(e *encoder) {
-	e.byte1(barrierBodyVersion)
 	e.str(c.RequestID)
 	e.str(c.Name)
 	e.str(c.Caller)
 }
 
 func (c *BarrierReset) decode(d *decoder) {
-	barrierBody(d)
 	c.RequestID = d.str()
 	c.Name = d.str()
 	c.Caller = d.str()
 }
 
 func (c *BarrierDelete) encode(e *encoder) {
-	e.byte1(barrierBodyVersion)
 	e.str(c.RequestID)
 	e.str(c.Name)
 	e.str(c.Caller)
 }
 
 func (c *BarrierDelete) decode(d *decoder) {
-	barrierBody(d)
 	c.RequestID = d.str()
 	c.Name = d.str()
 	c.Caller = d.str()
 }
 
 func (c *BarrierTimeout) encode(e *encoder) {
-	e.byte1(barrierBodyVersion)
 	e.str(c.Name)
 	e.uvarint(c.Phase)
 	e.varint(c.Started)
 }
 
 func (c *BarrierTimeout) decode(d *decoder) {
-	barrierBody(d)
 	c.Name = d.str()
 	c.Phase = d.uvarint()
 	c.Started = d.varint()
-}
-
-// barrierBody reads a body's version byte; a version this node does not
-// know is a corrupt entry (a newer node wrote it: upgrade).
-func barrierBody(d *decoder) {
-	if v := d.byte1(); d.err == nil && v != barrierBodyVersion {
-		d.fail()
-	}
 }
 
 func (c *BarrierArrive) key() string {
@@ -276,16 +256,23 @@ func nameSum(e *encoder, id, name string) fingerprint {
 	return sumOf(e)
 }
 
-// barriers is the barriers' sub-state: its own map, read and written only
-// by this file, its snapshot section (snapshot_barrier.go) and the
-// capture (capture.go).
-type barriers struct {
-	m cowMap[string, *barrier]
+// The barrier sub-state: the barriers by name, read and written only by
+// this file and its snapshot section (snapshot_barrier.go). An arrival's
+// lease is the lease sub-state's; the barrier hears of its end
+// (leaseEnded).
+type barrierState struct {
+	st     *State
+	byName cowMap[string, *barrier]
 }
 
-func newBarriers() barriers { return barriers{m: newCowMap[string, *barrier]()} }
+func (bs *barrierState) init(s *State) {
+	*bs = barrierState{st: s, byName: newCowMap[string, *barrier]()}
+	s.track(&bs.byName)
+}
 
-func (b *barriers) freeze() barriers { return barriers{m: b.m.freeze()} }
+func (bs *barrierState) captureInto(v *State) {
+	v.barriers = barrierState{st: v, byName: bs.byName.freeze()}
+}
 
 type barrier struct {
 	kind      leasehold.BarrierKind
@@ -366,6 +353,14 @@ type BarrierResult struct {
 	End     *PhaseEnd
 }
 
+func (*BarrierResult) answer() {}
+
+// Barrier is a barrier command's answer (*BarrierResult), nil for none.
+func (r Result) Barrier() *BarrierResult {
+	a, _ := r.Answer.(*BarrierResult)
+	return a
+}
+
 // BarrierCountdowns are the countdown kind of a phase's timeout
 // (countdown.go): Name is the barrier, ID the phase.
 func barrierTimeoutKey(name string, phase uint64) CountdownKey {
@@ -377,16 +372,16 @@ func barrierTimeoutCountdown(name string, b *barrier) Countdown {
 		Fire: &BarrierTimeout{Name: name, Phase: b.phase, Started: b.firstAt}}
 }
 
-// eachBarrierCountdown visits the timeouts of the phases under way.
-func (s *State) eachBarrierCountdown(f func(Countdown)) {
-	for name, b := range s.barriers.m.all() {
+// eachCountdown visits the timeouts of the phases under way.
+func (bs *barrierState) eachCountdown(f func(Countdown)) {
+	for name, b := range bs.byName.all() {
 		if b.timeout > 0 && b.firstAt != 0 && b.open() {
 			f(barrierTimeoutCountdown(name, b))
 		}
 	}
 }
 
-func (s *State) barrierView(name string, b *barrier) BarrierInfo {
+func (bs *barrierState) view(name string, b *barrier) BarrierInfo {
 	v := BarrierInfo{Name: name, Kind: b.kind, Parties: b.parties, Timeout: b.timeout, CreatedAt: nanosTime(b.createdAt),
 		Phase: b.phase, Arrived: b.arrived(), StartedAt: nanosTime(b.firstAt), Tripped: b.tripped,
 		Ends: slices.Clone(b.ends), Trips: b.trips, Broken: b.broken}
@@ -407,16 +402,16 @@ func (b *barrier) endOf(phase uint64) *PhaseEnd {
 	return nil
 }
 
-// answer is the result of a command that acted in phase of name.
-func (s *State) barrierAnswer(name string, b *barrier, phase uint64) *BarrierResult {
-	return &BarrierResult{Barrier: s.barrierView(name, b), Phase: phase, End: b.endOf(phase)}
+// result is the answer of a command that acted in phase of name.
+func (bs *barrierState) result(name string, b *barrier, phase uint64) *BarrierResult {
+	return &BarrierResult{Barrier: bs.view(name, b), Phase: phase, End: b.endOf(phase)}
 }
 
-func (s *State) barrierOf(name string, kind leasehold.BarrierKind) (*barrier, error) {
+func (bs *barrierState) of(name string, kind leasehold.BarrierKind) (*barrier, error) {
 	if err := leasehold.ValidateBarrierName(name); err != nil {
 		return nil, err
 	}
-	b := s.barriers.m.at(name)
+	b := bs.byName.at(name)
 	if b == nil {
 		return nil, leasehold.Errorf(leasehold.CodeNotFound, "barrier %q does not exist; create it first", name)
 	}
@@ -427,7 +422,7 @@ func (s *State) barrierOf(name string, kind leasehold.BarrierKind) (*barrier, er
 		}
 		return nil, leasehold.Errorf(leasehold.CodeConflict, "barrier %q is a %v barrier: cannot %s", name, b.kind, verb)
 	}
-	b, _ = s.barriers.m.mut(name) // the callers change it
+	b, _ = bs.byName.mut(name) // the callers change it
 	return b, nil
 }
 
@@ -446,7 +441,7 @@ func phaseCheck(name string, b *barrier, phase uint64) error {
 	return leasehold.Errorf(leasehold.CodeStaleToken, "phase %d of barrier %q has %s; it is at phase %d", phase, name, how, b.phase)
 }
 
-func (s *State) barrierCreate(now int64, c *BarrierCreate) Result {
+func (bs *barrierState) create(now int64, c *BarrierCreate) Result {
 	if err := leasehold.ValidateBarrierName(c.Name); err != nil {
 		return Result{Err: err}
 	}
@@ -459,38 +454,40 @@ func (s *State) barrierCreate(now int64, c *BarrierCreate) Result {
 	if err := leasehold.ValidateBarrierTimeout(c.Timeout); err != nil {
 		return Result{Err: err}
 	}
-	if b := s.barriers.m.at(c.Name); b != nil {
+	if b := bs.byName.at(c.Name); b != nil {
 		if b.kind == c.Type && b.parties == c.Parties && b.timeout == c.Timeout {
-			return Result{Dup: true, Barrier: s.barrierAnswer(c.Name, b, b.phase)}
+			return Result{Dup: true, Answer: bs.result(c.Name, b, b.phase)}
 		}
 		return Result{Err: leasehold.Errorf(leasehold.CodeHeld,
 			"barrier %q already exists as a %v barrier of %d parties with timeout %v", c.Name, b.kind, b.parties, b.timeout)}
 	}
-	if n := s.barriers.m.len(); n >= leasehold.MaxBarriers {
+	if n := bs.byName.len(); n >= leasehold.MaxBarriers {
 		return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
 			"there are %d barriers already (limit max_barriers %d); delete one first", n, leasehold.MaxBarriers)}
 	}
 	b := &barrier{kind: c.Type, parties: c.Parties, timeout: c.Timeout, createdAt: now, phase: 1}
-	s.barriers.m.set(c.Name, b)
-	s.emitBarrier(EventBarrierCreated, c.Name, b.phase, 0, 0, "")
-	return Result{Barrier: s.barrierAnswer(c.Name, b, b.phase)}
+	bs.byName.set(c.Name, b)
+	bs.emit(EventBarrierCreated, c.Name, b.phase, 0, 0, "")
+	return Result{Answer: bs.result(c.Name, b, b.phase)}
 }
 
-func (s *State) barrierArrive(ix uint64, now int64, c *BarrierArrive) Result {
+func (bs *barrierState) arrive(ix uint64, now int64, c *BarrierArrive) Result {
+	s := bs.st
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
 	key, sum := c.key(), c.sum(&s.scratch)
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindBarrierArrive, sum); ok {
-		return s.barrierRetried(c.Name, r)
+		return bs.retried(c.Name, r)
 	}
-	r := s.doArrive(ix, now, c)
-	s.barrierRecord(key, KindBarrierArrive, sum, now, r)
+	r := bs.doArrive(ix, now, c)
+	bs.record(key, KindBarrierArrive, sum, now, r)
 	return r
 }
 
-func (s *State) doArrive(ix uint64, now int64, c *BarrierArrive) Result {
-	b, err := s.barrierOf(c.Name, leasehold.BarrierCyclic)
+func (bs *barrierState) doArrive(ix uint64, now int64, c *BarrierArrive) Result {
+	s := bs.st
+	b, err := bs.of(c.Name, leasehold.BarrierCyclic)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -501,10 +498,10 @@ func (s *State) doArrive(ix uint64, now int64, c *BarrierArrive) Result {
 		return Result{Err: err}
 	}
 	if i := slices.IndexFunc(b.arrivals, func(a arrival) bool { return a.participant == c.Participant }); i >= 0 {
-		l := s.leases.at(b.arrivals[i].lease)
+		l := s.leases.byID.at(b.arrivals[i].lease)
 		if l != nil && l.secretHash == c.SecretHash { // a retry without a request ID
 			view := l.view()
-			return Result{Dup: true, Lease: &view, Remaining: l.TTL, Barrier: s.barrierAnswer(c.Name, b, b.phase)}
+			return Result{Dup: true, Lease: &view, Remaining: l.TTL, Answer: bs.result(c.Name, b, b.phase)}
 		}
 		return Result{Err: leasehold.Errorf(leasehold.CodeHeld,
 			"participant %q already arrived at phase %d of barrier %q (lease %d): it arrives once a phase; wait for that lease to end, or use another name",
@@ -515,37 +512,38 @@ func (s *State) doArrive(ix uint64, now int64, c *BarrierArrive) Result {
 	}
 	phase := b.phase
 	if b.arrived()+1 >= b.parties { // the last party: the phase trips, and its lease would end at once
-		s.barrierStarted(c.Name, b, now)
-		s.emitBarrier(EventBarrierArrived, c.Name, phase, 0, 0, c.Participant)
-		s.barrierEnd(ix, now, c.Name, b, leasehold.BarrierTripped, b.arrived()+1)
-		return Result{Barrier: s.barrierAnswer(c.Name, b, phase)}
+		bs.started(c.Name, b, now)
+		bs.emit(EventBarrierArrived, c.Name, phase, 0, 0, c.Participant)
+		bs.end(ix, now, c.Name, b, leasehold.BarrierTripped, b.arrived()+1)
+		return Result{Answer: bs.result(c.Name, b, phase)}
 	}
-	if err := s.ownerLimit(c.Participant); err != nil {
+	if err := s.leases.ownerLimit(c.Participant); err != nil {
 		return Result{Err: err}
 	}
-	l := s.grant(ix, now, &Acquire{Resources: []string{leasehold.BarrierPartyResource(c.Name, c.Participant)},
+	l := s.leases.grant(ix, now, &Acquire{Resources: []string{leasehold.BarrierPartyResource(c.Name, c.Participant)},
 		Owner: c.Participant, Operation: "barrier-party", TTL: c.TTL, SecretHash: c.SecretHash, Caller: c.Caller}, "")
 	b.arrivals = append(b.arrivals, arrival{participant: c.Participant, lease: l.ID, at: now})
-	s.barrierStarted(c.Name, b, now)
-	s.emitBarrier(EventBarrierArrived, c.Name, phase, l.ID, 0, c.Participant)
-	return Result{Lease: l, Remaining: l.TTL, Barrier: s.barrierAnswer(c.Name, b, phase)}
+	bs.started(c.Name, b, now)
+	bs.emit(EventBarrierArrived, c.Name, phase, l.ID, 0, c.Participant)
+	return Result{Lease: l, Remaining: l.TTL, Answer: bs.result(c.Name, b, phase)}
 }
 
-func (s *State) barrierCountDown(ix uint64, now int64, c *BarrierCountDown) Result {
+func (bs *barrierState) countDown(ix uint64, now int64, c *BarrierCountDown) Result {
+	s := bs.st
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
 	key, sum := c.key(), c.sum(&s.scratch)
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindBarrierCountDown, sum); ok {
-		return s.barrierRetried(c.Name, r)
+		return bs.retried(c.Name, r)
 	}
-	r := s.doCountDown(ix, now, c)
-	s.barrierRecord(key, KindBarrierCountDown, sum, now, r)
+	r := bs.doCountDown(ix, now, c)
+	bs.record(key, KindBarrierCountDown, sum, now, r)
 	return r
 }
 
-func (s *State) doCountDown(ix uint64, now int64, c *BarrierCountDown) Result {
-	b, err := s.barrierOf(c.Name, leasehold.BarrierLatch)
+func (bs *barrierState) doCountDown(ix uint64, now int64, c *BarrierCountDown) Result {
+	b, err := bs.of(c.Name, leasehold.BarrierLatch)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -558,42 +556,44 @@ func (s *State) doCountDown(ix uint64, now int64, c *BarrierCountDown) Result {
 	}
 	phase := b.phase
 	if !b.open() { // tripped already: counting down further changes nothing
-		return Result{Barrier: s.barrierAnswer(c.Name, b, phase)}
+		return Result{Answer: bs.result(c.Name, b, phase)}
 	}
 	b.counted += min(c.Count, b.parties-b.counted)
-	s.barrierStarted(c.Name, b, now)
-	s.emitBarrier(EventBarrierArrived, c.Name, phase, 0, 0, "")
+	bs.started(c.Name, b, now)
+	bs.emit(EventBarrierArrived, c.Name, phase, 0, 0, "")
 	if b.counted >= b.parties {
-		s.barrierEnd(ix, now, c.Name, b, leasehold.BarrierTripped, b.counted)
+		bs.end(ix, now, c.Name, b, leasehold.BarrierTripped, b.counted)
 	}
-	return Result{Barrier: s.barrierAnswer(c.Name, b, phase)}
+	return Result{Answer: bs.result(c.Name, b, phase)}
 }
 
-func (s *State) barrierReset(now int64, c *BarrierReset) Result {
+func (bs *barrierState) reset(now int64, c *BarrierReset) Result {
+	s := bs.st
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
 	key, sum := scopedKey(false, c.Caller, [32]byte{}, c.RequestID), nameSum(&s.scratch, c.RequestID, c.Name)
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindBarrierReset, sum); ok {
-		return s.barrierRetried(c.Name, r)
+		return bs.retried(c.Name, r)
 	}
 	var r Result
-	if b, err := s.barrierOf(c.Name, 0); err != nil {
+	if b, err := bs.of(c.Name, 0); err != nil {
 		r = Result{Err: err}
 	} else {
 		phase := b.phase
 		if b.open() {
-			s.barrierEnd(0, now, c.Name, b, leasehold.BarrierReset, b.arrived())
+			bs.end(0, now, c.Name, b, leasehold.BarrierReset, b.arrived())
 		} else { // a tripped latch: its end is kept already
-			s.barrierNext(c.Name, b)
+			bs.next(c.Name, b)
 		}
-		r = Result{Barrier: s.barrierAnswer(c.Name, b, phase)}
+		r = Result{Answer: bs.result(c.Name, b, phase)}
 	}
-	s.barrierRecord(key, KindBarrierReset, sum, now, r)
+	bs.record(key, KindBarrierReset, sum, now, r)
 	return r
 }
 
-func (s *State) barrierDelete(now int64, c *BarrierDelete) Result {
+func (bs *barrierState) delete(now int64, c *BarrierDelete) Result {
+	s := bs.st
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
@@ -602,55 +602,60 @@ func (s *State) barrierDelete(now int64, c *BarrierDelete) Result {
 		return r
 	}
 	var r Result
-	if b, err := s.barrierOf(c.Name, 0); err != nil {
+	if b, err := bs.of(c.Name, 0); err != nil {
 		r = Result{Err: err}
 	} else {
 		phase := b.phase
-		info := s.barrierView(c.Name, b)
-		s.barrierDrop(c.Name, b)
-		s.barriers.m.del(c.Name)
-		s.emitBarrier(EventBarrierEnded, c.Name, phase, 0, 0, leasehold.BarrierDeleted.String())
-		r = Result{Version: phase, Barrier: &BarrierResult{Barrier: info, Phase: phase,
+		info := bs.view(c.Name, b)
+		bs.drop(c.Name, b)
+		bs.byName.del(c.Name)
+		bs.emit(EventBarrierEnded, c.Name, phase, 0, 0, leasehold.BarrierDeleted.String())
+		r = Result{Answer: &BarrierResult{Barrier: info, Phase: phase,
 			End: &PhaseEnd{Phase: phase, Outcome: leasehold.BarrierDeleted, At: nanosTime(now), Arrived: info.Arrived}}}
 	}
-	s.dedup.put(key, KindBarrierDelete, sum, now, Result{Err: r.Err, Version: r.Version}, s.cfg)
+	bs.record(key, KindBarrierDelete, sum, now, Result{Err: r.Err, Answer: r.Answer})
 	return r
 }
 
-func (s *State) barrierTimeout(now int64, c *BarrierTimeout) Result {
-	b := s.barriers.m.at(c.Name)
+func (bs *barrierState) timeout(now int64, c *BarrierTimeout) Result {
+	b := bs.byName.at(c.Name)
 	if b == nil || b.phase != c.Phase || !b.open() || b.timeout == 0 || b.firstAt == 0 || b.firstAt != c.Started {
 		return Result{} // tripped, reset or deleted since the leader decided
 	}
-	b, _ = s.barriers.m.mut(c.Name)
-	s.barrierEnd(0, now, c.Name, b, leasehold.BarrierTimedOut, b.arrived())
-	return Result{Barrier: s.barrierAnswer(c.Name, b, c.Phase)}
+	b, _ = bs.byName.mut(c.Name)
+	bs.end(0, now, c.Name, b, leasehold.BarrierTimedOut, b.arrived())
+	return Result{Answer: bs.result(c.Name, b, c.Phase)}
 }
 
-// barrierRecord keeps a command's answer in the dedup window: its error,
-// or the phase it acted in (Version) and an arrival's lease; a retry
-// reads the rest from the barrier as it is then (barrierRetried).
-func (s *State) barrierRecord(key string, k Kind, sum fingerprint, now int64, r Result) {
+// record keeps a command's answer in the dedup window: its error, or the
+// phase it acted in and an arrival's lease; a retry reads the rest from
+// the barrier as it is then (retried). The phase is the record's Version,
+// the common field a snapshot's dedup section writes (encodeResult) and
+// reads back as a *KVResult's, so a record reads alike before and after a
+// restore.
+func (bs *barrierState) record(key string, k Kind, sum fingerprint, now int64, r Result) {
+	s := bs.st
 	rec := Result{Err: r.Err, Lease: r.Lease, Remaining: r.Remaining}
-	if r.Barrier != nil {
-		rec.Version = r.Barrier.Phase
+	if a := r.Barrier(); a != nil {
+		rec.Answer = &KVResult{Version: a.Phase}
 	}
 	s.dedup.put(key, k, sum, now, rec, s.cfg)
 }
 
-// barrierRetried answers a retry from its dedup record r.
-func (s *State) barrierRetried(name string, r Result) Result {
+// retried answers a retry from its dedup record r (record).
+func (bs *barrierState) retried(name string, r Result) Result {
+	s := bs.st
 	if r.Err != nil {
 		return r
 	}
-	b := s.barriers.m.at(name)
+	b := bs.byName.at(name)
 	if b == nil {
 		return Result{Dup: true, Err: leasehold.Errorf(leasehold.CodeNotFound,
-			"barrier %q, which this request acted on at phase %d, has been deleted since", name, r.Version)}
+			"barrier %q, which this request acted on at phase %d, has been deleted since", name, r.Version())}
 	}
-	out := Result{Dup: true, Barrier: s.barrierAnswer(name, b, r.Version)}
+	out := Result{Dup: true, Answer: bs.result(name, b, r.Version())}
 	if r.Lease != nil {
-		if l := s.leases.at(r.Lease.ID); l != nil {
+		if l := s.leases.byID.at(r.Lease.ID); l != nil {
 			view := l.view()
 			out.Lease, out.Remaining = &view, r.Remaining
 		}
@@ -658,22 +663,24 @@ func (s *State) barrierRetried(name string, r Result) Result {
 	return out
 }
 
-// barrierStarted marks the phase's first arrival or count-down, from
+// started marks the phase's first arrival or count-down, from
 // which its timeout runs.
-func (s *State) barrierStarted(name string, b *barrier, now int64) {
+func (bs *barrierState) started(name string, b *barrier, now int64) {
+	s := bs.st
 	if b.firstAt != 0 {
 		return
 	}
 	b.firstAt = now
-	if b.timeout > 0 && s.timers != nil {
-		s.timers.Arm(barrierTimeoutCountdown(name, b))
+	if b.timeout > 0 && s.hooks.timers != nil {
+		s.hooks.timers.Arm(barrierTimeoutCountdown(name, b))
 	}
 }
 
-// barrierEnd ends b's current phase with outcome: a trip takes a token
+// end ends b's current phase with outcome: a trip takes a token
 // from the entry at ix. A cyclic barrier (and any broken phase) opens the
 // next phase; a tripped latch stays tripped.
-func (s *State) barrierEnd(ix uint64, now int64, name string, b *barrier, outcome leasehold.BarrierOutcome, arrived uint32) {
+func (bs *barrierState) end(ix uint64, now int64, name string, b *barrier, outcome leasehold.BarrierOutcome, arrived uint32) {
+	s := bs.st
 	end := PhaseEnd{Phase: b.phase, Outcome: outcome, At: nanosTime(now), Arrived: arrived}
 	if outcome == leasehold.BarrierTripped {
 		end.Token = s.nextToken(ix)
@@ -685,57 +692,59 @@ func (s *State) barrierEnd(ix uint64, now int64, name string, b *barrier, outcom
 	if n := len(b.ends) - leasehold.BarrierHistory; n > 0 {
 		b.ends = slices.Delete(b.ends, 0, n)
 	}
-	s.emitBarrier(EventBarrierEnded, name, end.Phase, 0, end.Token, outcome.String())
+	bs.emit(EventBarrierEnded, name, end.Phase, 0, end.Token, outcome.String())
 	if b.kind == leasehold.BarrierLatch && outcome == leasehold.BarrierTripped {
 		b.tripped = true
 		s.disarm(barrierTimeoutKey(name, b.phase))
 		return
 	}
-	s.barrierNext(name, b)
+	bs.next(name, b)
 }
 
-// barrierNext opens the next phase: the arrivals of this one end.
-func (s *State) barrierNext(name string, b *barrier) {
-	s.barrierDrop(name, b)
+// next opens the next phase: the arrivals of this one end.
+func (bs *barrierState) next(name string, b *barrier) {
+	bs.drop(name, b)
 	b.phase++
 	b.firstAt, b.counted, b.tripped = 0, 0, false
 }
 
-// barrierDrop ends the arrivals' leases and the phase's timeout.
-func (s *State) barrierDrop(name string, b *barrier) {
+// drop ends the arrivals' leases and the phase's timeout.
+func (bs *barrierState) drop(name string, b *barrier) {
+	s := bs.st
 	s.disarm(barrierTimeoutKey(name, b.phase))
 	arrivals := b.arrivals
-	b.arrivals = nil // barrierEnded, called by end, finds nothing to withdraw
+	b.arrivals = nil // leaseEnded, called by the lease's end, finds nothing to withdraw
 	for _, a := range arrivals {
-		if l := s.leases.at(a.lease); l != nil {
-			s.end(l, EndReleased)
+		if l := s.leases.byID.at(a.lease); l != nil {
+			s.leases.end(l, EndReleased)
 		}
 	}
 }
 
-// barrierEnded withdraws the arrival of a party whose lease ended before
+// leaseEnded withdraws the arrival of a party whose lease ended before
 // its phase tripped.
-func (s *State) barrierEnded(l *lease) {
+func (bs *barrierState) leaseEnded(l *lease) {
 	name, participant, ok := leasehold.BarrierPartyOf(l.Resources[0])
 	if !ok {
 		return
 	}
-	b := s.barriers.m.at(name)
+	b := bs.byName.at(name)
 	if b == nil || !slices.ContainsFunc(b.arrivals, func(a arrival) bool { return a.lease == l.ID }) {
 		return
 	}
-	b, _ = s.barriers.m.mut(name)
+	b, _ = bs.byName.mut(name)
 	b.arrivals = slices.DeleteFunc(b.arrivals, func(a arrival) bool { return a.lease == l.ID })
-	s.emitBarrier(EventBarrierWithdrawn, name, b.phase, l.ID, 0, participant)
+	bs.emit(EventBarrierWithdrawn, name, b.phase, l.ID, 0, participant)
 }
 
-// emitBarrier reports a change of barrier name in phase: an arrival or
+// emit reports a change of barrier name in phase: an arrival or
 // withdrawal names the party (who) and its lease, an end its outcome
 // (who) and, tripped, its token. The barrier is the event's key, and the
 // prefix of its parties' resources its resource, so a watch of either
 // sees it.
-func (s *State) emitBarrier(k EventKind, name string, phase, lease, token uint64, who string) {
-	if s.sink == nil {
+func (bs *barrierState) emit(k EventKind, name string, phase, lease, token uint64, who string) {
+	s := bs.st
+	if s.hooks.sink == nil {
 		return
 	}
 	e := Event{Kind: k, Resources: []string{leasehold.BarrierPartyResource(name, "")}, Key: name, Version: phase,
@@ -750,25 +759,25 @@ func (s *State) emitBarrier(k EventKind, name string, phase, lease, token uint64
 
 // BarrierGet returns the barrier name, if it exists.
 func (s *State) BarrierGet(name string) (BarrierInfo, bool) {
-	b := s.barriers.m.at(name)
+	b := s.barriers.byName.at(name)
 	if b == nil {
 		return BarrierInfo{}, false
 	}
-	return s.barrierView(name, b), true
+	return s.barriers.view(name, b), true
 }
 
 // BarrierPhase says how phase of name stands: ended (end set), under way
 // (nil, nil), or an error (no such barrier or phase; one ended before the
 // ends kept). Phase 0 is the current phase.
 func (s *State) BarrierPhase(name string, phase uint64) (BarrierInfo, *PhaseEnd, error) {
-	b := s.barriers.m.at(name)
+	b := s.barriers.byName.at(name)
 	if b == nil {
 		return BarrierInfo{}, nil, leasehold.Errorf(leasehold.CodeNotFound, "barrier %q does not exist", name)
 	}
 	if phase == 0 {
 		phase = b.phase
 	}
-	v := s.barrierView(name, b)
+	v := s.barriers.view(name, b)
 	if e := b.endOf(phase); e != nil {
 		return v, e, nil
 	}
@@ -786,7 +795,7 @@ func (s *State) BarrierPhase(name string, phase uint64) (BarrierInfo, *PhaseEnd,
 // the name after, in name order, without their arrivals.
 func (s *State) BarrierList(prefix, after string, limit int) []BarrierInfo {
 	var names []string
-	for name := range s.barriers.m.all() {
+	for name := range s.barriers.byName.all() {
 		if strings.HasPrefix(name, prefix) && name > after {
 			names = append(names, name)
 		}
@@ -797,7 +806,7 @@ func (s *State) BarrierList(prefix, after string, limit int) []BarrierInfo {
 	}
 	out := make([]BarrierInfo, 0, len(names))
 	for _, name := range names {
-		v := s.barrierView(name, s.barriers.m.at(name))
+		v := s.barriers.view(name, s.barriers.byName.at(name))
 		v.Arrivals = nil
 		out = append(out, v)
 	}
@@ -814,7 +823,7 @@ type BarrierStats struct {
 // BarrierStats is the barriers' counts, for metrics.
 func (s *State) BarrierStats() BarrierStats {
 	var st BarrierStats
-	for _, b := range s.barriers.m.all() {
+	for _, b := range s.barriers.byName.all() {
 		st.Barriers++
 		st.Arrived += int(b.arrived())
 		st.Trips += b.trips

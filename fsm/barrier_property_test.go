@@ -141,8 +141,8 @@ func TestBarrierModel(t *testing.T) {
 					}
 					model[name] = newMBarrier(c)
 				case m.kind == c.Type && m.parties == c.Parties && m.timeout == c.Timeout:
-					if r.Err != nil || !r.Dup || r.Barrier.Barrier.Phase != m.phase {
-						rt.Fatalf("create %s again alike: %+v %v", name, r.Barrier, r.Err)
+					if r.Err != nil || !r.Dup || r.Barrier().Barrier.Phase != m.phase {
+						rt.Fatalf("create %s again alike: %+v %v", name, r.Barrier(), r.Err)
 					}
 				default:
 					wantModelCode(rt, "create unlike", r, leasehold.CodeHeld)
@@ -165,24 +165,24 @@ func TestBarrierModel(t *testing.T) {
 				case m.arrivals[p] != (mArrival{}):
 					wantModelCode(rt, "arrive twice", r, leasehold.CodeHeld)
 				default:
-					if r.Err != nil || r.Barrier.Phase != m.phase {
-						rt.Fatalf("arrive %s at %s phase %d: %+v %v", p, name, m.phase, r.Barrier, r.Err)
+					if r.Err != nil || r.Barrier().Phase != m.phase {
+						rt.Fatalf("arrive %s at %s phase %d: %+v %v", p, name, m.phase, r.Barrier(), r.Err)
 					}
 					req.phase = m.phase
 					m.started = true
 					if uint32(len(m.arrivals))+1 < m.parties {
-						if r.Lease == nil || r.Barrier.End != nil {
-							rt.Fatalf("arrival %d of %d at %s: lease %v, end %+v", len(m.arrivals)+1, m.parties, name, r.Lease, r.Barrier.End)
+						if r.Lease == nil || r.Barrier().End != nil {
+							rt.Fatalf("arrival %d of %d at %s: lease %v, end %+v", len(m.arrivals)+1, m.parties, name, r.Lease, r.Barrier().End)
 						}
 						m.arrivals[p] = mArrival{lease: r.Lease.ID, secret: sec}
 						break
 					}
 					// The last party: the phase trips, at once.
-					if r.Lease != nil || r.Barrier.End == nil || r.Barrier.End.Outcome != leasehold.BarrierTripped ||
-						r.Barrier.End.Arrived != m.parties {
-						rt.Fatalf("the last arrival at %s: lease %v, end %+v", name, r.Lease, r.Barrier.End)
+					if r.Lease != nil || r.Barrier().End == nil || r.Barrier().End.Outcome != leasehold.BarrierTripped ||
+						r.Barrier().End.Arrived != m.parties {
+						rt.Fatalf("the last arrival at %s: lease %v, end %+v", name, r.Lease, r.Barrier().End)
 					}
-					m.end(rt, leasehold.BarrierTripped, r.Barrier.End.Token)
+					m.end(rt, leasehold.BarrierTripped, r.Barrier().End.Token)
 				}
 				req.code = leasehold.CodeOf(r.Err)
 				sent = append(sent, req)
@@ -200,28 +200,28 @@ func TestBarrierModel(t *testing.T) {
 				case bad != 0:
 					wantModelCode(rt, "count down another phase", r, bad)
 				default:
-					if r.Err != nil || r.Barrier.Phase != m.phase {
-						rt.Fatalf("count down %s phase %d: %+v %v", name, m.phase, r.Barrier, r.Err)
+					if r.Err != nil || r.Barrier().Phase != m.phase {
+						rt.Fatalf("count down %s phase %d: %+v %v", name, m.phase, r.Barrier(), r.Err)
 					}
 					req.phase = m.phase
 					if m.tripped {
-						if r.Barrier.End == nil || r.Barrier.End.Outcome != leasehold.BarrierTripped || r.Barrier.Barrier.Arrived != m.parties {
-							rt.Fatalf("count down a tripped latch: %+v", r.Barrier)
+						if r.Barrier().End == nil || r.Barrier().End.Outcome != leasehold.BarrierTripped || r.Barrier().Barrier.Arrived != m.parties {
+							rt.Fatalf("count down a tripped latch: %+v", r.Barrier())
 						}
 						break
 					}
 					m.started = true
 					m.counted = min(m.parties, m.counted+count)
 					if m.counted < m.parties {
-						if r.Barrier.End != nil {
+						if r.Barrier().End != nil {
 							rt.Fatalf("latch %s tripped at %d of %d", name, m.counted, m.parties)
 						}
 						break
 					}
-					if r.Barrier.End == nil || r.Barrier.End.Outcome != leasehold.BarrierTripped {
-						rt.Fatalf("latch %s counted to zero without tripping: %+v", name, r.Barrier)
+					if r.Barrier().End == nil || r.Barrier().End.Outcome != leasehold.BarrierTripped {
+						rt.Fatalf("latch %s counted to zero without tripping: %+v", name, r.Barrier())
 					}
-					m.end(rt, leasehold.BarrierTripped, r.Barrier.End.Token)
+					m.end(rt, leasehold.BarrierTripped, r.Barrier().End.Token)
 				}
 				req.code = leasehold.CodeOf(r.Err)
 				sent = append(sent, req)
@@ -237,14 +237,14 @@ func TestBarrierModel(t *testing.T) {
 				}
 				r := apply(req.cmd)
 				if !r.Dup {
-					rt.Fatalf("a retry of %T is not answered from the dedup window: %+v %v", req.cmd, r.Barrier, r.Err)
+					rt.Fatalf("a retry of %T is not answered from the dedup window: %+v %v", req.cmd, r.Barrier(), r.Err)
 				}
 				if req.phase == 0 {
 					if leasehold.CodeOf(r.Err) != req.code {
 						rt.Fatalf("a retry of a refused %T: %v, want %v", req.cmd, r.Err, req.code)
 					}
-				} else if name := barrierNameOf(req.cmd); model[name] != nil && r.Err == nil && r.Barrier.Phase != req.phase {
-					rt.Fatalf("a retry of %T answers phase %d, the first answer was phase %d", req.cmd, r.Barrier.Phase, req.phase)
+				} else if name := barrierNameOf(req.cmd); model[name] != nil && r.Err == nil && r.Barrier().Phase != req.phase {
+					rt.Fatalf("a retry of %T answers phase %d, the first answer was phase %d", req.cmd, r.Barrier().Phase, req.phase)
 				}
 				for k, mb := range before {
 					if got, _ := s.BarrierGet(k); got.Arrived != arrived[k] || got.Phase != mb.phase {
@@ -273,8 +273,8 @@ func TestBarrierModel(t *testing.T) {
 					wantModelCode(rt, "reset no barrier", r, leasehold.CodeNotFound)
 					break
 				}
-				if r.Err != nil || r.Barrier.Phase != m.phase {
-					rt.Fatalf("reset %s at phase %d: %+v %v", name, m.phase, r.Barrier, r.Err)
+				if r.Err != nil || r.Barrier().Phase != m.phase {
+					rt.Fatalf("reset %s at phase %d: %+v %v", name, m.phase, r.Barrier(), r.Err)
 				}
 				if m.tripped {
 					m.next()
@@ -291,13 +291,13 @@ func TestBarrierModel(t *testing.T) {
 				}
 				if !armed {
 					r := apply(&BarrierTimeout{Name: name, Phase: m.phase}) // a stale one: nothing happens
-					if r.Barrier != nil {
-						rt.Fatalf("a timeout of a phase not under way acted: %+v", r.Barrier)
+					if r.Barrier() != nil {
+						rt.Fatalf("a timeout of a phase not under way acted: %+v", r.Barrier())
 					}
 					continue
 				}
-				if r := apply(fire); r.Err != nil || r.Barrier == nil || r.Barrier.End.Outcome != leasehold.BarrierTimedOut {
-					rt.Fatalf("timeout of %s phase %d: %+v %v", name, m.phase, r.Barrier, r.Err)
+				if r := apply(fire); r.Err != nil || r.Barrier() == nil || r.Barrier().End.Outcome != leasehold.BarrierTimedOut {
+					rt.Fatalf("timeout of %s phase %d: %+v %v", name, m.phase, r.Barrier(), r.Err)
 				}
 				m.end(rt, leasehold.BarrierTimedOut, 0)
 			case 11: // delete
@@ -365,7 +365,7 @@ func checkBarrierModel(rt *rapid.T, s *State, model map[string]*mBarrier, names 
 		}
 		for _, a := range got.Arrivals {
 			ma, ok := m.arrivals[a.Participant]
-			l := s.leases.at(a.LeaseID)
+			l := s.leases.byID.at(a.LeaseID)
 			if !ok || ma.lease != a.LeaseID || l == nil || l.Resources[0] != leasehold.BarrierPartyResource(name, a.Participant) {
 				rt.Fatalf("%s: arrival %+v, want %v (its lease %v)", name, a, m.arrivals, l)
 			}

@@ -23,57 +23,57 @@ import (
 type LeaseProof = leasehold.LeaseProof
 
 // setItem stores it at key and keeps the lease index up to date.
-func (s *State) setItem(key string, it Item) {
-	if old := s.kv.at(key).Lease; old != 0 && old != it.Lease {
-		s.unbind(old, key)
+func (kv *kvState) setItem(key string, it Item) {
+	if old := kv.items.at(key).Lease; old != 0 && old != it.Lease {
+		kv.unbind(old, key)
 	}
 	if it.Lease != 0 {
-		if s.bound[it.Lease] == nil {
-			s.bound[it.Lease] = make(map[string]struct{})
+		if kv.bound[it.Lease] == nil {
+			kv.bound[it.Lease] = make(map[string]struct{})
 		}
-		s.bound[it.Lease][key] = struct{}{}
+		kv.bound[it.Lease][key] = struct{}{}
 	}
-	s.kv.set(key, it)
+	kv.items.set(key, it)
 }
 
 // deleteItem removes key (which exists) and returns what it held.
-func (s *State) deleteItem(key string) Item {
-	old := s.kv.at(key)
+func (kv *kvState) deleteItem(key string) Item {
+	old := kv.items.at(key)
 	if old.Lease != 0 {
-		s.unbind(old.Lease, key)
+		kv.unbind(old.Lease, key)
 	}
-	s.kv.del(key)
-	s.kvBytes -= len(key) + len(old.Value)
+	kv.items.del(key)
+	kv.bytes -= len(key) + len(old.Value)
 	return old
 }
 
-func (s *State) unbind(id uint64, key string) {
-	keys := s.bound[id]
+func (kv *kvState) unbind(id uint64, key string) {
+	keys := kv.bound[id]
 	delete(keys, key)
 	if len(keys) == 0 {
-		delete(s.bound, id)
+		delete(kv.bound, id)
 	}
 }
 
 // dropBound deletes the keys bound to a lease that just ended, in key
 // order so every node reports them alike.
-func (s *State) dropBound(id uint64) {
-	keys := s.bound[id]
+func (kv *kvState) dropBound(id uint64) {
+	keys := kv.bound[id]
 	if len(keys) == 0 {
 		return
 	}
 	for _, k := range sortedKeys(keys) {
-		old := s.deleteItem(k)
-		s.emitKV(EventDeleted, k, nil, old.Version, id)
+		old := kv.deleteItem(k)
+		kv.st.emitKV(EventDeleted, k, nil, old.Version, id)
 	}
 }
 
 // checkBinding refuses a bound write by anyone but the lease's holder.
-func (s *State) checkBinding(key string, p *LeaseProof) error {
+func (kv *kvState) checkBinding(key string, p *LeaseProof) error {
 	if p == nil {
 		return nil
 	}
-	if _, err := s.holderOf(p.ID, p.SecretHash, "bind key "+strconv.Quote(key)+" to"); err != nil {
+	if _, err := kv.st.leases.holderOf(p.ID, p.SecretHash, "bind key "+strconv.Quote(key)+" to"); err != nil {
 		return err
 	}
 	return nil
@@ -81,7 +81,7 @@ func (s *State) checkBinding(key string, p *LeaseProof) error {
 
 // BoundKeys lists the keys bound to a lease, in order.
 func (s *State) BoundKeys(id uint64) []string {
-	return sortedKeys(s.bound[id])
+	return sortedKeys(s.kv.bound[id])
 }
 
 // validLeaseProof checks the shape of a proof (its lease is checked when

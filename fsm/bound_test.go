@@ -32,8 +32,8 @@ func TestBoundKeysEndWithTheirLease(t *testing.T) {
 			h.s.SetObserver(evs)
 			l := h.mustGrant(acq("g", "r"))
 			for _, k := range []string{"svc/b", "svc/a"} {
-				if r := h.one(bput(k, "up", l, "g")); r.Err != nil || !r.Txn.Succeeded {
-					t.Fatalf("bound put %s: %+v %v", k, r.Txn, r.Err)
+				if r := h.one(bput(k, "up", l, "g")); r.Err != nil || !r.Txn().Succeeded {
+					t.Fatalf("bound put %s: %+v %v", k, r.Txn(), r.Err)
 				}
 			}
 			if it, _ := h.s.Get("svc/a"); it.Lease != l.ID {
@@ -44,8 +44,8 @@ func TestBoundKeysEndWithTheirLease(t *testing.T) {
 			if _, ok := h.s.Get("svc/a"); ok {
 				t.Fatal("svc/a outlived its lease")
 			}
-			if _, ok := h.s.Get("svc/b"); ok || len(h.s.bound) != 0 || h.s.kvBytes != 0 {
-				t.Fatalf("svc/b or the index outlived the lease: bound %v, kvBytes %d", h.s.bound, h.s.kvBytes)
+			if _, ok := h.s.Get("svc/b"); ok || len(h.s.kv.bound) != 0 || h.s.kv.bytes != 0 {
+				t.Fatalf("svc/b or the index outlived the lease: bound %v, kvBytes %d", h.s.kv.bound, h.s.kv.bytes)
 			}
 			got := evs.ev
 			if len(got) != 3 || got[1].Kind != EventDeleted || got[1].Key != "svc/a" || got[2].Key != "svc/b" ||
@@ -70,15 +70,15 @@ func TestBoundKeyRebindUnbindAndRefusals(t *testing.T) {
 	// A plain write unbinds it: it survives its lease.
 	wantCode(t, "plain put", h.one(&Put{Key: "k", Value: []byte("3")}), leasehold.CodeUnknown)
 	h.one(release(l2, "g2"))
-	if it, ok := h.s.Get("k"); !ok || it.Lease != 0 || len(h.s.bound) != 0 {
-		t.Fatalf("after a plain put and the release: %+v %v, bound %v", it, ok, h.s.bound)
+	if it, ok := h.s.Get("k"); !ok || it.Lease != 0 || len(h.s.kv.bound) != 0 {
+		t.Fatalf("after a plain put and the release: %+v %v, bound %v", it, ok, h.s.kv.bound)
 	}
 
 	l3 := h.mustGrant(acq("g3", "r3"))
 	wantCode(t, "bind j", h.one(bput("j", "1", l3, "g3")), leasehold.CodeUnknown)
 	wantCode(t, "delete j", h.one(&Delete{Key: "j"}), leasehold.CodeUnknown)
-	if len(h.s.bound) != 0 {
-		t.Fatalf("a deleted key stays in the index: %v", h.s.bound)
+	if len(h.s.kv.bound) != 0 {
+		t.Fatalf("a deleted key stays in the index: %v", h.s.kv.bound)
 	}
 	for _, tc := range []struct {
 		name string

@@ -12,7 +12,7 @@ func TestCancelIsScopedToItsAttempt(t *testing.T) {
 		return &Acquire{RequestID: "r", Attempt: attempt, Resources: []string{"x"}, TTL: time.Second, Wait: wait}
 	}
 	t.Run("a retry's fresh grant survives the first attempt's cancel", func(t *testing.T) {
-		s, ix := kvState()
+		s, ix := kvTestState()
 		// Attempt A never reached the log; its retry B did and was granted.
 		if r := applyOne(s, ix, acq("B", 0)); r.Lease == nil {
 			t.Fatalf("grant: %+v", r)
@@ -28,7 +28,7 @@ func TestCancelIsScopedToItsAttempt(t *testing.T) {
 		}
 	})
 	t.Run("a waiter a retry re-attached to stays queued", func(t *testing.T) {
-		s, ix := kvState()
+		s, ix := kvTestState()
 		applyOne(s, ix, &Acquire{RequestID: "h", Resources: []string{"x"}, TTL: time.Second})
 		if r := applyOne(s, ix, acq("A", time.Minute)); !r.Queued {
 			t.Fatalf("queue: %+v", r)
@@ -52,7 +52,7 @@ func TestCancelIsScopedToItsAttempt(t *testing.T) {
 		}
 	})
 	t.Run("a grant a retry took over is released only by the retry's cancel", func(t *testing.T) {
-		s, ix := kvState()
+		s, ix := kvTestState()
 		if r := applyOne(s, ix, acq("A", 0)); r.Lease == nil {
 			t.Fatalf("grant: %+v", r)
 		}

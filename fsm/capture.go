@@ -9,11 +9,12 @@ import (
 
 // A capture is the state at one applied index, taken in O(1) and encoded
 // later, off the apply path (raft calls Snapshot on its apply goroutine and
-// Persist on another). Capture freezes the state's maps (cowMap): until
-// the capture is released, Apply writes around them, and the capture
-// reads them as they were. Everything else a snapshot reads is a scalar
-// copied at capture, or a slice that Apply only appends to or replaces
-// (the audit log, the dedup window's order: see dedup.drop).
+// Persist on another). Capture freezes the state's maps (cowMap: each
+// sub-state freezes its own, part.captureInto): until the capture is
+// released, Apply writes around them, and the capture reads them as they
+// were. Everything else a snapshot reads is a scalar copied at capture,
+// or a slice that Apply only appends to or replaces (the audit log, the
+// dedup window's order: see dedup.drop).
 type capture struct {
 	view     *State // the frozen maps and the counters, for the section writers
 	released atomic.Bool
@@ -30,31 +31,16 @@ type capture struct {
 // must call Release when done with it.
 func (s *State) Capture() *Snapshot {
 	s.thaw()
-	v := &State{
-		cfg:          s.cfg,
-		lastIndex:    s.lastIndex,
-		lastToken:    s.lastToken,
-		nextArrival:  s.nextArrival,
-		leases:       s.leases.freeze(),
-		holders:      s.holders.freeze(),
-		blocks:       s.blocks.freeze(),
-		waiters:      s.waiters.freeze(),
-		dedup:        s.dedup.freeze(),
-		kv:           s.kv.freeze(),
-		audit:        s.audit[:len(s.audit):len(s.audit)],
-		idem:         s.idem.freeze(),
-		idemBytes:    s.idemBytes,
-		queuesByName: s.queuesByName.freeze(),
-		queueBytes:   s.queueBytes,
-		groups:       s.groups.freeze(),
-		sems:         s.sems.freeze(),
-		barriers:     s.barriers.freeze(),
+	v := &State{cfg: s.cfg, lastIndex: s.lastIndex, lastToken: s.lastToken, dedup: s.dedup.freeze(),
+		audit: s.audit[:len(s.audit):len(s.audit)]}
+	for _, p := range s.parts() {
+		p.captureInto(v)
 	}
 	c := &capture{view: v, frozen: true}
-	s.capture = c
-	s.captures.Add(1)
+	s.snaps.capture = c
+	s.snaps.out.Add(1)
 	s.dedup.shared = true
-	return &Snapshot{c: c, size: &s.snapSize, out: &s.captures}
+	return &Snapshot{c: c, size: &s.snaps.size, out: &s.snaps.out}
 }
 
 // thaw, at the start of each Apply and Capture, unfreezes the maps once
@@ -64,8 +50,8 @@ func (s *State) Capture() *Snapshot {
 // into them (cowMap.thawStep): an Apply after a long Persist costs a few
 // microseconds more, not the overlay's size.
 func (s *State) thaw() {
-	c := s.capture
-	if c == nil || s.captures.Load() > 0 {
+	c := s.snaps.capture
+	if c == nil || s.snaps.out.Load() > 0 {
 		if c != nil {
 			c.applies++
 		}
@@ -75,18 +61,18 @@ func (s *State) thaw() {
 		c.frozen = false
 		s.dedup.shared = false
 		written := 0
-		for _, m := range s.cows() {
+		for _, m := range s.snaps.maps {
 			m.unfreeze()
 			written += m.overlay()
 		}
 		c.budget = thawBudget(written, c.applies)
 	}
 	budget := c.budget
-	for _, m := range s.cows() {
+	for _, m := range s.snaps.maps {
 		budget -= m.thawStep(budget)
 	}
 	if budget > 0 { // every overlay is folded
-		s.capture = nil
+		s.snaps.capture = nil
 	}
 }
 
@@ -107,12 +93,6 @@ type cowMapper interface {
 	unfreeze()
 	overlay() int
 	thawStep(budget int) int
-}
-
-// cows are the state's copy-on-write maps (an array: no allocation).
-func (s *State) cows() [11]cowMapper {
-	return [...]cowMapper{&s.leases, &s.holders, &s.blocks, &s.waiters, &s.dedup.recs, &s.kv, &s.idem,
-		&s.queuesByName, &s.groups, &s.sems, &s.barriers.m}
 }
 
 // Snapshot is a captured state (State.Capture). WriteTo may run on any
@@ -188,8 +168,11 @@ func cloneLease(l *lease) *lease {
 	return &c
 }
 
+// cloneWaiter copies the waiter's ask too: a retry changes its attempt.
 func cloneWaiter(w *waiter) *waiter {
 	c := *w
+	c.ask = w.ask.clone()
+	c.Acquire = c.ask.Base()
 	return &c
 }
 

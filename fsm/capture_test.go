@@ -41,27 +41,34 @@ func TestThawIsIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap.Release()
-	if len(h.s.leases.over) != n {
-		t.Fatalf("%d leases written around the capture, want %d", len(h.s.leases.over), n)
+	if len(h.s.leases.byID.over) != n {
+		t.Fatalf("%d leases written around the capture, want %d", len(h.s.leases.byID.over), n)
 	}
 
-	both() // the first Apply after the release: an Apply wrote one entry, so it folds 16
-	if left, budget := len(h.s.leases.over), thawBudget(n, n); budget != 16 || left != n-budget {
-		t.Fatalf("the first Apply after the release left %d of %d entries to fold, want %d", left, n, n-budget)
+	overlays := func() (sum int) {
+		for _, m := range h.s.snaps.maps {
+			sum += m.overlay()
+		}
+		return sum
+	}
+	written := overlays() // the renewed leases, and the dedup records the window dropped meanwhile
+	both()                // the first Apply after the release: an Apply wrote about one entry, so it folds 16
+	if left, budget := overlays(), thawBudget(written, n); budget != 16 || left != written-budget || !h.s.leases.byID.thawing() {
+		t.Fatalf("the first Apply after the release left %d of %d entries to fold, want %d", left, written, written-budget)
 	}
 	// A write during the fold lands in base and takes its key out of the
 	// overlay, and a capture in the middle of it folds the rest first.
 	both(renewal(0), &Release{LeaseID: leases[1], SecretHash: secret("g1")})
-	if _, left := h.s.leases.over[leases[0]]; left || !h.s.leases.thawing() {
-		t.Fatalf("a renewal during the fold: left in the overlay %v, still folding %v", left, h.s.leases.thawing())
+	if _, left := h.s.leases.byID.over[leases[0]]; left || !h.s.leases.byID.thawing() {
+		t.Fatalf("a renewal during the fold: left in the overlay %v, still folding %v", left, h.s.leases.byID.thawing())
 	}
-	if _, left := h.s.leases.over[leases[1]]; left {
+	if _, left := h.s.leases.byID.over[leases[1]]; left {
 		t.Fatal("a release during the fold left the lease in the overlay")
 	}
 	want := h.s.Snapshot()
 	snap = h.s.Capture()
-	if h.s.leases.over == nil || len(h.s.leases.over) != 0 {
-		t.Fatalf("a capture during the fold left %d entries to fold", len(h.s.leases.over))
+	if h.s.leases.byID.over == nil || len(h.s.leases.byID.over) != 0 {
+		t.Fatalf("a capture during the fold left %d entries to fold", len(h.s.leases.byID.over))
 	}
 	var got bytes.Buffer
 	if _, err := snap.WriteTo(&got); err != nil {
@@ -72,15 +79,15 @@ func TestThawIsIncremental(t *testing.T) {
 	}
 	both(renewal(2))
 	snap.Release()
-	for i := 0; h.s.capture != nil; i++ {
+	for i := 0; h.s.snaps.capture != nil; i++ {
 		if i > 2 {
 			t.Fatalf("still folding one entry after %d Applies", i)
 		}
 		both()
 	}
-	if h.s.leases.over != nil || h.s.leases.frozen || h.s.leases.len() != len(h.s.leases.base) {
+	if h.s.leases.byID.over != nil || h.s.leases.byID.frozen || h.s.leases.byID.len() != len(h.s.leases.byID.base) {
 		t.Fatalf("after the fold: overlay %d, frozen %v, %d leases in a base of %d",
-			len(h.s.leases.over), h.s.leases.frozen, h.s.leases.len(), len(h.s.leases.base))
+			len(h.s.leases.byID.over), h.s.leases.byID.frozen, h.s.leases.byID.len(), len(h.s.leases.byID.base))
 	}
 }
 

@@ -61,6 +61,10 @@ type decoder struct {
 	// their caller (batch version 1, snapshot version 4): commands carry
 	// no caller.
 	legacy bool
+	// version is the body version of the command being decoded (1 to its
+	// row's version; 1 for entries before batch version 3). A command
+	// reads a field added in body version n only when version >= n.
+	version byte
 }
 
 // caller reads a command's caller, which a legacy encoding lacks.

@@ -34,8 +34,11 @@ type Command interface {
 	apply(s *State, ix uint64, now int64) Result
 }
 
-// Acquire asks for every resource at once. With Wait > 0 it queues if it
-// cannot be granted now.
+// Acquire asks for every resource at once: a lock. With Wait > 0 it
+// queues if it cannot be granted now. A Campaign (elections.go) and a
+// SemAcquire (semaphore.go) are acquires of other kinds that embed it:
+// they share its fields, its dedup and its waiting, and differ where Ask
+// says.
 type Acquire struct {
 	RequestID  string
 	Resources  []string
@@ -54,14 +57,6 @@ type Acquire struct {
 	// auth), stamped by the node, never taken from the request: with the
 	// secret's hash it scopes the request ID (see Key).
 	Caller string
-	// Election and Value make it a campaign (elections.go). Campaign
-	// sets them and encodes Value; a plain Acquire never carries them.
-	Election bool
-	Value    []byte
-	// Limit > 0 makes it a semaphore acquire (semaphore.go): one of Limit
-	// slots of the one resource named. It travels in the log as a
-	// SemAcquire.
-	Limit  int
 	legacy bool // decoded from a log entry written before scoping
 }
 
@@ -115,14 +110,7 @@ type Unblock struct {
 	Token    uint64
 }
 
-// Kind is KindSemAcquire for a semaphore acquire, whose encoding carries
-// its limit; a plain acquire encodes as it always did.
-func (c *Acquire) Kind() Kind {
-	if c.Limit > 0 {
-		return KindSemAcquire
-	}
-	return KindAcquire
-}
+func (*Acquire) Kind() Kind     { return KindAcquire }
 func (*Renew) Kind() Kind       { return KindRenew }
 func (*Release) Kind() Kind     { return KindRelease }
 func (*Expire) Kind() Kind      { return KindExpire }
@@ -130,23 +118,20 @@ func (*Cancel) Kind() Kind      { return KindCancel }
 func (*WaitTimeout) Kind() Kind { return KindWaitTimeout }
 func (*Unblock) Kind() Kind     { return KindUnblock }
 
-func (c *Acquire) apply(s *State, ix uint64, now int64) Result     { return s.acquire(ix, now, c) }
-func (c *Renew) apply(s *State, _ uint64, now int64) Result        { return s.renew(now, c) }
-func (c *Release) apply(s *State, ix uint64, now int64) Result     { return s.release(ix, now, c) }
-func (c *Expire) apply(s *State, ix uint64, now int64) Result      { return s.expire(ix, now, c) }
-func (c *Cancel) apply(s *State, ix uint64, now int64) Result      { return s.cancel(ix, now, c) }
-func (c *WaitTimeout) apply(s *State, ix uint64, now int64) Result { return s.waitTimeout(ix, now, c) }
-func (c *Unblock) apply(s *State, ix uint64, now int64) Result     { return s.unblock(ix, now, c) }
-
-func (c *Acquire) encode(e *encoder) {
-	c.encodeBody(e)
-	if c.Limit > 0 {
-		e.uvarint(uint64(c.Limit))
-	}
+func (c *Acquire) apply(s *State, ix uint64, now int64) Result { return s.leases.acquire(ix, now, c) }
+func (c *Renew) apply(s *State, _ uint64, now int64) Result    { return s.leases.renew(now, c) }
+func (c *Release) apply(s *State, ix uint64, now int64) Result { return s.leases.release(ix, now, c) }
+func (c *Expire) apply(s *State, ix uint64, now int64) Result  { return s.leases.expire(ix, now, c) }
+func (c *Cancel) apply(s *State, ix uint64, now int64) Result  { return s.leases.cancel(ix, now, c) }
+func (c *WaitTimeout) apply(s *State, ix uint64, now int64) Result {
+	return s.leases.waitTimeout(ix, now, c)
 }
+func (c *Unblock) apply(s *State, ix uint64, now int64) Result { return s.leases.unblock(ix, now, c) }
 
-// encodeBody is a plain acquire's encoding, which a campaign and a
-// snapshot's waiter embed.
+func (c *Acquire) encode(e *encoder) { c.encodeBody(e) }
+
+// encodeBody is a plain acquire's encoding, which a campaign, a
+// semaphore acquire and a snapshot's waiter embed.
 func (c *Acquire) encodeBody(e *encoder) {
 	e.str(c.RequestID)
 	c.encodeAsk(e)
@@ -156,7 +141,7 @@ func (c *Acquire) encodeBody(e *encoder) {
 }
 
 // encodeAsk writes what the acquire asks for: the middle of its encoding,
-// and all of its fingerprint but the election's value.
+// and the start of every kind's fingerprint.
 func (c *Acquire) encodeAsk(e *encoder) {
 	e.strs(c.Resources)
 	e.str(c.Owner)
@@ -239,9 +224,14 @@ type Batch struct {
 }
 
 // batchVersion 2 added the caller to acquires, renewals, releases and KV
-// writes; version 1 entries are still read (see request.go).
+// writes; version 1 entries are still read (see request.go). Version 3
+// starts every command's body with its body version (the row's version
+// in the table of commands): a field added to a command is a new version
+// of its kind, not a new kind. Bodies of versions 1 and 2 are body
+// version 1, but for the kinds that carried their body version already
+// (kindRow.inBody), whose bodies read the same in every batch version.
 const (
-	batchVersion = 2
+	batchVersion = 3
 	batchOldest  = 1
 )
 
@@ -253,9 +243,10 @@ func (b *Batch) Encode(buf []byte) []byte {
 	e.uvarint(uint64(len(b.Cmds)))
 	var body encoder
 	for _, c := range b.Cmds {
-		body.b = body.b[:0]
+		k := c.Kind()
+		body.b = append(body.b[:0], rowOf(k).version)
 		c.encode(&body)
-		e.byte1(byte(c.Kind()))
+		e.byte1(byte(k))
 		e.uvarint(uint64(len(body.b)))
 		e.b = append(e.b, body.b...)
 	}
@@ -279,15 +270,26 @@ func DecodeBatch(data []byte) (*Batch, error) {
 		if d.err != nil || size > uint64(len(d.b)) {
 			return nil, errCorrupt
 		}
-		body := decoder{b: d.b[:size], legacy: v < 2}
+		body := decoder{b: d.b[:size], legacy: v < 2, version: 1}
 		d.b = d.b[size:]
-		c := newCommand(k)
-		if c == nil {
+		row := rowOf(k)
+		if row == nil {
 			if k&Ignorable != 0 {
 				continue
 			}
 			return nil, fmt.Errorf("fsm: unknown command kind %d: this node is older than the log; upgrade it", k)
 		}
+		if v >= 3 || row.inBody {
+			body.version = body.byte1()
+			switch {
+			case body.err != nil || body.version == 0:
+				return nil, errCorrupt
+			case body.version > row.version:
+				return nil, fmt.Errorf("fsm: command kind %d (%s) of body version %d is newer than this node knows (up to %d): upgrade it",
+					k, row.name, body.version, row.version)
+			}
+		}
+		c := row.new()
 		c.decode(&body)
 		if body.err != nil || len(body.b) != 0 {
 			return nil, errCorrupt

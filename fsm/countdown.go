@@ -61,33 +61,9 @@ type Countdowns interface {
 // leader must start it: each runs its whole length from now (a lease its
 // TTL, less what max_hold leaves), whatever the old leader had left.
 func (s *State) EachCountdown(f func(Countdown)) {
-	for _, l := range s.leases.all() {
-		f(leaseCountdown(l, firstDeadline(l, l.heldFor), l.heldFor))
+	for _, p := range s.parts() {
+		p.eachCountdown(f)
 	}
-	for key, w := range s.waiters.all() {
-		f(waitCountdown(key, w.Wait))
-	}
-	for r, b := range s.blocks.all() {
-		f(lockDelayCountdown(r, b))
-	}
-	for k, r := range s.idem.all() {
-		if r.completedAt != 0 {
-			f(retentionCountdown(k, r))
-		}
-	}
-	for name, q := range s.queuesByName.all() {
-		for _, m := range q.inflight {
-			f(visibilityCountdown(name, m, m.vis))
-		}
-	}
-	for name, g := range s.groups.all() {
-		for p := range g.parts {
-			if ps := &g.parts[p]; ps.revoking {
-				f(revocationCountdown(name, ps.lease, uint32(p), ps.epoch, s.GroupRevokeTimeout(name, ps.lease)))
-			}
-		}
-	}
-	s.eachBarrierCountdown(f)
 }
 
 // firstDeadline is how long lease l runs from a countdown's start when it
@@ -147,43 +123,43 @@ func revocationCountdown(group string, lease uint64, partition uint32, epoch uin
 // even built (an acquire and its release allocate ten times in all).
 
 func (s *State) armLease(l *lease, after, age time.Duration) {
-	if s.timers != nil {
-		s.timers.Arm(leaseCountdown(l, after, age))
+	if s.hooks.timers != nil {
+		s.hooks.timers.Arm(leaseCountdown(l, after, age))
 	}
 }
 
 func (s *State) armWait(key string, wait time.Duration) {
-	if s.timers != nil {
-		s.timers.Arm(waitCountdown(key, wait))
+	if s.hooks.timers != nil {
+		s.hooks.timers.Arm(waitCountdown(key, wait))
 	}
 }
 
 func (s *State) armLockDelay(resource string, b block) {
-	if s.timers != nil {
-		s.timers.Arm(lockDelayCountdown(resource, b))
+	if s.hooks.timers != nil {
+		s.hooks.timers.Arm(lockDelayCountdown(resource, b))
 	}
 }
 
 func (s *State) armRetention(key string, r *idemRecord) {
-	if s.timers != nil {
-		s.timers.Arm(retentionCountdown(key, r))
+	if s.hooks.timers != nil {
+		s.hooks.timers.Arm(retentionCountdown(key, r))
 	}
 }
 
 func (s *State) armVisibility(queue string, m *qmsg, vis time.Duration) {
-	if s.timers != nil {
-		s.timers.Arm(visibilityCountdown(queue, m, vis))
+	if s.hooks.timers != nil {
+		s.hooks.timers.Arm(visibilityCountdown(queue, m, vis))
 	}
 }
 
 func (s *State) armRevocation(group string, lease uint64, partition uint32, epoch uint64, timeout time.Duration) {
-	if s.timers != nil {
-		s.timers.Arm(revocationCountdown(group, lease, partition, epoch, timeout))
+	if s.hooks.timers != nil {
+		s.hooks.timers.Arm(revocationCountdown(group, lease, partition, epoch, timeout))
 	}
 }
 
 func (s *State) disarm(k CountdownKey) {
-	if s.timers != nil {
-		s.timers.Disarm(k)
+	if s.hooks.timers != nil {
+		s.hooks.timers.Disarm(k)
 	}
 }

@@ -76,8 +76,8 @@ func (rec *dedupRec) answerIn(l *leasehold.Lease) Result {
 // inline reports whether r fits dedupRec's inline fields.
 func inline(k Kind, r Result) bool {
 	_, plain := r.Err.(*leasehold.Error)
-	return (r.Lease == nil || k == KindAcquire) && !r.Queued && r.Version == 0 && r.Txn == nil && !r.Dup &&
-		r.Idem == nil && r.Queue == nil && r.Group == nil && !r.ForeignSecret && (r.Err == nil || plain)
+	return (r.Lease == nil || k == KindAcquire) && !r.Queued && r.Answer == nil && !r.Dup &&
+		!r.ForeignSecret && (r.Err == nil || plain)
 }
 
 func newDedup() dedup { return dedup{recs: newCowMap[string, *dedupRec]()} }
@@ -190,10 +190,22 @@ func (d *dedup) freeze() dedup {
 	return dedup{recs: d.recs.freeze(), order: d.order[d.head:len(d.order):len(d.order)]}
 }
 
+// answerCodec writes and reads, in a snapshot's dedup record, what a
+// kind's answer holds beyond a Result's common fields (encodeResult),
+// from the snapshot version since. A kind names its codec in the table
+// of commands (registry.go), so the answers its sub-state defines are
+// written by that sub-state's code.
+type answerCodec struct {
+	since byte
+	write func(e *encoder, r Result)
+	read  func(d *decoder, r *Result)
+}
+
 // The snapshot section of the dedup window, in arrival order. Version 5
 // added each record's fingerprint; older records match any retry.
 // Version 6 added a transaction's answer after its result; version 13 a
-// queue command's count and existed flag (queue_retries.go).
+// queue command's count and existed flag (queue_retries.go): the answer
+// codecs of their kinds.
 func writeDedup(s *State, e *encoder) {
 	e.uvarint(uint64(s.dedup.len()))
 	var lease leasehold.Lease
@@ -204,11 +216,8 @@ func writeDedup(s *State, e *encoder) {
 		e.b = append(e.b, rec.sum[:]...)
 		r := rec.answerIn(&lease)
 		encodeResult(e, r)
-		if rec.kind == KindTxn {
-			encodeTxnResult(e, r.Txn)
-		}
-		if answersQueue(rec.kind) {
-			encodeQueueAnswer(e, r.Queue)
+		if row := rowOf(rec.kind); row != nil && row.answer != nil {
+			row.answer.write(e, r)
 		}
 		e.spill()
 	})
@@ -224,11 +233,8 @@ func readDedup(s *State, d *decoder, v byte) error {
 			sum = d.fingerprint()
 		}
 		r := decodeResult(d)
-		if v >= 6 && k == KindTxn {
-			r.Txn = decodeTxnResult(d)
-		}
-		if v >= queueAnswersVersion && answersQueue(k) {
-			r.Queue = decodeQueueAnswer(d)
+		if row := rowOf(k); row != nil && row.answer != nil && v >= row.answer.since {
+			row.answer.read(d, &r)
 		}
 		if d.err != nil {
 			return nil

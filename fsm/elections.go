@@ -32,6 +32,7 @@ const MaxElectionValue = leasehold.MaxElectionValue
 // in every other way; its lease is the leadership.
 type Campaign struct {
 	Acquire
+	Value []byte
 }
 
 // Proclaim changes the leader's value; only the leader can.
@@ -46,12 +47,8 @@ type Proclaim struct {
 func (*Campaign) Kind() Kind { return KindCampaign }
 func (*Proclaim) Kind() Kind { return KindProclaim }
 
-func (c *Campaign) apply(s *State, ix uint64, now int64) Result {
-	c.Election = true
-	return s.acquire(ix, now, &c.Acquire)
-}
-
-func (c *Proclaim) apply(s *State, _ uint64, now int64) Result { return s.proclaim(now, c) }
+func (c *Campaign) apply(s *State, ix uint64, now int64) Result { return s.leases.acquire(ix, now, c) }
+func (c *Proclaim) apply(s *State, _ uint64, now int64) Result  { return s.elections.proclaim(now, c) }
 
 func (c *Campaign) encode(e *encoder) {
 	c.Acquire.encodeBody(e)
@@ -60,7 +57,49 @@ func (c *Campaign) encode(e *encoder) {
 
 func (c *Campaign) decode(d *decoder) {
 	c.Acquire.decode(d)
-	c.Election, c.Value = true, []byte(d.str())
+	c.Value = []byte(d.str())
+}
+
+// A campaign's ask: one name, as an election.
+
+func (c *Campaign) sum(e *encoder) fingerprint {
+	if !e.startSum(c.legacy, c.RequestID) {
+		return fingerprint{}
+	}
+	c.encodeAsk(e)
+	e.bool(true)
+	e.str(string(c.Value))
+	return sumOf(e)
+}
+
+func (c *Campaign) check() error {
+	if len(c.Resources) != 1 {
+		return leasehold.Errorf(leasehold.CodeInvalid, "a campaign names one election, not %d", len(c.Resources))
+	}
+	return validElectionValue(c.Value)
+}
+
+func (c *Campaign) conflict(ls *leaseState) error {
+	if err := ls.st.sems.lockConflict(c.Resources); err != nil {
+		return err
+	}
+	return ls.st.elections.conflict(c.Resources, true)
+}
+
+func (c *Campaign) blocker(ls *leaseState, w *waiter) error { return ls.blocker(c.Resources, w) }
+
+func (c *Campaign) take(_ *leaseState, rare leaseRare) ([]string, leaseRare) {
+	rare.election, rare.value = true, c.Value
+	return c.Resources, rare
+}
+
+func (*Campaign) joined(*leaseState) {}
+func (*Campaign) left(*leaseState)   {}
+func (*Campaign) next() bool         { return false }
+
+func (c *Campaign) clone() Ask {
+	d := *c
+	return &d
 }
 
 func (c *Proclaim) encode(e *encoder) {
@@ -90,17 +129,6 @@ func (c *Proclaim) sum(e *encoder) fingerprint {
 	return sumOf(e)
 }
 
-// validateCampaign adds an election's own rules to an acquire's.
-func validateCampaign(c *Acquire) error {
-	if !c.Election {
-		return nil
-	}
-	if len(c.Resources) != 1 {
-		return leasehold.Errorf(leasehold.CodeInvalid, "a campaign names one election, not %d", len(c.Resources))
-	}
-	return validElectionValue(c.Value)
-}
-
 func validElectionValue(v []byte) error {
 	if len(v) > MaxElectionValue {
 		return leasehold.Errorf(leasehold.CodeInvalid, "the election value is %d bytes; the limit is %d", len(v), MaxElectionValue)
@@ -108,19 +136,54 @@ func validElectionValue(v []byte) error {
 	return nil
 }
 
-// kindConflict refuses a lock acquire of an election's name, and a
-// campaign for a name held or awaited as a lock.
-func (s *State) kindConflict(c *Acquire) error {
-	for _, r := range c.Resources {
-		election, used := false, false
-		if id, held := s.holders.get(r); held {
-			election, used = s.leases.at(id).election(), true
-		} else if q := s.queues[r]; len(q) > 0 {
-			election, used = q[0].Election, true
+// The election sub-state. An election has no map of its own: its leader
+// is a lease marked as an election's (leaseRare.election, with the value)
+// and its candidates are waiting campaigns. It keeps an index of the
+// elections with a leader, and the elections whose leader ended in the
+// command being applied, to report them after it.
+type electionState struct {
+	st *State
+	// led are the elections with a leader: the resources held by an
+	// election lease (granted, restored; a leader's end takes its name
+	// out unless an election lease holds it again), so listing them reads
+	// the elections, not every lease.
+	led     map[string]struct{}
+	vacated []string
+}
+
+func (es *electionState) init(s *State)              { *es = electionState{st: s, led: make(map[string]struct{})} }
+func (es *electionState) captureInto(v *State)       { v.elections = electionState{st: v} }
+func (*electionState) eachCountdown(func(Countdown)) {}
+
+// leaseEnded takes an ended leader's election out of the index, and
+// keeps it to report after the command.
+func (es *electionState) leaseEnded(l *lease) {
+	if l.election() {
+		ls := &es.st.leases
+		if id, held := ls.holders.get(l.Resources[0]); !held || !ls.byID.at(id).election() {
+			delete(es.led, l.Resources[0])
+		}
+		es.vacated = append(es.vacated, l.Resources[0])
+	}
+}
+
+// granted puts the election of a new leader's lease l in the index.
+func (es *electionState) granted(l *lease) { es.led[l.Resources[0]] = struct{}{} }
+
+// conflict refuses a lock acquire (election false) of an election's name,
+// and a campaign for a name held or awaited as a lock.
+func (es *electionState) conflict(resources []string, election bool) error {
+	ls := &es.st.leases
+	for _, r := range resources {
+		isElection, used := false, false
+		if id, held := ls.holders.get(r); held {
+			isElection, used = ls.byID.at(id).election(), true
+		} else if q := ls.lines[r]; len(q) > 0 {
+			isElection, used = q[0].campaign(), true
 		}
 		switch {
-		case !used || election == c.Election:
-		case election:
+		case !used || isElection == election:
+		case isElection:
 			return leasehold.Errorf(leasehold.CodeInvalid,
 				"%q is an election: campaign for it instead of acquiring it as a lock", r)
 		default:
@@ -131,7 +194,8 @@ func (s *State) kindConflict(c *Acquire) error {
 	return nil
 }
 
-func (s *State) proclaim(now int64, c *Proclaim) Result {
+func (es *electionState) proclaim(now int64, c *Proclaim) Result {
+	s := es.st
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
@@ -143,7 +207,7 @@ func (s *State) proclaim(now int64, c *Proclaim) Result {
 		if err := validElectionValue(c.Value); err != nil {
 			return Result{Err: err}
 		}
-		l, err := s.holderOf(c.LeaseID, c.SecretHash, "proclaim with")
+		l, err := s.leases.holderOf(c.LeaseID, c.SecretHash, "proclaim with")
 		if err != nil {
 			return Result{Err: err}
 		}
@@ -151,9 +215,9 @@ func (s *State) proclaim(now int64, c *Proclaim) Result {
 			return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
 				"lease %d holds a lock, not an election: there is nothing to proclaim", l.ID)}
 		}
-		l, _ = s.leases.mut(l.ID)
+		l, _ = s.leases.byID.mut(l.ID)
 		l.setMore().value = c.Value
-		s.emitLeader(l)
+		es.emitLeader(l)
 		view := l.view()
 		return Result{Lease: &view}
 	}()
@@ -162,22 +226,26 @@ func (s *State) proclaim(now int64, c *Proclaim) Result {
 }
 
 // emitLeader reports l as its election's leader.
-func (s *State) emitLeader(l *lease) {
-	if s.sink != nil {
+func (es *electionState) emitLeader(l *lease) {
+	if s := es.st; s.hooks.sink != nil {
 		s.emit(Event{Kind: EventLeaderChanged, LeaseID: l.ID, Token: l.Token, Resources: l.Resources,
 			Owner: l.Owner, Operation: l.Operation, Value: l.more().value})
 	}
 }
 
-// flushVacated reports, after a command, each election whose leader ended
-// in it and that nobody took over in the same command.
-func (s *State) flushVacated() {
-	for _, name := range s.vacated {
-		if _, held := s.holders.get(name); !held && s.sink != nil {
+// afterCommand reports, after each command, every election whose leader
+// ended in it and that nobody took over in the same command.
+func (es *electionState) afterCommand() {
+	if len(es.vacated) == 0 {
+		return
+	}
+	s := es.st
+	for _, name := range es.vacated {
+		if _, held := s.leases.holders.get(name); !held && s.hooks.sink != nil {
 			s.emit(Event{Kind: EventLeaderChanged, Resources: []string{name}})
 		}
 	}
-	s.vacated = s.vacated[:0]
+	es.vacated = es.vacated[:0]
 }
 
 // Election is what anyone may see of an election (leasehold/elections.go).
@@ -186,16 +254,17 @@ type Election = leasehold.Election
 // Leader returns the election named name, if it has a leader or
 // candidates.
 func (s *State) Leader(name string) (Election, bool) {
-	e := Election{Name: name, Candidates: len(s.queues[name])}
-	if id, held := s.holders.get(name); held {
-		l := s.leases.at(id)
+	ls := &s.leases
+	e := Election{Name: name, Candidates: len(ls.lines[name])}
+	if id, held := ls.holders.get(name); held {
+		l := ls.byID.at(id)
 		if !l.election() {
 			return Election{}, false
 		}
 		e.LeaseID, e.Token, e.Value, e.Owner, e.Since = l.ID, l.Token, l.more().value, l.Owner, nanosTime(l.acquiredAt)
 		return e, true
 	}
-	if q := s.queues[name]; len(q) > 0 && q[0].Election {
+	if q := ls.lines[name]; len(q) > 0 && q[0].campaign() {
 		return e, true
 	}
 	return Election{}, false
@@ -212,17 +281,18 @@ func (s *State) Elections(prefix string) []Election {
 // leader or candidates whose name starts with prefix and sorts after
 // after, and says whether more follow. Only the page's leaders are read.
 func (s *State) ElectionsPage(prefix, after string, limit int) (out []Election, more bool) {
+	ls := &s.leases
 	names := map[string]bool{}
 	// The elections with a leader, from their index: not a walk over
 	// every lease (a node holding a million would stall Apply for it on
 	// every metrics scrape).
-	for r := range s.led {
-		if id, held := s.holders.get(r); held && r > after && s.leases.at(id).election() && hasPrefix([]string{r}, prefix) {
+	for r := range s.elections.led {
+		if id, held := ls.holders.get(r); held && r > after && ls.byID.at(id).election() && hasPrefix([]string{r}, prefix) {
 			names[r] = true
 		}
 	}
-	for r, q := range s.queues {
-		if r > after && q[0].Election && hasPrefix([]string{r}, prefix) {
+	for r, q := range ls.lines {
+		if r > after && q[0].campaign() && hasPrefix([]string{r}, prefix) {
 			names[r] = true
 		}
 	}

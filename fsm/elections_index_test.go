@@ -15,13 +15,13 @@ import (
 // had an index: a walk over every held resource, and the queues.
 func electionsByWalk(s *State) []string {
 	names := map[string]bool{}
-	for r, id := range s.holders.all() {
-		if s.leases.at(id).election() {
+	for r, id := range s.leases.holders.all() {
+		if s.leases.byID.at(id).election() {
 			names[r] = true
 		}
 	}
-	for r, q := range s.queues {
-		if q[0].Election {
+	for r, q := range s.leases.lines {
+		if q[0].campaign() {
 			names[r] = true
 		}
 	}
@@ -68,7 +68,7 @@ func TestElectionIndexMatchesTheWalk(t *testing.T) {
 			}
 			// The leases held now (queued campaigns may have won).
 			held = held[:0]
-			for _, l := range h.s.leases.all() {
+			for _, l := range h.s.leases.byID.all() {
 				v := l.view()
 				held = append(held, &v)
 			}
@@ -81,13 +81,13 @@ func TestElectionIndexMatchesTheWalk(t *testing.T) {
 			}
 			// The index holds the elections with a leader, and only them.
 			var leaders []string
-			for r, id := range h.s.holders.all() {
-				if h.s.leases.at(id).election() {
+			for r, id := range h.s.leases.holders.all() {
+				if h.s.leases.byID.at(id).election() {
 					leaders = append(leaders, r)
 				}
 			}
 			var indexed []string
-			for r := range h.s.led {
+			for r := range h.s.elections.led {
 				indexed = append(indexed, r)
 			}
 			sort.Strings(leaders)

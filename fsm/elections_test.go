@@ -14,9 +14,7 @@ import (
 
 // campaign is acq(id, name) as a campaign with value, waiting a minute.
 func campaign(id, name, value string) *Campaign {
-	c := wacq(id, name)
-	c.Value = []byte(value)
-	return &Campaign{*c}
+	return &Campaign{Acquire: *wacq(id, name), Value: []byte(value)}
 }
 
 func leaderLines(evs []Event) []string {
@@ -207,7 +205,7 @@ func TestPropertyElections(t *testing.T) {
 
 // leaseByKey is the live lease granted to the acquire with this key, or 0.
 func (s *State) leaseByKey(key string) uint64 {
-	for id, l := range s.leases.all() {
+	for id, l := range s.leases.byID.all() {
 		if l.key == key {
 			return id
 		}

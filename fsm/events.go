@@ -74,38 +74,34 @@ type Event struct {
 
 // EventSink receives every event, inside Apply: it must be quick and must
 // not call back into the State. An Observer that also implements EventSink
-// receives them (New, Restore, SetObserver look for it).
+// receives them (New, Restore, SetObserver look for it; with none,
+// emitting an event costs one nil check).
 type EventSink interface {
 	Event(e Event)
 }
 
-// setSink keeps obs's EventSink, if it has one: with none, emitting an
-// event costs one nil check.
-func (s *State) setSink(obs Observer) {
-	s.sink, _ = obs.(EventSink)
-	s.timers, _ = obs.(Countdowns)
-}
-
+// emit reports e, at the entry's index. Callers check hooks.sink first,
+// so that with nobody listening an event is not even built.
 func (s *State) emit(e Event) {
 	e.Index = s.lastIndex
-	s.sink.Event(e)
+	s.hooks.sink.Event(e)
 }
 
 func (s *State) emitLease(k EventKind, l *leasehold.Lease, why EndReason) {
-	if s.sink != nil {
+	if s.hooks.sink != nil {
 		s.emit(Event{Kind: k, LeaseID: l.ID, Token: l.Token, Resources: l.Resources,
 			Owner: l.Owner, Operation: l.Operation, Reason: why})
 	}
 }
 
 func (s *State) emitWaiter(k EventKind, c *Acquire) {
-	if s.sink != nil {
+	if s.hooks.sink != nil {
 		s.emit(Event{Kind: k, Resources: c.Resources, Owner: c.Owner, Operation: c.Operation})
 	}
 }
 
 func (s *State) emitKV(k EventKind, key string, value []byte, version, lease uint64) {
-	if s.sink != nil {
+	if s.hooks.sink != nil {
 		s.emit(Event{Kind: k, Key: key, Value: value, Version: version, LeaseID: lease})
 	}
 }

@@ -78,7 +78,7 @@ func TestEventsOfEachChange(t *testing.T) {
 // Nobody listening: emitting costs nothing.
 func TestEventsWithoutSinkAllocateNothing(t *testing.T) {
 	s := New(DefaultConfig(), &recorder{}) // an Observer that takes no events
-	if s.sink != nil {
+	if s.hooks.sink != nil {
 		t.Fatal("an Observer without an Event method became the sink")
 	}
 	l := &leasehold.Lease{ID: 1, Resources: []string{"a"}}
@@ -173,19 +173,19 @@ func (o *teeObserver) Event(e Event) { o.sink.Event(e) }
 // is exactly the keys' bindings.
 func checkBound(t *rapid.T, s *State) {
 	n := 0
-	for k, it := range s.kv.all() {
+	for k, it := range s.kv.items.all() {
 		if it.Lease == 0 {
 			continue
 		}
 		n++
-		if s.leases.at(it.Lease) == nil {
+		if s.leases.byID.at(it.Lease) == nil {
 			t.Fatalf("entry %d: key %q outlived its lease %d", s.lastIndex, k, it.Lease)
 		}
-		if _, ok := s.bound[it.Lease][k]; !ok {
+		if _, ok := s.kv.bound[it.Lease][k]; !ok {
 			t.Fatalf("entry %d: key %q bound to %d is missing from the index", s.lastIndex, k, it.Lease)
 		}
 	}
-	for _, keys := range s.bound {
+	for _, keys := range s.kv.bound {
 		n -= len(keys)
 	}
 	if n != 0 {

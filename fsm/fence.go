@@ -69,18 +69,18 @@ func decodeFence(d *decoder) *leasehold.Fence {
 func (s *State) CheckFenceTarget(f leasehold.Fence) error {
 	switch {
 	case f.Group != "":
-		return s.checkPartitionFence(f)
+		return s.groups.checkFence(f)
 	case f.Queue != "":
-		return s.checkDeliveryFence(f)
+		return s.queues.checkFence(f)
 	}
 	return s.CheckFence(f.Resource, f.Token)
 }
 
-// checkPartitionFence accepts the epoch of the partition's owner, also
+// checkFence (groups) accepts the epoch of the partition's owner, also
 // while the partition is revoking (the owner keeps it until it
 // acknowledges); once handed over, the old epoch is stale.
-func (s *State) checkPartitionFence(f leasehold.Fence) error {
-	g := s.groups.at(f.Group)
+func (gs *groupState) checkFence(f leasehold.Fence) error {
+	g := gs.byName.at(f.Group)
 	if g == nil {
 		return leasehold.Errorf(leasehold.CodeStaleToken,
 			"fencing token %d for %s is stale: no group %q exists", f.Token, f.Target(), f.Group)
@@ -101,11 +101,11 @@ func (s *State) checkPartitionFence(f leasehold.Fence) error {
 	return nil
 }
 
-// checkDeliveryFence accepts the token of the key's delivery in flight;
+// checkFence (queues) accepts the token of the key's delivery in flight;
 // after an ack, a nack, a redelivery or the visibility running out, it is
 // stale.
-func (s *State) checkDeliveryFence(f leasehold.Fence) error {
-	q := s.queuesByName.at(f.Queue)
+func (qs *queueState) checkFence(f leasehold.Fence) error {
+	q := qs.byName.at(f.Queue)
 	if q == nil {
 		return leasehold.Errorf(leasehold.CodeStaleToken,
 			"fencing token %d for %s is stale: no queue %q exists", f.Token, f.Target(), f.Queue)

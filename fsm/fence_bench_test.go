@@ -22,7 +22,7 @@ func BenchmarkCheckFenceTarget(b *testing.B) {
 	d, _ := h.s.Group("g")
 	h.one(&QueueCreate{Queue: "q", Settings: QueueSettings{Visibility: time.Minute}})
 	h.one(&QueueSend{Queue: "q", Messages: []QueueMessage{{Key: "k", Body: []byte("b")}}})
-	dl := h.one(&QueueReceive{Queue: "q", Max: 1}).Queue.Deliveries[0]
+	dl := h.one(&QueueReceive{Queue: "q", Max: 1}).Queue().Deliveries[0]
 	for name, f := range map[string]leasehold.Fence{
 		"resource":  {Resource: "res", Token: l.Token},
 		"partition": {Group: "g", Partition: 1000, Token: d.Partitions[1000].Epoch},

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ import (
 )
 
 // fsm/testdata/current-* pin the bytes of the current formats: log entries
-// of batch version 2 and a snapshot of version 15 (the log's first five
+// of batch version 3 and a snapshot of version 15 (the log's first five
 // entries were written by the code of commit 8e70a2d, the sixth, a Txn, by
 // the commit that added it; testdata/legacy-v5.snapshot.hex is the
 // snapshot of those first five, legacy-v10 of the first ten, legacy-v12
@@ -23,10 +24,13 @@ import (
 // legacy-v2.log.hex before leasehold's own leases were named under
 // leasehold.ReservedPrefix: its Joins and Begins are the old kinds;
 // legacy-v14 is of all twelve too, written before the barriers of the
-// thirteenth).
+// thirteenth; testdata/legacy-v2-named.log.hex is the same entries as
+// batch version 2 wrote them, before command bodies carried a body
+// version, but for the barriers', which carried one from the start).
 // They must not change while those versions stand: an old node reads what
-// a new one writes. LEASEHOLD_WRITE_GOLDEN=1 rewrites them, only when a
-// version is raised on purpose.
+// a new one writes. LEASEHOLD_WRITE_GOLDEN=1 rewrites the current ones,
+// only when a version is raised on purpose; a legacy fixture is never
+// rewritten.
 
 // goldenEntries are batches of version 2 that touch every section: scoped
 // grants, a queue, a lock-delay, fenced and plain KV writes, a forced
@@ -80,10 +84,10 @@ func goldenEntries() []*Batch {
 				Else: []TxnOp{{Key: "k8", Value: []byte("eight")}}},
 			&Txn{RequestID: "t2", Caller: "svc", Then: []TxnOp{{Key: "alive/o5", Value: []byte("o5"),
 				Lease: &LeaseProof{ID: 50, SecretHash: secret("g3")}}}}, // g3's lease, the token floor
-			&Campaign{Acquire{RequestID: "c1", Resources: []string{"leader/x"}, Owner: "o7", Operation: "op7", TTL: 10 * time.Second,
-				SecretHash: secret("c1"), Attempt: "t1", Caller: "erin", Value: []byte("node-1")}},
-			&Campaign{Acquire{RequestID: "c2", Resources: []string{"leader/x"}, Owner: "o8", Operation: "op8", TTL: 10 * time.Second,
-				Wait: time.Minute, SecretHash: secret("c2"), Attempt: "t1", Caller: "erin", Value: []byte("node-2")}},
+			&Campaign{Acquire: Acquire{RequestID: "c1", Resources: []string{"leader/x"}, Owner: "o7", Operation: "op7", TTL: 10 * time.Second,
+				SecretHash: secret("c1"), Attempt: "t1", Caller: "erin"}, Value: []byte("node-1")},
+			&Campaign{Acquire: Acquire{RequestID: "c2", Resources: []string{"leader/x"}, Owner: "o8", Operation: "op8", TTL: 10 * time.Second,
+				Wait: time.Minute, SecretHash: secret("c2"), Attempt: "t1", Caller: "erin"}, Value: []byte("node-2")},
 		}},
 		{Time: at(7), Cmds: []Command{ // batch 7 is newer than the v6 snapshot fixture
 			&IdemBegin{Key: "pay/1", Fingerprint: secret("body1"), Owner: "api", TTL: 10 * time.Second,
@@ -119,12 +123,12 @@ func goldenEntries() []*Batch {
 			&GroupLapse{Group: "shards", LeaseID: 58, Partition: 3, Epoch: 1},                                            // stale
 		}},
 		{Time: at(10), Cmds: []Command{ // batch 10 is newer than the v9 snapshot fixture
-			&Acquire{RequestID: "s1", Resources: []string{"pool"}, Limit: 2, Owner: "o9", TTL: 10 * time.Second,
-				SecretHash: secret("s1"), Attempt: "t1", Caller: "frank"},
-			&Acquire{RequestID: "s2", Resources: []string{"pool"}, Limit: 2, Owner: "o10", TTL: 10 * time.Second,
-				SecretHash: secret("s2"), Attempt: "t1", Caller: "frank"},
-			&Acquire{RequestID: "s3", Resources: []string{"pool"}, Limit: 2, Owner: "o11", TTL: 10 * time.Second,
-				Wait: time.Minute, SecretHash: secret("s3"), Attempt: "t1", Caller: "frank"},
+			&SemAcquire{Acquire: Acquire{RequestID: "s1", Resources: []string{"pool"}, Owner: "o9", TTL: 10 * time.Second,
+				SecretHash: secret("s1"), Attempt: "t1", Caller: "frank"}, Limit: 2},
+			&SemAcquire{Acquire: Acquire{RequestID: "s2", Resources: []string{"pool"}, Owner: "o10", TTL: 10 * time.Second,
+				SecretHash: secret("s2"), Attempt: "t1", Caller: "frank"}, Limit: 2},
+			&SemAcquire{Acquire: Acquire{RequestID: "s3", Resources: []string{"pool"}, Owner: "o11", TTL: 10 * time.Second,
+				Wait: time.Minute, SecretHash: secret("s3"), Attempt: "t1", Caller: "frank"}, Limit: 2},
 			&Acquire{RequestID: "s4", Resources: []string{"pool"}, Owner: "o12", TTL: 10 * time.Second,
 				SecretHash: secret("s4"), Attempt: "t1", Caller: "frank"}, // refused: a lock on a semaphore
 		}},
@@ -167,7 +171,93 @@ func goldenEntries() []*Batch {
 }
 
 func goldenPaths() (log, snap string) {
-	return "testdata/current-v2.log.hex", "testdata/current-v15.snapshot.hex"
+	return "testdata/current-v3.log.hex", "testdata/current-v15.snapshot.hex"
+}
+
+// encodeV2 is b as batch version 2 wrote it: each command's body without
+// the body version that version 3 puts before it, but for the kinds whose
+// bodies carried it already (kindRow.inBody: the barriers').
+func encodeV2(b *Batch) []byte {
+	e := encoder{}
+	e.byte1(2)
+	e.varint(b.Time)
+	e.uvarint(uint64(len(b.Cmds)))
+	for _, c := range b.Cmds {
+		var body encoder
+		if row := rowOf(c.Kind()); row.inBody {
+			body.byte1(row.version)
+		}
+		c.encode(&body)
+		e.byte1(byte(c.Kind()))
+		e.uvarint(uint64(len(body.b)))
+		e.b = append(e.b, body.b...)
+	}
+	return e.b
+}
+
+// logHex renders entries, numbered from 1, as the log fixtures hold them.
+func logHex(batches []*Batch, encode func(*Batch) []byte) string {
+	var out strings.Builder
+	for i, b := range batches {
+		fmt.Fprintf(&out, "%d %x\n", i+1, encode(b))
+	}
+	return out.String()
+}
+
+// readLogHex reads a log fixture: one entry a line.
+func readLogHex(t testing.TB, path string) [][]byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		_, hx, _ := strings.Cut(line, " ")
+		data, err := hex.DecodeString(hx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, data)
+	}
+	return out
+}
+
+// pinLog checks batches against their log fixtures: current holds their
+// encoding (rewritten with LEASEHOLD_WRITE_GOLDEN=1; it reports true
+// then), and legacy, if named, the batch version 2 one, which is the same
+// bodies without their body versions and still decodes to the same
+// commands. It returns the current fixture's entries.
+func pinLog(t *testing.T, batches []*Batch, current, legacy string) (entries [][]byte, rewritten bool) {
+	t.Helper()
+	got := logHex(batches, func(b *Batch) []byte { return b.Encode(nil) })
+	if os.Getenv("LEASEHOLD_WRITE_GOLDEN") == "1" {
+		if err := os.WriteFile(current, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return nil, true
+	}
+	if want, err := os.ReadFile(current); err != nil || got != string(want) {
+		t.Fatalf("log entries of batch version %d differ from %s (%v):\n got %s\nwant %s", batchVersion, current, err, got, want)
+	}
+	entries = readLogHex(t, current)
+	if legacy == "" {
+		return entries, false
+	}
+	if want, err := os.ReadFile(legacy); err != nil || logHex(batches, encodeV2) != string(want) {
+		t.Fatalf("%s is not the entries as batch version 2 wrote them (%v)", legacy, err)
+	}
+	for i, old := range readLogHex(t, legacy) {
+		if old[0] != 2 {
+			t.Fatalf("%s entry %d has version %d, want 2", legacy, i+1, old[0])
+		}
+		a, errA := DecodeBatch(old)
+		b, errB := DecodeBatch(entries[i])
+		if errA != nil || errB != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("entry %d of %s decodes otherwise than its batch version %d encoding (%v, %v):\n%#v\n%#v", i+1, legacy, batchVersion, errA, errB, a, b)
+		}
+	}
+	return entries, false
 }
 
 // The log entries and the snapshot the current code writes for the golden
@@ -175,12 +265,9 @@ func goldenPaths() (log, snap string) {
 // restores to a state that writes it again.
 func TestCurrentFormatsUnchanged(t *testing.T) {
 	s := New(DefaultConfig(), nil)
-	var logHex strings.Builder
 	for i, b := range goldenEntries() {
 		ix := uint64(i + 1)
-		enc := b.Encode(nil)
-		fmt.Fprintf(&logHex, "%d %x\n", ix, enc)
-		dec, err := DecodeBatch(enc)
+		dec, err := DecodeBatch(b.Encode(nil))
 		if err != nil {
 			t.Fatalf("entry %d: %v", ix, err)
 		}
@@ -188,20 +275,11 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	}
 	snap := s.Snapshot()
 	logPath, snapPath := goldenPaths()
-	if os.Getenv("LEASEHOLD_WRITE_GOLDEN") == "1" {
-		for p, data := range map[string]string{logPath: logHex.String(), snapPath: hex.EncodeToString(snap) + "\n"} {
-			if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-				t.Fatal(err)
-			}
+	if _, rewritten := pinLog(t, goldenEntries(), logPath, "testdata/legacy-v2-named.log.hex"); rewritten {
+		if err := os.WriteFile(snapPath, []byte(hex.EncodeToString(snap)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
 		}
 		t.Skip("fixtures rewritten")
-	}
-	wantLog, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if logHex.String() != string(wantLog) {
-		t.Fatalf("log entries of batch version %d differ from %s:\n got %s\nwant %s", batchVersion, logPath, logHex.String(), wantLog)
 	}
 	want := legacySnapshotBytes(t, strings.TrimPrefix(snapPath, "testdata/"))
 	if !bytes.Equal(snap, want) {
@@ -216,15 +294,15 @@ func TestCurrentFormatsUnchanged(t *testing.T) {
 	}
 	// The fixture holds something in every section, or it pins nothing.
 	c := restored.Counts()
-	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || restored.kv.len() == 0 || len(restored.bound) == 0 || len(restored.Elections("")) == 0 || restored.idem.len() < 2 ||
-		restored.queuesByName.len() < 2 || restored.queuesByName.at("jobs").depth < 3 || len(restored.queuesByName.at("jobs").inflight) == 0 ||
-		len(restored.queuesByName.at("jobs").dead) == 0 || len(restored.queuesByName.at("jobs").dedupLog) == 0 ||
-		restored.groups.len() == 0 || restored.GroupStats().Pending == 0 || restored.GroupStats().Members < 2 ||
-		restored.sems.len() == 0 || restored.sems.at("pool").users != 3 || len(restored.queuesByName.at("mail").receipts) == 0 ||
-		restored.LastToken() < 50 || restored.barriers.m.len() < 4 || len(restored.barriers.m.at("pair").ends) < 2 ||
-		len(restored.barriers.m.at("phase").arrivals) != 2 || !restored.barriers.m.at("done").tripped {
+	if c.Leases == 0 || c.Waiters == 0 || c.Blocked == 0 || c.Dedup == 0 || len(restored.audit) == 0 || restored.kv.items.len() == 0 || len(restored.kv.bound) == 0 || len(restored.Elections("")) == 0 || restored.idem.records.len() < 2 ||
+		restored.queues.byName.len() < 2 || restored.queues.byName.at("jobs").depth < 3 || len(restored.queues.byName.at("jobs").inflight) == 0 ||
+		len(restored.queues.byName.at("jobs").dead) == 0 || len(restored.queues.byName.at("jobs").dedupLog) == 0 ||
+		restored.groups.byName.len() == 0 || restored.GroupStats().Pending == 0 || restored.GroupStats().Members < 2 ||
+		restored.sems.byName.len() == 0 || restored.sems.byName.at("pool").users != 3 || len(restored.queues.byName.at("mail").receipts) == 0 ||
+		restored.LastToken() < 50 || restored.barriers.byName.len() < 4 || len(restored.barriers.byName.at("pair").ends) < 2 ||
+		len(restored.barriers.byName.at("phase").arrivals) != 2 || !restored.barriers.byName.at("done").tripped {
 		t.Fatalf("the golden state misses a section: %+v, audit %d, kv %d, last token %d",
-			c, len(restored.audit), restored.kv.len(), restored.LastToken())
+			c, len(restored.audit), restored.kv.items.len(), restored.LastToken())
 	}
 }
 
@@ -293,7 +371,7 @@ func TestReadsOldNames(t *testing.T) {
 		t.Fatalf("a restored version-13 snapshot writes\n%x\nwant\n%x", old.Snapshot(), current)
 	}
 	for _, r := range []string{GroupMemberResource("shards", "w2"), IdemResource("pay/2")} {
-		if _, held := old.holders.get(r); !held || !strings.HasPrefix(r, leasehold.ReservedPrefix) {
+		if _, held := old.leases.holders.get(r); !held || !strings.HasPrefix(r, leasehold.ReservedPrefix) {
 			t.Errorf("%q is not held after the restore: %v", r, old.Counts())
 		}
 	}

@@ -54,6 +54,31 @@ func GroupMemberOf(resource string) (group, member string, ok bool) {
 	return leasehold.GroupSessionOf(resource)
 }
 
+// The group sub-state: the groups by name. A member's session is a lease
+// (the lease sub-state's); a group keeps which session owns each
+// partition.
+type groupState struct {
+	st     *State
+	byName cowMap[string, *group]
+}
+
+func (gs *groupState) init(s *State) {
+	*gs = groupState{st: s, byName: newCowMap[string, *group]()}
+	s.track(&gs.byName)
+}
+
+func (gs *groupState) captureInto(v *State) { v.groups = groupState{st: v, byName: gs.byName.freeze()} }
+
+func (gs *groupState) eachCountdown(f func(Countdown)) {
+	for name, g := range gs.byName.all() {
+		for p := range g.parts {
+			if ps := &g.parts[p]; ps.revoking {
+				f(revocationCountdown(name, ps.lease, uint32(p), ps.epoch, gs.st.GroupRevokeTimeout(name, ps.lease)))
+			}
+		}
+	}
+}
+
 type group struct {
 	parts         []partition
 	revokeTimeout time.Duration // 0: the revoked member's session TTL
@@ -94,8 +119,9 @@ type GroupObserver interface {
 	GroupHandedOff(group string, wait time.Duration)
 }
 
-func (s *State) groupObs() GroupObserver {
-	o, _ := s.obs.(GroupObserver)
+func (gs *groupState) observer() GroupObserver {
+	s := gs.st
+	o, _ := s.hooks.obs.(GroupObserver)
 	return o
 }
 
@@ -106,6 +132,18 @@ type (
 	Assignment = leasehold.Assignment
 )
 
+// groupAnswer is a group command's answer in a Result: a GroupInfo
+// (defined here, as leasehold's type cannot carry the answer method).
+type groupAnswer GroupInfo
+
+func (*groupAnswer) answer() {}
+
+// Group is a group command's answer, nil for none.
+func (r Result) Group() *GroupInfo {
+	a, _ := r.Answer.(*groupAnswer)
+	return (*GroupInfo)(a)
+}
+
 // ValidateForcedResource checks the resource a forced release (or an
 // inspection) names, as the API edge does (leasehold.ValidateForcedResource).
 func ValidateForcedResource(r string) error { return leasehold.ValidateForcedResource(r) }
@@ -114,18 +152,18 @@ func validGroupName(name string) error {
 	return leasehold.ValidateName("group", name, MaxGroupNameLen, true)
 }
 
-func (s *State) groupOf(name string) (*group, error) {
+func (gs *groupState) of(name string) (*group, error) {
 	if err := validGroupName(name); err != nil {
 		return nil, err
 	}
-	g, _ := s.groups.mut(name) // every caller changes it
+	g, _ := gs.byName.mut(name) // every caller changes it
 	if g == nil {
 		return nil, leasehold.Errorf(leasehold.CodeNotFound, "group %q does not exist; create it first", name)
 	}
 	return g, nil
 }
 
-func (s *State) groupCreate(now int64, c *GroupCreate) Result {
+func (gs *groupState) create(now int64, c *GroupCreate) Result {
 	if err := validGroupName(c.Group); err != nil {
 		return Result{Err: err}
 	}
@@ -138,25 +176,25 @@ func (s *State) groupCreate(now int64, c *GroupCreate) Result {
 			return Result{Err: err}
 		}
 	}
-	if g := s.groups.at(c.Group); g != nil {
+	if g := gs.byName.at(c.Group); g != nil {
 		if uint32(len(g.parts)) == c.Partitions && g.revokeTimeout == c.RevokeTimeout {
-			return Result{Dup: true, Group: s.groupInfo(c.Group, g)}
+			return Result{Dup: true, Answer: (*groupAnswer)(gs.info(c.Group, g))}
 		}
 		return Result{Err: leasehold.Errorf(leasehold.CodeHeld,
 			"group %q already exists with %d partitions and revoke timeout %v", c.Group, len(g.parts), g.revokeTimeout)}
 	}
-	if s.groups.len() >= MaxGroups {
-		return Result{Err: leasehold.Errorf(leasehold.CodeLimit, "there are %d groups already (limit %d); delete one first", s.groups.len(), MaxGroups)}
+	if gs.byName.len() >= MaxGroups {
+		return Result{Err: leasehold.Errorf(leasehold.CodeLimit, "there are %d groups already (limit %d); delete one first", gs.byName.len(), MaxGroups)}
 	}
 	g := &group{parts: make([]partition, c.Partitions), revokeTimeout: c.RevokeTimeout, createdAt: now,
 		members: make(map[string]uint64)}
-	s.groups.set(c.Group, g)
-	s.emitGroup(c.Group, c.Partitions)
-	return Result{Group: s.groupInfo(c.Group, g)}
+	gs.byName.set(c.Group, g)
+	gs.emitGroup(c.Group, c.Partitions)
+	return Result{Answer: (*groupAnswer)(gs.info(c.Group, g))}
 }
 
-func (s *State) groupGrow(ix uint64, now int64, c *GroupGrow) Result {
-	g, err := s.groupOf(c.Group)
+func (gs *groupState) grow(ix uint64, now int64, c *GroupGrow) Result {
+	g, err := gs.of(c.Group)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -169,16 +207,17 @@ func (s *State) groupGrow(ix uint64, now int64, c *GroupGrow) Result {
 		return Result{Err: leasehold.Errorf(leasehold.CodeNotHolder,
 			"group %q has %d partitions; a group never shrinks (asked for %d)", c.Group, n, c.Partitions)}
 	case c.Partitions == n:
-		return Result{Dup: true, Group: s.groupInfo(c.Group, g)}
+		return Result{Dup: true, Answer: (*groupAnswer)(gs.info(c.Group, g))}
 	}
 	g.parts = append(g.parts, make([]partition, c.Partitions-n)...)
-	s.emitGroup(c.Group, c.Partitions)
-	s.rebalance(ix, now, c.Group, g)
-	return Result{Group: s.groupInfo(c.Group, g)}
+	gs.emitGroup(c.Group, c.Partitions)
+	gs.rebalance(ix, now, c.Group, g)
+	return Result{Answer: (*groupAnswer)(gs.info(c.Group, g))}
 }
 
-func (s *State) groupDelete(ix uint64, now int64, c *GroupDelete) Result {
-	g, err := s.groupOf(c.Group)
+func (gs *groupState) delete(ix uint64, now int64, c *GroupDelete) Result {
+	s := gs.st
+	g, err := gs.of(c.Group)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -188,26 +227,27 @@ func (s *State) groupDelete(ix uint64, now int64, c *GroupDelete) Result {
 	if err := leasehold.ValidateName("reason", c.Reason, MaxReasonLen, true); err != nil {
 		return Result{Err: err}
 	}
-	info := s.groupInfo(c.Group, g)
+	info := gs.info(c.Group, g)
 	// Gone first: the sessions ended below find no group to rebalance.
-	s.groups.del(c.Group)
+	gs.byName.del(c.Group)
 	for p := range g.parts {
 		if ps := &g.parts[p]; ps.revoking {
 			s.disarm(revocationKey(c.Group, uint32(p), ps.epoch))
 		}
 	}
 	for _, m := range sortedKeys(g.members) {
-		if l := s.leases.at(g.members[m]); l != nil {
-			s.end(l, EndForced)
+		if l := s.leases.byID.at(g.members[m]); l != nil {
+			s.leases.end(l, EndForced)
 		}
 	}
-	s.auditQueue(ix, now, c.Actor, "group-delete", c.Group, c.Reason)
-	s.emitGroup(c.Group, 0)
-	return Result{Group: info}
+	s.auditName(ix, now, c.Actor, "group-delete", c.Group, c.Reason)
+	gs.emitGroup(c.Group, 0)
+	return Result{Answer: (*groupAnswer)(info)}
 }
 
-func (s *State) groupJoin(ix uint64, now int64, c *GroupJoin) Result {
-	g, err := s.groupOf(c.Group)
+func (gs *groupState) join(ix uint64, now int64, c *GroupJoin) Result {
+	s := gs.st
+	g, err := gs.of(c.Group)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -215,7 +255,7 @@ func (s *State) groupJoin(ix uint64, now int64, c *GroupJoin) Result {
 		return Result{Err: err}
 	}
 	if id, ok := g.members[c.Member]; ok {
-		l := s.leases.at(id)
+		l := s.leases.byID.at(id)
 		if l.secretHash == c.SecretHash && (l.TTL != c.TTL || !maps.Equal(l.more().Metadata, c.Metadata)) {
 			return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
 				"member %q of group %q has a session under this secret with another ttl or metadata: a retry must repeat its Join; "+
@@ -223,9 +263,9 @@ func (s *State) groupJoin(ix uint64, now int64, c *GroupJoin) Result {
 		}
 		if l.secretHash == c.SecretHash { // a retry of the Join that started it
 			view := l.view()
-			info := s.groupInfo(c.Group, g)
+			info := gs.info(c.Group, g)
 			info.Assignments = g.assignments(id)
-			return Result{Lease: &view, Remaining: l.TTL, Dup: true, Group: info}
+			return Result{Lease: &view, Remaining: l.TTL, Dup: true, Answer: (*groupAnswer)(info)}
 		}
 		return Result{Err: leasehold.Errorf(leasehold.CodeHeld,
 			"member %q of group %q already has a session (lease %d): leave it, or wait for it to lapse", c.Member, c.Group, id)}
@@ -240,19 +280,20 @@ func (s *State) groupJoin(ix uint64, now int64, c *GroupJoin) Result {
 		return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
 			"group %q has %d members already (limit %d)", c.Group, len(g.members), MaxGroupMembers)}
 	}
-	if err := s.ownerLimit(c.Member); err != nil {
+	if err := s.leases.ownerLimit(c.Member); err != nil {
 		return Result{Err: err}
 	}
-	l := s.grant(ix, now, &Acquire{Resources: []string{GroupMemberResource(c.Group, c.Member)}, Owner: c.Member,
+	l := s.leases.grant(ix, now, &Acquire{Resources: []string{GroupMemberResource(c.Group, c.Member)}, Owner: c.Member,
 		Operation: "group-member", TTL: c.TTL, Metadata: c.Metadata, SecretHash: c.SecretHash, Caller: c.Caller}, "")
 	g.members[c.Member] = l.ID
-	s.rebalance(ix, now, c.Group, g)
-	info := s.groupInfo(c.Group, g)
+	gs.rebalance(ix, now, c.Group, g)
+	info := gs.info(c.Group, g)
 	info.Assignments = g.assignments(l.ID)
-	return Result{Lease: l, Remaining: l.TTL, Group: info}
+	return Result{Lease: l, Remaining: l.TTL, Answer: (*groupAnswer)(info)}
 }
 
-func (s *State) groupLeave(now int64, c *GroupLeave) Result {
+func (gs *groupState) leave(now int64, c *GroupLeave) Result {
+	s := gs.st
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
@@ -261,24 +302,25 @@ func (s *State) groupLeave(now int64, c *GroupLeave) Result {
 		return r
 	}
 	var r Result
-	if l, err := s.holderOf(c.LeaseID, c.SecretHash, "leave with"); err != nil {
+	if l, err := s.leases.holderOf(c.LeaseID, c.SecretHash, "leave with"); err != nil {
 		r = Result{Err: err}
 	} else if _, _, ok := GroupMemberOf(l.Resources[0]); !ok {
 		r = Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
 			"lease %d is not a group member's session; release it with Leases.Release", l.ID)}
 	} else {
-		r = Result{Lease: s.end(l, EndReleased)}
+		r = Result{Lease: s.leases.end(l, EndReleased)}
 	}
 	s.dedup.put(key, KindGroupLeave, sum, now, r, s.cfg)
 	return r
 }
 
-func (s *State) groupRevoked(ix uint64, now int64, c *GroupRevoked) Result {
-	g, err := s.groupOf(c.Group)
+func (gs *groupState) revoked(ix uint64, now int64, c *GroupRevoked) Result {
+	s := gs.st
+	g, err := gs.of(c.Group)
 	if err != nil {
 		return Result{Err: err}
 	}
-	if _, err := s.holderOf(c.LeaseID, c.SecretHash, "acknowledge a revocation with"); err != nil {
+	if _, err := s.leases.holderOf(c.LeaseID, c.SecretHash, "acknowledge a revocation with"); err != nil {
 		return Result{Err: err}
 	}
 	if g.members[c.Member] != c.LeaseID {
@@ -292,9 +334,9 @@ func (s *State) groupRevoked(ix uint64, now int64, c *GroupRevoked) Result {
 	ps := &g.parts[c.Partition]
 	switch {
 	case ps.lease == c.LeaseID && ps.epoch == c.Epoch && ps.revoking:
-		s.giveUp(c.Group, g, c.Partition)
+		gs.giveUp(c.Group, g, c.Partition)
 		if ps.lease == 0 {
-			s.rebalance(ix, now, c.Group, g) // nobody was next: share it out again
+			gs.rebalance(ix, now, c.Group, g) // nobody was next: share it out again
 		}
 		return Result{}
 	case ps.lease == c.LeaseID && ps.epoch == c.Epoch:
@@ -311,46 +353,49 @@ func (s *State) groupRevoked(ix uint64, now int64, c *GroupRevoked) Result {
 
 // giveUp ends the revoking owner's grant of p and hands p to the session
 // next in line, if any.
-func (s *State) giveUp(name string, g *group, p uint32) {
+func (gs *groupState) giveUp(name string, g *group, p uint32) {
+	s := gs.st
 	ps := &g.parts[p]
 	if ps.revoking {
 		s.disarm(revocationKey(name, p, ps.epoch))
 	}
-	s.emitPartition(EventGroupRemoved, name, s.leases.at(ps.lease), p, ps.epoch)
+	gs.emitPartition(EventGroupRemoved, name, s.leases.byID.at(ps.lease), p, ps.epoch)
 	next := ps.next
 	ps.lease, ps.next, ps.revoking = 0, 0, false
 	if next != 0 {
-		s.grantPartition(name, g, p, next)
+		gs.grantPartition(name, g, p, next)
 	}
 }
 
-func (s *State) groupLapse(c *GroupLapse) Result {
-	g := s.groups.at(c.Group)
+func (gs *groupState) lapse(c *GroupLapse) Result {
+	s := gs.st
+	g := gs.byName.at(c.Group)
 	if g == nil || c.Partition >= uint32(len(g.parts)) {
 		return Result{}
 	}
 	ps := &g.parts[c.Partition]
-	l := s.leases.at(c.LeaseID)
+	l := s.leases.byID.at(c.LeaseID)
 	if !ps.revoking || ps.lease != c.LeaseID || ps.epoch != c.Epoch || l == nil {
 		return Result{} // acknowledged or ended since the leader decided
 	}
-	g, _ = s.groups.mut(c.Group)
+	g, _ = gs.byName.mut(c.Group)
 	g.lapsed++
-	return Result{Lease: s.end(l, EndExpired)}
+	return Result{Lease: s.leases.end(l, EndExpired)}
 }
 
 // groupMemberEnded frees the partitions of a session lease that ended
 // and shares them out among the members left.
-func (s *State) groupMemberEnded(l *lease) {
+func (gs *groupState) leaseEnded(l *lease) {
+	s := gs.st
 	name, member, ok := GroupMemberOf(l.Resources[0])
 	if !ok {
 		return
 	}
-	g := s.groups.at(name)
+	g := gs.byName.at(name)
 	if g == nil || g.members[member] != l.ID {
 		return
 	}
-	g, _ = s.groups.mut(name)
+	g, _ = gs.byName.mut(name)
 	delete(g.members, member)
 	for p := range g.parts {
 		ps := &g.parts[p]
@@ -366,7 +411,7 @@ func (s *State) groupMemberEnded(l *lease) {
 		if ps.revoking {
 			s.disarm(revocationKey(name, uint32(p), ps.epoch))
 		}
-		s.emitPartition(EventGroupRemoved, name, l, uint32(p), ps.epoch)
+		gs.emitPartition(EventGroupRemoved, name, l, uint32(p), ps.epoch)
 		if !ps.revoking {
 			ps.waitSince = s.now
 		}
@@ -374,13 +419,14 @@ func (s *State) groupMemberEnded(l *lease) {
 		// stands, only the hand-off comes sooner.
 		ps.lease, ps.revoking = 0, false
 	}
-	s.rebalance(s.lastIndex, s.now, name, g)
+	gs.rebalance(s.lastIndex, s.now, name, g)
 }
 
 // rebalance recomputes the assignment of g and acts on it: unowned
 // partitions are granted at once, and owned ones whose target changed
 // start being revoked. Deterministic: members are taken in name order.
-func (s *State) rebalance(ix uint64, now int64, name string, g *group) {
+func (gs *groupState) rebalance(ix uint64, now int64, name string, g *group) {
+	s := gs.st
 	names := sortedKeys(g.members)
 	m := len(names)
 	if m == 0 {
@@ -454,13 +500,13 @@ func (s *State) rebalance(ix uint64, now int64, name string, g *group) {
 		t := g.members[names[target[p]]]
 		switch {
 		case ps.lease == 0:
-			s.grantPartition(name, g, uint32(p), t)
+			gs.grantPartition(name, g, uint32(p), t)
 		case before[p] == target[p]:
 		case ps.revoking:
 			ps.next = t
 		default:
 			ps.revoking, ps.next, ps.waitSince = true, t, now
-			s.emitPartition(EventGroupRevoking, name, s.leases.at(ps.lease), uint32(p), ps.epoch)
+			gs.emitPartition(EventGroupRevoking, name, s.leases.byID.at(ps.lease), uint32(p), ps.epoch)
 			s.armRevocation(name, ps.lease, uint32(p), ps.epoch, s.GroupRevokeTimeout(name, ps.lease))
 		}
 	}
@@ -470,30 +516,33 @@ func (s *State) rebalance(ix uint64, now int64, name string, g *group) {
 }
 
 // grantPartition gives p to session lease with a new epoch.
-func (s *State) grantPartition(name string, g *group, p uint32, lease uint64) {
+func (gs *groupState) grantPartition(name string, g *group, p uint32, lease uint64) {
+	s := gs.st
 	ps := &g.parts[p]
 	ps.lease, ps.epoch, ps.since = lease, s.nextToken(s.lastIndex), s.now
 	if ps.waitSince != 0 {
-		if o := s.groupObs(); o != nil {
+		if o := gs.observer(); o != nil {
 			o.GroupHandedOff(name, time.Duration(s.now-ps.waitSince))
 		}
 	}
 	ps.waitSince, ps.next, ps.revoking = 0, 0, false
-	s.emitPartition(EventGroupAssigned, name, s.leases.at(lease), p, ps.epoch)
+	gs.emitPartition(EventGroupAssigned, name, s.leases.byID.at(lease), p, ps.epoch)
 }
 
 // emitPartition reports a change of partition p for session l (which
 // may have just ended: its resource is what watchers select it by).
-func (s *State) emitPartition(k EventKind, name string, l *lease, p uint32, epoch uint64) {
-	if s.sink != nil {
+func (gs *groupState) emitPartition(k EventKind, name string, l *lease, p uint32, epoch uint64) {
+	s := gs.st
+	if s.hooks.sink != nil {
 		s.emit(Event{Kind: k, Group: name, Partition: p, LeaseID: l.ID, Token: epoch, Resources: l.Resources, Owner: l.Owner})
 	}
 }
 
 // emitGroup reports a group created or grown (Partition: its partition
 // count) or deleted (0).
-func (s *State) emitGroup(name string, partitions uint32) {
-	if s.sink != nil {
+func (gs *groupState) emitGroup(name string, partitions uint32) {
+	s := gs.st
+	if s.hooks.sink != nil {
 		s.emit(Event{Kind: EventGroupChanged, Group: name, Partition: partitions,
 			Resources: []string{GroupResource(name)}})
 	}
@@ -510,7 +559,7 @@ func (g *group) assignments(lease uint64) []Assignment {
 	return out
 }
 
-func (s *State) groupInfo(name string, g *group) *GroupInfo {
+func (gs *groupState) info(name string, g *group) *GroupInfo {
 	info := &GroupInfo{Name: name, Partitions: uint32(len(g.parts)), RevokeTimeout: g.revokeTimeout,
 		CreatedAt: nanosTime(g.createdAt), Members: len(g.members), Rebalances: g.rebalances,
 		Moved: g.moved, Lapsed: g.lapsed}

@@ -104,15 +104,17 @@ func (*GroupLeave) Kind() Kind   { return KindGroupLeave }
 func (*GroupRevoked) Kind() Kind { return KindGroupRevoked }
 func (*GroupLapse) Kind() Kind   { return KindGroupLapse }
 
-func (c *GroupCreate) apply(s *State, ix uint64, now int64) Result { return s.groupCreate(now, c) }
-func (c *GroupGrow) apply(s *State, ix uint64, now int64) Result   { return s.groupGrow(ix, now, c) }
-func (c *GroupDelete) apply(s *State, ix uint64, now int64) Result { return s.groupDelete(ix, now, c) }
-func (c *GroupJoin) apply(s *State, ix uint64, now int64) Result   { return s.groupJoin(ix, now, c) }
-func (c *GroupLeave) apply(s *State, ix uint64, now int64) Result  { return s.groupLeave(now, c) }
-func (c *GroupRevoked) apply(s *State, ix uint64, now int64) Result {
-	return s.groupRevoked(ix, now, c)
+func (c *GroupCreate) apply(s *State, ix uint64, now int64) Result { return s.groups.create(now, c) }
+func (c *GroupGrow) apply(s *State, ix uint64, now int64) Result   { return s.groups.grow(ix, now, c) }
+func (c *GroupDelete) apply(s *State, ix uint64, now int64) Result {
+	return s.groups.delete(ix, now, c)
 }
-func (c *GroupLapse) apply(s *State, ix uint64, now int64) Result { return s.groupLapse(c) }
+func (c *GroupJoin) apply(s *State, ix uint64, now int64) Result  { return s.groups.join(ix, now, c) }
+func (c *GroupLeave) apply(s *State, ix uint64, now int64) Result { return s.groups.leave(now, c) }
+func (c *GroupRevoked) apply(s *State, ix uint64, now int64) Result {
+	return s.groups.revoked(ix, now, c)
+}
+func (c *GroupLapse) apply(s *State, ix uint64, now int64) Result { return s.groups.lapse(c) }
 
 func (c *GroupCreate) encode(e *encoder) {
 	e.str(c.Group)

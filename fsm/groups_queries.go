@@ -22,18 +22,18 @@ type (
 
 // Group reads the group named name.
 func (s *State) Group(name string) (GroupDetail, bool) {
-	g := s.groups.at(name)
+	g := s.groups.byName.at(name)
 	if g == nil {
 		return GroupDetail{}, false
 	}
-	d := GroupDetail{GroupInfo: *s.groupInfo(name, g)}
+	d := GroupDetail{GroupInfo: *s.groups.info(name, g)}
 	names := sortedKeys(g.members)
 	at := make(map[uint64]int, len(names))
 	for i, m := range names {
 		id := g.members[m]
 		at[id] = i
 		gm := GroupMember{Member: m, LeaseID: id}
-		if l := s.leases.at(id); l != nil {
+		if l := s.leases.byID.at(id); l != nil {
 			gm.Since, gm.Metadata = nanosTime(l.acquiredAt), l.more().Metadata
 		}
 		d.Members = append(d.Members, gm)
@@ -62,8 +62,8 @@ func (s *State) Group(name string) (GroupDetail, bool) {
 
 // Groups lists every group whose name starts with prefix, by name.
 func (s *State) Groups(prefix string) []GroupInfo {
-	names := make([]string, 0, s.groups.len())
-	for n := range s.groups.all() {
+	names := make([]string, 0, s.groups.byName.len())
+	for n := range s.groups.byName.all() {
 		if strings.HasPrefix(n, prefix) {
 			names = append(names, n)
 		}
@@ -71,7 +71,7 @@ func (s *State) Groups(prefix string) []GroupInfo {
 	sort.Strings(names)
 	out := make([]GroupInfo, 0, len(names))
 	for _, n := range names {
-		out = append(out, *s.groupInfo(n, s.groups.at(n)))
+		out = append(out, *s.groups.info(n, s.groups.byName.at(n)))
 	}
 	return out
 }
@@ -80,7 +80,7 @@ func (s *State) Groups(prefix string) []GroupInfo {
 // and the group's partition count; ok is false if lease is not that
 // member's live session.
 func (s *State) GroupAssignments(name, member string, lease uint64) (as []Assignment, partitions uint32, ok bool) {
-	g := s.groups.at(name)
+	g := s.groups.byName.at(name)
 	if g == nil || lease == 0 || g.members[member] != lease {
 		return nil, 0, false
 	}
@@ -90,7 +90,7 @@ func (s *State) GroupAssignments(name, member string, lease uint64) (as []Assign
 // GroupRevokeTimeout is how long the session lease has to acknowledge a
 // revocation in group (its bound, or its TTL).
 func (s *State) GroupRevokeTimeout(name string, lease uint64) time.Duration {
-	g, l := s.groups.at(name), s.leases.at(lease)
+	g, l := s.groups.byName.at(name), s.leases.byID.at(lease)
 	switch {
 	case g == nil || l == nil:
 		return 0
@@ -106,7 +106,7 @@ type GroupStats = leasehold.GroupStats
 // GroupStats reads the totals.
 func (s *State) GroupStats() GroupStats {
 	var st GroupStats
-	for _, g := range s.groups.all() {
+	for _, g := range s.groups.byName.all() {
 		st.Groups++
 		st.Members += len(g.members)
 		st.Partitions += len(g.parts)

@@ -38,13 +38,13 @@ func TestGroupHandOffWaitsForTheAcknowledgement(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	a := h.one(join("g", "a"))
-	if a.Err != nil || len(a.Group.Assignments) != 4 {
-		t.Fatalf("first join: %v %+v", a.Err, a.Group)
+	if a.Err != nil || len(a.Group().Assignments) != 4 {
+		t.Fatalf("first join: %v %+v", a.Err, a.Group())
 	}
 	first, _ := h.s.Group("g")
 	b := h.one(join("g", "b"))
-	if b.Err != nil || len(b.Group.Assignments) != 0 {
-		t.Fatalf("second join got partitions before a gave any up: %v %+v", b.Err, b.Group.Assignments)
+	if b.Err != nil || len(b.Group().Assignments) != 0 {
+		t.Fatalf("second join got partitions before a gave any up: %v %+v", b.Err, b.Group().Assignments)
 	}
 	if got, want := owners(h.s, "g"), []string{"a", "a", "a*", "a*"}; !slices.Equal(got, want) {
 		t.Fatalf("after b joined: %q, want %q", got, want)
@@ -106,7 +106,7 @@ func TestGroupJoinRules(t *testing.T) {
 	bad.TTL = time.Millisecond
 	wantCode(t, "a tiny ttl", h.one(bad), leasehold.CodeInvalid)
 	wantCode(t, "shrinking", h.one(&GroupGrow{Group: "g", Partitions: 1}), leasehold.CodeNotHolder)
-	if r := h.one(&GroupGrow{Group: "g", Partitions: 5}); r.Err != nil || r.Group.Partitions != 5 {
+	if r := h.one(&GroupGrow{Group: "g", Partitions: 5}); r.Err != nil || r.Group().Partitions != 5 {
 		t.Fatalf("grow: %v", r.Err)
 	}
 	if got := owners(h.s, "g"); !slices.Equal(got, []string{"a", "a", "a", "a", "a"}) {

@@ -92,11 +92,11 @@ func (c *IdemBegin) Kind() Kind {
 func (*IdemComplete) Kind() Kind { return KindIdemComplete }
 func (*IdemForget) Kind() Kind   { return KindIdemForget }
 
-func (c *IdemBegin) apply(s *State, ix uint64, now int64) Result { return s.idemBegin(ix, now, c) }
+func (c *IdemBegin) apply(s *State, ix uint64, now int64) Result { return s.idem.begin(ix, now, c) }
 func (c *IdemComplete) apply(s *State, ix uint64, now int64) Result {
-	return s.idemComplete(now, c)
+	return s.idem.complete(now, c)
 }
-func (c *IdemForget) apply(s *State, _ uint64, _ int64) Result { return s.idemForget(c) }
+func (c *IdemForget) apply(s *State, _ uint64, _ int64) Result { return s.idem.forget(c) }
 
 func (c *IdemBegin) encode(e *encoder) {
 	e.str(c.Key)
@@ -155,6 +155,44 @@ const (
 	IdemCompleted  = leasehold.IdemCompleted
 )
 
+// The idempotency sub-state: a record per key, and the counts its limits
+// read (keys per prefix, bytes of stored results).
+type idemState struct {
+	st        *State
+	records   cowMap[string, *idemRecord]
+	perPrefix map[string]int // key prefix -> records
+	bytes     int            // bytes of stored results
+}
+
+func (is *idemState) init(s *State) {
+	*is = idemState{st: s, records: newCowMap[string, *idemRecord](), perPrefix: make(map[string]int)}
+	s.track(&is.records)
+}
+
+func (is *idemState) captureInto(v *State) {
+	v.idem = idemState{st: v, records: is.records.freeze(), bytes: is.bytes}
+}
+
+func (is *idemState) eachCountdown(f func(Countdown)) {
+	for k, r := range is.records.all() {
+		if r.completedAt != 0 {
+			f(retentionCountdown(k, r))
+		}
+	}
+}
+
+// idemAnswer is an idempotency command's answer in a Result: an Idem
+// (defined here, as leasehold's type cannot carry the answer method).
+type idemAnswer Idem
+
+func (*idemAnswer) answer() {}
+
+// Idem is an idempotency command's answer, nil for none.
+func (r Result) Idem() *Idem {
+	a, _ := r.Answer.(*idemAnswer)
+	return (*Idem)(a)
+}
+
 type idemRecord struct {
 	sum         fingerprint // of the caller's fingerprint
 	token       uint64      // the attempt (in progress: its live lease)
@@ -175,7 +213,7 @@ func idemPrefixOf(key string) string {
 	return ""
 }
 
-func (s *State) idemView(key string, r *idemRecord, st IdemState) *Idem {
+func (is *idemState) view(key string, r *idemRecord, st IdemState) *Idem {
 	v := &Idem{Key: key, State: st, Token: r.token, Owner: r.owner,
 		StartedAt: nanosTime(r.startedAt), Retention: r.retention}
 	if r.completedAt != 0 {
@@ -188,51 +226,53 @@ func validateIdemKey(key string) error {
 	return leasehold.ValidateName("key", key, MaxIdemKeyLen, true)
 }
 
-func (s *State) idemBegin(ix uint64, now int64, c *IdemBegin) Result {
+func (is *idemState) begin(ix uint64, now int64, c *IdemBegin) Result {
+	s := is.st
 	if err := validateIdemKey(c.Key); err != nil {
 		return Result{Err: err}
 	}
 	sum := fingerprint(c.Fingerprint[:16])
-	if r := s.idem.at(c.Key); r != nil {
+	if r := is.records.at(c.Key); r != nil {
 		if r.sum != sum {
 			return Result{Err: leasehold.Errorf(leasehold.CodeNotHolder,
 				"idempotency key %q was first used for a different request (its fingerprint differs); use a new key for a new request", c.Key)}
 		}
 		if r.completedAt != 0 {
-			return Result{Idem: s.idemView(c.Key, r, IdemCompleted)}
+			return Result{Answer: (*idemAnswer)(is.view(c.Key, r, IdemCompleted))}
 		}
-		if l := s.leases.at(r.token); l != nil && l.secretHash == c.SecretHash { // a retry of the Begin that started it
+		if l := s.leases.byID.at(r.token); l != nil && l.secretHash == c.SecretHash { // a retry of the Begin that started it
 			view := l.view()
-			return Result{Idem: s.idemView(c.Key, r, IdemStarted), Lease: &view, Remaining: l.TTL, Dup: true}
+			return Result{Answer: (*idemAnswer)(is.view(c.Key, r, IdemStarted)), Lease: &view, Remaining: l.TTL, Dup: true}
 		}
-		return Result{Idem: s.idemView(c.Key, r, IdemInProgress)}
+		return Result{Answer: (*idemAnswer)(is.view(c.Key, r, IdemInProgress))}
 	}
-	if err := s.idemValidate(c); err != nil {
+	if err := is.validate(c); err != nil {
 		return Result{Err: err}
 	}
 	if s.lastToken == math.MaxUint64 {
 		return Result{Err: leasehold.Errorf(leasehold.CodeLimit, "the fencing token space is exhausted")}
 	}
-	if max, p := s.cfg.MaxIdemKeysPerPrefix, idemPrefixOf(c.Key); max > 0 && s.idemCount[p] >= max {
+	if max, p := s.cfg.MaxIdemKeysPerPrefix, idemPrefixOf(c.Key); max > 0 && is.perPrefix[p] >= max {
 		return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
-			"prefix %q already has %d idempotency keys (limit max_idem_keys_per_prefix)", p, s.idemCount[p])}
+			"prefix %q already has %d idempotency keys (limit max_idem_keys_per_prefix)", p, is.perPrefix[p])}
 	}
-	if err := s.ownerLimit(c.Owner); err != nil {
+	if err := s.leases.ownerLimit(c.Owner); err != nil {
 		return Result{Err: err}
 	}
 	retention := c.Retention
 	if retention == 0 {
 		retention = s.cfg.IdemRetention
 	}
-	l := s.grant(ix, now, &Acquire{Resources: []string{IdemResource(c.Key)}, Owner: c.Owner,
+	l := s.leases.grant(ix, now, &Acquire{Resources: []string{IdemResource(c.Key)}, Owner: c.Owner,
 		Operation: "idempotency", TTL: c.TTL, SecretHash: c.SecretHash, Caller: c.Caller}, "")
 	r := &idemRecord{sum: sum, token: l.Token, owner: c.Owner, startedAt: now, retention: retention}
-	s.idem.set(c.Key, r)
-	s.idemCount[idemPrefixOf(c.Key)]++
-	return Result{Idem: s.idemView(c.Key, r, IdemStarted), Lease: l, Remaining: l.TTL}
+	is.records.set(c.Key, r)
+	is.perPrefix[idemPrefixOf(c.Key)]++
+	return Result{Answer: (*idemAnswer)(is.view(c.Key, r, IdemStarted)), Lease: l, Remaining: l.TTL}
 }
 
-func (s *State) idemValidate(c *IdemBegin) error {
+func (is *idemState) validate(c *IdemBegin) error {
+	s := is.st
 	if err := leasehold.ValidateName("owner", c.Owner, leasehold.MaxOwnerLen, false); err != nil {
 		return err
 	}
@@ -247,18 +287,19 @@ func (s *State) idemValidate(c *IdemBegin) error {
 	return nil
 }
 
-func (s *State) idemComplete(now int64, c *IdemComplete) Result {
-	r := s.idem.at(c.Key)
+func (is *idemState) complete(now int64, c *IdemComplete) Result {
+	s := is.st
+	r := is.records.at(c.Key)
 	if r != nil && r.completedAt != 0 && r.token == c.LeaseID {
 		if subtle.ConstantTimeCompare(r.doneBy[:], c.SecretHash[:16]) == 1 {
-			return Result{Idem: s.idemView(c.Key, r, IdemCompleted), Dup: true} // a retry
+			return Result{Answer: (*idemAnswer)(is.view(c.Key, r, IdemCompleted)), Dup: true} // a retry
 		}
 	}
 	if r == nil || r.completedAt != 0 || r.token != c.LeaseID {
 		return Result{Err: leasehold.Errorf(leasehold.CodeStaleToken,
 			"attempt %d no longer owns idempotency key %q: its lease ended before it completed; the stored answer, if any, is another attempt's", c.LeaseID, c.Key)}
 	}
-	l, err := s.holderOf(c.LeaseID, c.SecretHash, "complete")
+	l, err := s.leases.holderOf(c.LeaseID, c.SecretHash, "complete")
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -266,54 +307,55 @@ func (s *State) idemComplete(now int64, c *IdemComplete) Result {
 		return Result{Err: leasehold.Errorf(leasehold.CodeInvalid,
 			"the result is %d bytes; the limit is %d (max_idem_result)", len(c.Result), max)}
 	}
-	if max := s.cfg.MaxIdemBytes; max > 0 && s.idemBytes+len(c.Result) > max {
+	if max := s.cfg.MaxIdemBytes; max > 0 && is.bytes+len(c.Result) > max {
 		return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
-			"stored idempotency results already take %d bytes (limit max_idem_bytes %d); abandon the attempt or retry later", s.idemBytes, max)}
+			"stored idempotency results already take %d bytes (limit max_idem_bytes %d); abandon the attempt or retry later", is.bytes, max)}
 	}
-	r, _ = s.idem.mut(c.Key)
+	r, _ = is.records.mut(c.Key)
 	r.completedAt, r.result, r.doneBy = now, c.Result, fingerprint(c.SecretHash[:16])
-	s.idemBytes += len(c.Result)
-	s.end(l, EndReleased) // the record is completed: ending the lease keeps it
+	is.bytes += len(c.Result)
+	s.leases.end(l, EndReleased) // the record is completed: ending the lease keeps it
 	s.armRetention(c.Key, r)
-	return Result{Idem: s.idemView(c.Key, r, IdemCompleted)}
+	return Result{Answer: (*idemAnswer)(is.view(c.Key, r, IdemCompleted))}
 }
 
-func (s *State) idemForget(c *IdemForget) Result {
-	r := s.idem.at(c.Key)
+func (is *idemState) forget(c *IdemForget) Result {
+	r := is.records.at(c.Key)
 	if r == nil || r.completedAt == 0 || r.token != c.Token {
 		return Result{}
 	}
-	s.dropIdem(c.Key, r)
+	is.drop(c.Key, r)
 	return Result{}
 }
 
 // idemEnded frees the key of an attempt lease that ended without a
 // Complete.
-func (s *State) idemEnded(l *lease) {
+func (is *idemState) leaseEnded(l *lease) {
 	key, ok := IdemKeyOf(l.Resources[0])
 	if !ok {
 		return
 	}
-	if r := s.idem.at(key); r != nil && r.completedAt == 0 && r.token == l.ID {
-		s.dropIdem(key, r)
+	if r := is.records.at(key); r != nil && r.completedAt == 0 && r.token == l.ID {
+		is.drop(key, r)
 	}
 }
 
-func (s *State) dropIdem(key string, r *idemRecord) {
-	s.idem.del(key)
+func (is *idemState) drop(key string, r *idemRecord) {
+	s := is.st
+	is.records.del(key)
 	if r.completedAt != 0 {
 		s.disarm(retentionKey(key))
 	}
-	s.idemBytes -= len(r.result)
+	is.bytes -= len(r.result)
 	p := idemPrefixOf(key)
-	if s.idemCount[p]--; s.idemCount[p] <= 0 {
-		delete(s.idemCount, p)
+	if is.perPrefix[p]--; is.perPrefix[p] <= 0 {
+		delete(is.perPrefix, p)
 	}
 }
 
 // IdemGet returns what key holds, if anything.
 func (s *State) IdemGet(key string) (Idem, bool) {
-	r := s.idem.at(key)
+	r := s.idem.records.at(key)
 	if r == nil {
 		return Idem{}, false
 	}
@@ -321,14 +363,14 @@ func (s *State) IdemGet(key string) (Idem, bool) {
 	if r.completedAt != 0 {
 		st = IdemCompleted
 	}
-	return *s.idemView(key, r, st), true
+	return *s.idem.view(key, r, st), true
 }
 
 // IdemList returns up to limit keys starting with prefix, after the key
 // after, in key order.
 func (s *State) IdemList(prefix, after string, limit int) []Idem {
 	keys := make([]string, 0)
-	for k := range s.idem.all() {
+	for k := range s.idem.records.all() {
 		if strings.HasPrefix(k, prefix) && k > after {
 			keys = append(keys, k)
 		}
@@ -346,4 +388,4 @@ func (s *State) IdemList(prefix, after string, limit int) []Idem {
 }
 
 // IdemStats is the count of records and the bytes of stored results.
-func (s *State) IdemStats() (keys, bytes int) { return s.idem.len(), s.idemBytes }
+func (s *State) IdemStats() (keys, bytes int) { return s.idem.records.len(), s.idem.bytes }

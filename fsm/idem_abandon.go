@@ -19,19 +19,20 @@ type IdemAbandon struct {
 
 func (*IdemAbandon) Kind() Kind { return KindIdemAbandon }
 
-func (c *IdemAbandon) apply(s *State, ix uint64, now int64) Result { return s.idemAbandon(ix, now, c) }
+func (c *IdemAbandon) apply(s *State, ix uint64, now int64) Result { return s.idem.abandon(ix, now, c) }
 
 func (c *IdemAbandon) encode(e *encoder) { e.str(c.Key); c.Release.encode(e) }
 
 func (c *IdemAbandon) decode(d *decoder) { c.Key = d.str(); c.Release.decode(d) }
 
-func (s *State) idemAbandon(ix uint64, now int64, c *IdemAbandon) Result {
+func (is *idemState) abandon(ix uint64, now int64, c *IdemAbandon) Result {
+	s := is.st
 	if s.dedup.recs.at(c.Release.key()) == nil { // a retry goes on to its recorded answer
-		l := s.leases.at(c.LeaseID)
+		l := s.leases.byID.at(c.LeaseID)
 		if l == nil || l.Resources[0] != IdemResource(c.Key) {
 			return Result{Err: leasehold.Errorf(leasehold.CodeStaleToken,
 				"attempt %d does not own idempotency key %q: it completed, lapsed or was abandoned already", c.LeaseID, c.Key)}
 		}
 	}
-	return s.release(ix, now, &c.Release)
+	return s.leases.release(ix, now, &c.Release)
 }

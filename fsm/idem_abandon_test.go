@@ -12,8 +12,8 @@ import (
 // and releases nothing.
 func TestIdemAbandonRetriedWithARequestIDAnswersAsTheFirst(t *testing.T) {
 	q := newQueueRig(t, DefaultConfig(), nil)
-	a := q.ok(idemBegin("pay/1", "x", "a")).Idem
-	other := q.ok(idemBegin("pay/2", "x", "b")).Idem
+	a := q.ok(idemBegin("pay/1", "x", "a")).Idem()
+	other := q.ok(idemBegin("pay/2", "x", "b")).Idem()
 	if r := q.logged(&IdemAbandon{Key: "pay/1", Release: Release{LeaseID: other.Token, SecretHash: secret("b"), RequestID: "x"}}); leasehold.CodeOf(r.Err) != leasehold.CodeStaleToken {
 		t.Fatalf("abandon of pay/2's attempt named as pay/1's: %v, want stale token", r.Err)
 	}

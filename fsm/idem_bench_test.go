@@ -36,7 +36,7 @@ func BenchmarkIdemMemory(b *testing.B) {
 			ix++
 			completes := make([]Command, 0, 1000)
 			for k, r := range rs {
-				completes = append(completes, &IdemComplete{Key: begins[k].(*IdemBegin).Key, LeaseID: r.Idem.Token,
+				completes = append(completes, &IdemComplete{Key: begins[k].(*IdemBegin).Key, LeaseID: r.Idem().Token,
 					SecretHash: secret("bench"), Result: append([]byte(nil), result...)})
 			}
 			for _, r := range s.Apply(ix, &Batch{Time: t0 + int64(ix), Cmds: completes}) {

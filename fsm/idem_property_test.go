@@ -74,24 +74,24 @@ func TestIdemModel(t *testing.T) {
 						}
 					}
 				case m != nil && m.completed:
-					if r.Err != nil || r.Idem.State != IdemCompleted || string(r.Idem.Result) != m.result || r.Idem.Token != m.token {
-						rt.Fatalf("begin %s on a completed key: %+v %v, want result %q token %d", key, r.Idem, r.Err, m.result, m.token)
+					if r.Err != nil || r.Idem().State != IdemCompleted || string(r.Idem().Result) != m.result || r.Idem().Token != m.token {
+						rt.Fatalf("begin %s on a completed key: %+v %v, want result %q token %d", key, r.Idem(), r.Err, m.result, m.token)
 					}
 				case m != nil:
-					if r.Err != nil || r.Idem.State != IdemInProgress || r.Idem.Token != m.token || r.Lease != nil {
-						rt.Fatalf("begin %s while attempt %d owns it: %+v %v", key, m.token, r.Idem, r.Err)
+					if r.Err != nil || r.Idem().State != IdemInProgress || r.Idem().Token != m.token || r.Lease != nil {
+						rt.Fatalf("begin %s while attempt %d owns it: %+v %v", key, m.token, r.Idem(), r.Err)
 					}
 				default:
-					if r.Err != nil || r.Idem.State != IdemStarted || r.Lease == nil || r.Lease.Token != r.Idem.Token {
-						rt.Fatalf("begin %s on a free key: %+v %v", key, r.Idem, r.Err)
+					if r.Err != nil || r.Idem().State != IdemStarted || r.Lease == nil || r.Lease.Token != r.Idem().Token {
+						rt.Fatalf("begin %s on a free key: %+v %v", key, r.Idem(), r.Err)
 					}
 					for _, a := range attempts {
-						if a.key == key && a.token >= r.Idem.Token {
-							rt.Fatalf("attempt token %d on %s does not exceed an earlier attempt's %d", r.Idem.Token, key, a.token)
+						if a.key == key && a.token >= r.Idem().Token {
+							rt.Fatalf("attempt token %d on %s does not exceed an earlier attempt's %d", r.Idem().Token, key, a.token)
 						}
 					}
-					model[key] = &mIdem{fp: fp, token: r.Idem.Token, secret: sec}
-					attempts = append(attempts, mAttempt{key, r.Idem.Token, sec})
+					model[key] = &mIdem{fp: fp, token: r.Idem().Token, secret: sec}
+					attempts = append(attempts, mAttempt{key, r.Idem().Token, sec})
 				}
 			case 2: // Complete by any attempt ever started on the key
 				a, ok := pickAttempt(rt, attempts, key)
@@ -104,17 +104,17 @@ func TestIdemModel(t *testing.T) {
 				retry := m != nil && m.completed && m.token == a.token
 				switch {
 				case owns:
-					if r.Err != nil || r.Idem.State != IdemCompleted {
+					if r.Err != nil || r.Idem().State != IdemCompleted {
 						rt.Fatalf("complete by the owner %d: %v", a.token, r.Err)
 					}
 					m.completed, m.result = true, res
 				case retry:
-					if r.Err != nil || string(r.Idem.Result) != m.result {
-						rt.Fatalf("a retried complete of %d: %+v %v", a.token, r.Idem, r.Err)
+					if r.Err != nil || string(r.Idem().Result) != m.result {
+						rt.Fatalf("a retried complete of %d: %+v %v", a.token, r.Idem(), r.Err)
 					}
 				default:
 					if leasehold.CodeOf(r.Err) != leasehold.CodeStaleToken {
-						rt.Fatalf("stale attempt %d completed %s: %+v %v", a.token, key, r.Idem, r.Err)
+						rt.Fatalf("stale attempt %d completed %s: %+v %v", a.token, key, r.Idem(), r.Err)
 					}
 				}
 			case 3: // Abandon: the attempt releases its lease

@@ -32,11 +32,11 @@ func TestIdemLimits(t *testing.T) {
 	if r := apply(idemBegin("other/1", "x", "d")); r.Err != nil {
 		t.Fatalf("another prefix: %v", r.Err)
 	}
-	if r := apply(&IdemComplete{Key: "pay/1", LeaseID: a.Idem.Token, SecretHash: secret("a"), Result: []byte("123456789")}); leasehold.CodeOf(r.Err) != leasehold.CodeInvalid ||
+	if r := apply(&IdemComplete{Key: "pay/1", LeaseID: a.Idem().Token, SecretHash: secret("a"), Result: []byte("123456789")}); leasehold.CodeOf(r.Err) != leasehold.CodeInvalid ||
 		!strings.Contains(r.Err.Error(), "max_idem_result") {
 		t.Fatalf("a 9-byte result over max_idem_result 8: %v", r.Err)
 	}
-	if r := apply(&IdemComplete{Key: "pay/1", LeaseID: a.Idem.Token, SecretHash: secret("a"), Result: []byte("12345678")}); r.Err != nil {
+	if r := apply(&IdemComplete{Key: "pay/1", LeaseID: a.Idem().Token, SecretHash: secret("a"), Result: []byte("12345678")}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	b, _ := s.IdemGet("pay/2")
@@ -62,14 +62,14 @@ func TestIdemRetriesAreAnsweredAgain(t *testing.T) {
 	s := New(DefaultConfig(), nil)
 	r := s.Apply(1, &Batch{Time: t0, Cmds: []Command{idemBegin("k", "x", "a")}})[0]
 	again := s.Apply(2, &Batch{Time: t0 + 1, Cmds: []Command{idemBegin("k", "x", "a")}})[0]
-	if again.Err != nil || again.Idem.State != IdemStarted || again.Lease == nil || again.Lease.ID != r.Lease.ID {
-		t.Fatalf("retried begin: %+v %v", again.Idem, again.Err)
+	if again.Err != nil || again.Idem().State != IdemStarted || again.Lease == nil || again.Lease.ID != r.Lease.ID {
+		t.Fatalf("retried begin: %+v %v", again.Idem(), again.Err)
 	}
 	done := &IdemComplete{Key: "k", LeaseID: r.Lease.ID, SecretHash: secret("a"), Result: []byte("ok")}
 	s.Apply(3, &Batch{Time: t0 + 2, Cmds: []Command{done}})
 	retry := s.Apply(4, &Batch{Time: t0 + 3, Cmds: []Command{done}})[0]
-	if retry.Err != nil || retry.Idem.State != IdemCompleted || string(retry.Idem.Result) != "ok" {
-		t.Fatalf("retried complete: %+v %v", retry.Idem, retry.Err)
+	if retry.Err != nil || retry.Idem().State != IdemCompleted || string(retry.Idem().Result) != "ok" {
+		t.Fatalf("retried complete: %+v %v", retry.Idem(), retry.Err)
 	}
 	forged := &IdemComplete{Key: "k", LeaseID: r.Lease.ID, SecretHash: secret("mallory"), Result: []byte("x")}
 	if r := s.Apply(5, &Batch{Time: t0 + 4, Cmds: []Command{forged}})[0]; r.Err == nil {

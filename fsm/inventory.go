@@ -15,7 +15,7 @@ type Inventory struct {
 }
 
 func (s *State) Inventory() Inventory {
-	return Inventory{LastIndex: s.lastIndex, LastToken: s.lastToken, Leases: s.leases.len(), Waiters: s.waiters.len(),
-		LockDelays: s.blocks.len(), Keys: s.kv.len(), Elections: len(s.Elections("")), Semaphores: s.sems.len(),
-		IdemKeys: s.idem.len(), Queues: s.queuesByName.len(), AuditRecords: len(s.audit), DedupRecords: s.dedup.len()}
+	return Inventory{LastIndex: s.lastIndex, LastToken: s.lastToken, Leases: s.leases.byID.len(), Waiters: s.leases.waiters.len(),
+		LockDelays: s.leases.blocks.len(), Keys: s.kv.items.len(), Elections: len(s.Elections("")), Semaphores: s.sems.byName.len(),
+		IdemKeys: s.idem.records.len(), Queues: s.queues.byName.len(), AuditRecords: len(s.audit), DedupRecords: s.dedup.len()}
 }

@@ -45,8 +45,8 @@ type Delete struct {
 func (*Put) Kind() Kind    { return KindPut }
 func (*Delete) Kind() Kind { return KindDelete }
 
-func (c *Put) apply(s *State, ix uint64, now int64) Result   { return s.put(ix, now, c) }
-func (c *Delete) apply(s *State, _ uint64, now int64) Result { return s.del(now, c) }
+func (c *Put) apply(s *State, ix uint64, now int64) Result   { return s.kv.put(ix, now, c) }
+func (c *Delete) apply(s *State, _ uint64, now int64) Result { return s.kv.del(now, c) }
 
 func (c *Put) encode(e *encoder) {
 	e.str(c.RequestID)
@@ -86,6 +86,53 @@ func (c *Delete) decode(d *decoder) {
 	c.Caller, c.legacy = d.caller(), d.legacy
 }
 
+// The key-value sub-state: the items by key, the keys bound to each lease
+// (bound.go) and the bytes of keys and values against MaxKVBytes.
+type kvState struct {
+	st    *State
+	items cowMap[string, Item]
+	bound map[uint64]map[string]struct{} // lease -> keys bound to it
+	bytes int
+}
+
+func (kv *kvState) init(s *State) {
+	*kv = kvState{st: s, items: newCowMap[string, Item](), bound: make(map[uint64]map[string]struct{})}
+	s.track(&kv.items)
+}
+
+func (kv *kvState) captureInto(v *State) {
+	v.kv = kvState{st: v, items: kv.items.freeze(), bytes: kv.bytes}
+}
+
+func (*kvState) eachCountdown(func(Countdown)) {}
+
+// leaseEnded deletes the keys bound to l.
+func (kv *kvState) leaseEnded(l *lease) { kv.dropBound(l.ID) }
+
+// KVResult is what a write of the key-value space answers.
+type KVResult struct {
+	Version uint64     // put, txn: the key's new version (the entry's index); delete: its last
+	Txn     *TxnResult // txn: the branch that ran and its versions
+}
+
+func (*KVResult) answer() {}
+
+// Version is the answer's version (KVResult.Version), 0 for none.
+func (r Result) Version() uint64 {
+	if a, ok := r.Answer.(*KVResult); ok {
+		return a.Version
+	}
+	return 0
+}
+
+// Txn is a transaction's answer (KVResult.Txn), nil for none.
+func (r Result) Txn() *TxnResult {
+	if a, ok := r.Answer.(*KVResult); ok {
+		return a.Txn
+	}
+	return nil
+}
+
 // Item is a stored value (leasehold/kv.go); its Lease is the lease the
 // key is bound to (0: none; see bound.go).
 type Item = leasehold.Item
@@ -93,8 +140,8 @@ type Item = leasehold.Item
 // CheckFence reports whether token belongs to the lease that holds
 // resource now, and if not, why (a *leasehold.Error with CodeStaleToken).
 func (s *State) CheckFence(resource string, token uint64) error {
-	id, held := s.holders.get(resource)
-	if sem := s.sems.at(resource); !held && sem != nil {
+	id, held := s.leases.holders.get(resource)
+	if sem := s.sems.byName.at(resource); !held && sem != nil {
 		return leasehold.Errorf(leasehold.CodeStaleToken,
 			"fencing token %d for %q is stale: %q is a semaphore, whose slots are held, never the name; fence the holder's slot (its lease's resource, %q to %q)",
 			token, resource, resource, leasehold.SlotName(resource, 1), leasehold.SlotName(resource, sem.limit))
@@ -104,7 +151,7 @@ func (s *State) CheckFence(resource string, token uint64) error {
 			"fencing token %d for %q is stale: no lease holds the resource now (newest token issued: %d)",
 			token, resource, s.lastToken)
 	}
-	if l := s.leases.at(id); l.Token != token {
+	if l := s.leases.byID.at(id); l.Token != token {
 		return leasehold.Errorf(leasehold.CodeStaleToken,
 			"fencing token %d for %q is stale: the resource is held by lease %d with token %d", token, resource, l.ID, l.Token)
 	}
@@ -113,21 +160,21 @@ func (s *State) CheckFence(resource string, token uint64) error {
 
 // Get returns the item at key.
 func (s *State) Get(key string) (Item, bool) {
-	it, ok := s.kv.get(key)
+	it, ok := s.kv.items.get(key)
 	return it, ok
 }
 
-func (s *State) kvConditions(key string, hasIf bool, ifVersion uint64, f *leasehold.Fence) error {
+func (kv *kvState) conditions(key string, hasIf bool, ifVersion uint64, f *leasehold.Fence) error {
 	if err := leasehold.ValidateName("key", key, leasehold.MaxKeyLen, true); err != nil {
 		return err
 	}
 	if f != nil {
-		if err := s.CheckFenceTarget(*f); err != nil {
+		if err := kv.st.CheckFenceTarget(*f); err != nil {
 			return err
 		}
 	}
 	if hasIf {
-		cur := s.kv.at(key).Version
+		cur := kv.items.at(key).Version
 		if cur != ifVersion {
 			if ifVersion == 0 {
 				return leasehold.Errorf(leasehold.CodeVersionMismatch, "key %q exists (version %d); expected it absent", key, cur)
@@ -138,7 +185,8 @@ func (s *State) kvConditions(key string, hasIf bool, ifVersion uint64, f *leaseh
 	return nil
 }
 
-func (s *State) put(ix uint64, now int64, c *Put) Result {
+func (kv *kvState) put(ix uint64, now int64, c *Put) Result {
+	s := kv.st
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
@@ -150,27 +198,28 @@ func (s *State) put(ix uint64, now int64, c *Put) Result {
 		if len(c.Value) > leasehold.MaxValueBytes {
 			return Result{Err: leasehold.Errorf(leasehold.CodeInvalid, "value is %d bytes; the limit is %d", len(c.Value), leasehold.MaxValueBytes)}
 		}
-		if err := s.kvConditions(c.Key, c.HasIfVersion, c.IfVersion, c.Fence); err != nil {
+		if err := kv.conditions(c.Key, c.HasIfVersion, c.IfVersion, c.Fence); err != nil {
 			return Result{Err: err}
 		}
-		old := s.kv.at(c.Key)
+		old := kv.items.at(c.Key)
 		grow := len(c.Value) - len(old.Value)
 		if old.Version == 0 {
 			grow += len(c.Key)
 		}
-		if s.kvBytes+grow > leasehold.MaxKVBytes {
+		if kv.bytes+grow > leasehold.MaxKVBytes {
 			return Result{Err: leasehold.Errorf(leasehold.CodeLimit, "the key-value space is full (%d bytes)", leasehold.MaxKVBytes)}
 		}
-		s.kvBytes += grow
-		s.setItem(c.Key, Item{Value: c.Value, Version: ix}) // unbinds it, if bound
+		kv.bytes += grow
+		kv.setItem(c.Key, Item{Value: c.Value, Version: ix}) // unbinds it, if bound
 		s.emitKV(EventPut, c.Key, c.Value, ix, 0)
-		return Result{Version: ix}
+		return Result{Answer: &KVResult{Version: ix}}
 	}()
 	s.dedup.put(key, KindPut, sum, now, r, s.cfg)
 	return r
 }
 
-func (s *State) del(now int64, c *Delete) Result {
+func (kv *kvState) del(now int64, c *Delete) Result {
+	s := kv.st
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
@@ -179,15 +228,15 @@ func (s *State) del(now int64, c *Delete) Result {
 		return r
 	}
 	r := func() Result {
-		if err := s.kvConditions(c.Key, c.HasIfVersion, c.IfVersion, c.Fence); err != nil {
+		if err := kv.conditions(c.Key, c.HasIfVersion, c.IfVersion, c.Fence); err != nil {
 			return Result{Err: err}
 		}
-		if _, ok := s.kv.get(c.Key); !ok {
+		if _, ok := kv.items.get(c.Key); !ok {
 			return Result{Err: leasehold.Errorf(leasehold.CodeNotFound, "key %q does not exist", c.Key)}
 		}
-		old := s.deleteItem(c.Key)
+		old := kv.deleteItem(c.Key)
 		s.emitKV(EventDeleted, c.Key, nil, old.Version, 0)
-		return Result{Version: old.Version}
+		return Result{Answer: &KVResult{Version: old.Version}}
 	}()
 	s.dedup.put(key, KindDelete, sum, now, r, s.cfg)
 	return r
@@ -196,7 +245,7 @@ func (s *State) del(now int64, c *Delete) Result {
 // The snapshot section of the key-value space, by key. Version 6 added
 // each key's lease (0: unbound).
 func writeKV(s *State, e *encoder) {
-	writeSortedCow(e, &s.kv, func(k string, it Item) {
+	writeSortedCow(e, &s.kv.items, func(k string, it Item) {
 		e.str(k)
 		e.str(string(it.Value))
 		e.uvarint(it.Version)
@@ -211,14 +260,14 @@ func readKV(s *State, d *decoder, v byte) error {
 		if v >= 6 {
 			it.Lease = d.uvarint()
 		}
-		if _, dup := s.kv.get(k); dup || it.Version == 0 || it.Version > s.lastIndex {
+		if _, dup := s.kv.items.get(k); dup || it.Version == 0 || it.Version > s.lastIndex {
 			return errCorrupt
 		}
-		if _, live := s.leases.get(it.Lease); it.Lease != 0 && !live {
+		if _, live := s.leases.byID.get(it.Lease); it.Lease != 0 && !live {
 			return errCorrupt // a bound key outlived its lease
 		}
-		s.setItem(k, it)
-		s.kvBytes += len(k) + len(it.Value)
+		s.kv.setItem(k, it)
+		s.kv.bytes += len(k) + len(it.Value)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/leasehold/leasehold/api/leasehold"
 )
 
-func kvState() (*State, *uint64) {
+func kvTestState() (*State, *uint64) {
 	ix := uint64(0)
 	return New(DefaultConfig(), nil), &ix
 }
@@ -31,7 +31,7 @@ func grantLease(t interface{ Fatalf(string, ...any) }, s *State, ix *uint64, id,
 }
 
 func TestFencedPut(t *testing.T) {
-	s, ix := kvState()
+	s, ix := kvTestState()
 	l1 := grantLease(t, s, ix, "a", "r")
 	if r := applyOne(s, ix, &Put{Key: "k", Value: []byte("1"), Fence: &leasehold.Fence{Resource: "r", Token: l1.Token}}); r.Err != nil {
 		t.Fatalf("holder's fenced put: %v", r.Err)
@@ -63,12 +63,12 @@ func TestFencedPut(t *testing.T) {
 }
 
 func TestVersionedPut(t *testing.T) {
-	s, ix := kvState()
+	s, ix := kvTestState()
 	r := applyOne(s, ix, &Put{Key: "k", Value: []byte("a"), HasIfVersion: true, IfVersion: 0})
-	if r.Err != nil || r.Version != *ix {
+	if r.Err != nil || r.Version() != *ix {
 		t.Fatalf("create: %+v", r)
 	}
-	v := r.Version
+	v := r.Version()
 	if r := applyOne(s, ix, &Put{Key: "k", Value: []byte("b"), HasIfVersion: true, IfVersion: 0}); !errors.Is(r.Err, leasehold.ErrVersionMismatch) {
 		t.Fatalf("create over existing: %v", r.Err)
 	}
@@ -94,7 +94,7 @@ func TestVersionedPut(t *testing.T) {
 	p := &Put{RequestID: "p1", Key: "n", Value: []byte("x")}
 	first := applyOne(s, ix, p)
 	again := applyOne(s, ix, p)
-	if !again.Dup || again.Version != first.Version {
+	if !again.Dup || again.Version() != first.Version() {
 		t.Fatalf("retry: %+v, first %+v", again, first)
 	}
 	// Snapshots carry the key space.
@@ -102,7 +102,7 @@ func TestVersionedPut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if it, ok := rs.Get("n"); !ok || string(it.Value) != "x" || it.Version != first.Version {
+	if it, ok := rs.Get("n"); !ok || string(it.Value) != "x" || it.Version != first.Version() {
 		t.Fatalf("restored item %+v %v", it, ok)
 	}
 }
@@ -113,7 +113,7 @@ func TestVersionedPut(t *testing.T) {
 // accepted before it.
 func TestFencedWritesProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		s, ix := kvState()
+		s, ix := kvTestState()
 		var issued []uint64
 		var holder *leasehold.Lease
 		var holderID string

@@ -15,7 +15,7 @@ type KeyItem = leasehold.KeyItem
 // scans every key: the space is small (MaxKVBytes) and a page is rare.
 func (s *State) Keys(prefix, after string, limit int) (items []KeyItem, more bool) {
 	var keys []string
-	for k := range s.kv.all() {
+	for k := range s.kv.items.all() {
 		if strings.HasPrefix(k, prefix) && k > after {
 			keys = append(keys, k)
 		}
@@ -26,7 +26,7 @@ func (s *State) Keys(prefix, after string, limit int) (items []KeyItem, more boo
 	}
 	items = make([]KeyItem, len(keys))
 	for i, k := range keys {
-		items[i] = KeyItem{Key: k, Item: s.kv.at(k)}
+		items[i] = KeyItem{Key: k, Item: s.kv.items.at(k)}
 	}
 	return items, more
 }

@@ -11,14 +11,14 @@ import (
 func TestKeysPagesAPrefixInOrder(t *testing.T) {
 	s := New(DefaultConfig(), nil)
 	for i, k := range []string{"b/3", "a/1", "b/1", "c", "b/2", "b"} {
-		s.setItem(k, Item{Version: uint64(i + 1), Lease: uint64(10 * i)})
+		s.kv.setItem(k, Item{Version: uint64(i + 1), Lease: uint64(10 * i)})
 	}
 	var got []string
 	after := ""
 	for page := 0; ; page++ {
 		items, more := s.Keys("b/", after, 2)
 		for _, it := range items {
-			if want := s.kv.at(it.Key); it.Version != want.Version || it.Lease != want.Lease {
+			if want := s.kv.items.at(it.Key); it.Version != want.Version || it.Lease != want.Lease {
 				t.Errorf("%s: %+v, want %+v", it.Key, it.Item, want)
 			}
 			got = append(got, it.Key)

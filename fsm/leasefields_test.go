@@ -58,7 +58,7 @@ func TestHeldLeasesShareTheirNames(t *testing.T) {
 	}
 	shared := func(s *State) {
 		t.Helper()
-		a, b := s.leases.at(1), s.leases.at(3)
+		a, b := s.leases.byID.at(1), s.leases.byID.at(3)
 		if unsafe.StringData(a.Owner) != unsafe.StringData(b.Owner) || unsafe.StringData(a.Operation) != unsafe.StringData(b.Operation) {
 			t.Fatal("two leases of one owner keep two copies of its names")
 		}
@@ -74,8 +74,8 @@ func TestHeldLeasesShareTheirNames(t *testing.T) {
 			t.Fatal(res[0].Err)
 		}
 	}
-	if len(r.owners) != 0 || len(r.operations) != 0 {
-		t.Fatalf("names kept after their last lease ended: %d owners, %d operations", len(r.owners), len(r.operations))
+	if len(r.leases.owners) != 0 || len(r.leases.operations) != 0 {
+		t.Fatalf("names kept after their last lease ended: %d owners, %d operations", len(r.leases.owners), len(r.leases.operations))
 	}
 }
 
@@ -107,7 +107,7 @@ func TestPlainLockAllocations(t *testing.T) {
 	if allocs > 10 {
 		t.Fatalf("%.0f allocations for an acquire and its release, want at most 10", allocs)
 	}
-	if n := s.leases.len(); n != 0 {
+	if n := s.leases.byID.len(); n != 0 {
 		t.Fatalf("%d leases left", n)
 	}
 }

@@ -444,11 +444,11 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 	if s.lastToken != m.lastToken {
 		t.Fatalf("lastToken %d, model %d", s.lastToken, m.lastToken)
 	}
-	if s.leases.len() != len(m.leases) {
-		t.Fatalf("%d leases, model %d", s.leases.len(), len(m.leases))
+	if s.leases.byID.len() != len(m.leases) {
+		t.Fatalf("%d leases, model %d", s.leases.byID.len(), len(m.leases))
 	}
 	for id, ml := range m.leases {
-		l := s.leases.at(id)
+		l := s.leases.byID.at(id)
 		if l == nil {
 			t.Fatalf("lease %d missing", id)
 		}
@@ -457,20 +457,20 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 			t.Fatalf("lease %d = %+v (age %v), model %+v", id, l.leaseFields, l.heldFor, ml)
 		}
 	}
-	if !mapsEqual(plainMap(&s.holders), m.holders) {
-		t.Fatalf("holders %v, model %v", s.holders, m.holders)
+	if !mapsEqual(plainMap(&s.leases.holders), m.holders) {
+		t.Fatalf("holders %v, model %v", s.leases.holders, m.holders)
 	}
-	if s.blocks.len() != len(m.blocks) {
-		t.Fatalf("blocks %v, model %v", s.blocks, m.blocks)
+	if s.leases.blocks.len() != len(m.blocks) {
+		t.Fatalf("blocks %v, model %v", s.leases.blocks, m.blocks)
 	}
 	for r, b := range m.blocks {
-		if sb, ok := s.blocks.get(r); !ok || sb.token != b.token || sb.delay != b.delay {
+		if sb, ok := s.leases.blocks.get(r); !ok || sb.token != b.token || sb.delay != b.delay {
 			t.Fatalf("block on %s = %+v, model %+v", r, sb, b)
 		}
 	}
 	// Waiters in arrival order, and each resource's queue in that order.
-	ws := make([]*waiter, 0, s.waiters.len())
-	for _, w := range s.waiters.all() {
+	ws := make([]*waiter, 0, s.leases.waiters.len())
+	for _, w := range s.leases.waiters.all() {
 		ws = append(ws, w)
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].arrival < ws[j].arrival })
@@ -487,7 +487,7 @@ func compareWithModel(t *rapid.T, s *State, m *model) {
 	}
 	for _, r := range propResources {
 		var q, mq []string
-		for _, w := range s.queues[r] {
+		for _, w := range s.leases.lines[r] {
 			q = append(q, w.key)
 		}
 		for _, w := range m.waiters {
@@ -528,28 +528,28 @@ func mapsEqual[K, V comparable](a, b map[K]V) bool {
 // checkStructure checks the state's own consistency and invariant 6
 // without the model: no waiter is left that could be granted.
 func checkStructure(t *rapid.T, s *State) {
-	for r, id := range s.holders.all() {
-		l := s.leases.at(id)
+	for r, id := range s.leases.holders.all() {
+		l := s.leases.byID.at(id)
 		if l == nil || !slices.Contains(l.Resources, r) {
 			t.Fatalf("holder of %s is lease %d, which does not hold it", r, id)
 		}
-		if _, blocked := s.blocks.get(r); blocked {
+		if _, blocked := s.leases.blocks.get(r); blocked {
 			t.Fatalf("%s is both held and in lock-delay", r)
 		}
 	}
-	for id, l := range s.leases.all() {
+	for id, l := range s.leases.byID.all() {
 		for _, r := range l.Resources {
-			if s.holders.at(r) != id {
-				t.Fatalf("lease %d lists %s, held by %d", id, r, s.holders.at(r))
+			if s.leases.holders.at(r) != id {
+				t.Fatalf("lease %d lists %s, held by %d", id, r, s.leases.holders.at(r))
 			}
 		}
 	}
-	for r, q := range s.queues {
+	for r, q := range s.leases.lines {
 		if len(q) == 0 {
 			t.Fatalf("empty queue kept for %s", r)
 		}
 		for i, w := range q {
-			if s.waiters.at(w.key) != w || !slices.Contains(w.Resources, r) {
+			if s.leases.waiters.at(w.key) != w || !slices.Contains(w.Resources, r) {
 				t.Fatalf("queue of %s holds a stray waiter %q", r, w.RequestID)
 			}
 			if i > 0 && q[i-1].arrival >= w.arrival {
@@ -557,15 +557,15 @@ func checkStructure(t *rapid.T, s *State) {
 			}
 		}
 	}
-	for id, w := range s.waiters.all() {
+	for id, w := range s.leases.waiters.all() {
 		grantable := true
 		for _, r := range w.Resources {
-			if !slices.Contains(s.queues[r], w) {
+			if !slices.Contains(s.leases.lines[r], w) {
 				t.Fatalf("waiter %q missing from the queue of %s", id, r)
 			}
-			_, held := s.holders.get(r)
-			_, blocked := s.blocks.get(r)
-			if held || blocked || s.queues[r][0] != w {
+			_, held := s.leases.holders.get(r)
+			_, blocked := s.leases.blocks.get(r)
+			if held || blocked || s.leases.lines[r][0] != w {
 				grantable = false
 			}
 		}

@@ -14,7 +14,7 @@ type Waiter = leasehold.Waiter
 
 // Lease returns the lease with this id.
 func (s *State) Lease(id uint64) (leasehold.Lease, bool) {
-	l := s.leases.at(id)
+	l := s.leases.byID.at(id)
 	if l == nil {
 		return leasehold.Lease{}, false
 	}
@@ -23,7 +23,7 @@ func (s *State) Lease(id uint64) (leasehold.Lease, bool) {
 
 // Holder returns the lease that holds resource, if any.
 func (s *State) Holder(resource string) (leasehold.Lease, bool) {
-	id, ok := s.holders.get(resource)
+	id, ok := s.leases.holders.get(resource)
 	if !ok {
 		return leasehold.Lease{}, false
 	}
@@ -32,7 +32,7 @@ func (s *State) Holder(resource string) (leasehold.Lease, bool) {
 
 // HeldFor is the age of a lease as last stamped by a leader.
 func (s *State) HeldFor(id uint64) time.Duration {
-	if l := s.leases.at(id); l != nil {
+	if l := s.leases.byID.at(id); l != nil {
 		return l.heldFor
 	}
 	return 0
@@ -41,7 +41,7 @@ func (s *State) HeldFor(id uint64) time.Duration {
 // Queued reports whether the acquire with this key (Acquire.Key) waits in
 // line, with the attempt that owns its place and its secret's hash.
 func (s *State) Queued(key string) (attempt string, secretHash [32]byte, ok bool) {
-	w := s.waiters.at(key)
+	w := s.leases.waiters.at(key)
 	if w == nil || key == "" {
 		return "", [32]byte{}, false
 	}
@@ -50,7 +50,7 @@ func (s *State) Queued(key string) (attempt string, secretHash [32]byte, ok bool
 
 // Contended reports whether an acquire of resources would have to wait
 // now: one is held, in lock-delay or wanted by a waiter.
-func (s *State) Contended(resources []string) bool { return s.blocker(resources, nil) != nil }
+func (s *State) Contended(resources []string) bool { return s.leases.blocker(resources, nil) != nil }
 
 // GrantOf returns the grant the acquire with this key got, if its lease
 // still holds: the answer a retry would get (Dup set) and the attempt that
@@ -62,7 +62,7 @@ func (s *State) GrantOf(key string) (r Result, attempt string, ok bool) {
 	if key == "" || rec == nil || rec.kind != KindAcquire || rec.leaseID == 0 {
 		return Result{}, "", false
 	}
-	l := s.leases.at(rec.leaseID)
+	l := s.leases.byID.at(rec.leaseID)
 	if l == nil || l.key != key {
 		return Result{}, "", false
 	}
@@ -72,7 +72,7 @@ func (s *State) GrantOf(key string) (r Result, attempt string, ok bool) {
 
 // Waiters lists the waiters for resource in the order they will be served.
 func (s *State) Waiters(resource string) []Waiter {
-	q := s.queues[resource]
+	q := s.leases.lines[resource]
 	out := make([]Waiter, len(q))
 	for i, w := range q {
 		out[i] = Waiter{
@@ -86,15 +86,15 @@ func (s *State) Waiters(resource string) []Waiter {
 // LockDelay reports whether resource is in a lock-delay, and how long the
 // delay is (its countdown runs on the leader).
 func (s *State) LockDelay(resource string) (time.Duration, bool) {
-	b, ok := s.blocks.get(resource)
+	b, ok := s.leases.blocks.get(resource)
 	return b.delay, ok
 }
 
 // Leases returns up to limit leases with id > after, in id order, that
 // hold a resource starting with prefix.
 func (s *State) Leases(after uint64, limit int, prefix string) []leasehold.Lease {
-	ids := make([]uint64, 0, s.leases.len())
-	for id, l := range s.leases.all() {
+	ids := make([]uint64, 0, s.leases.byID.len())
+	for id, l := range s.leases.byID.all() {
 		if id > after && hasPrefix(l.Resources, prefix) {
 			ids = append(ids, id)
 		}
@@ -108,7 +108,7 @@ func (s *State) Leases(after uint64, limit int, prefix string) []leasehold.Lease
 	}
 	out := make([]leasehold.Lease, len(ids))
 	for i, id := range ids {
-		out[i] = s.leases.at(id).view()
+		out[i] = s.leases.byID.at(id).view()
 	}
 	return out
 }
@@ -132,14 +132,14 @@ type Counts struct {
 }
 
 func (s *State) Counts() Counts {
-	return Counts{Leases: s.leases.len(), Waiters: s.waiters.len(), Blocked: s.blocks.len(), Dedup: s.dedup.len(),
-		IdemKeys: s.idem.len(), IdemBytes: s.idemBytes}
+	return Counts{Leases: s.leases.byID.len(), Waiters: s.leases.waiters.len(), Blocked: s.leases.blocks.len(), Dedup: s.dedup.len(),
+		IdemKeys: s.idem.records.len(), IdemBytes: s.idem.bytes}
 }
 
 // EachLease visits every lease (in no particular order) with its recorded
 // age; a new leader restarts its countdowns from these.
 func (s *State) EachLease(f func(l *leasehold.Lease, heldFor time.Duration)) {
-	for _, l := range s.leases.all() {
+	for _, l := range s.leases.byID.all() {
 		view := l.view()
 		f(&view, l.heldFor)
 	}

@@ -158,6 +158,33 @@ type queue struct {
 	bytes     int                 // their bodies
 }
 
+// The queue sub-state: the queues by name, and the bytes of message
+// bodies in all of them against Config.MaxQueueBytes.
+type queueState struct {
+	st     *State
+	byName cowMap[string, *queue]
+	bytes  int
+}
+
+func (qs *queueState) init(s *State) {
+	*qs = queueState{st: s, byName: newCowMap[string, *queue]()}
+	s.track(&qs.byName)
+}
+
+func (qs *queueState) captureInto(v *State) {
+	v.queues = queueState{st: v, byName: qs.byName.freeze(), bytes: qs.bytes}
+}
+
+func (qs *queueState) eachCountdown(f func(Countdown)) {
+	for name, q := range qs.byName.all() {
+		for _, m := range q.inflight {
+			f(visibilityCountdown(name, m, m.vis))
+		}
+	}
+}
+
+func (*queueState) leaseEnded(*lease) {}
+
 // readyHeap orders ready keys by when their head becomes deliverable,
 // then by its sequence: the oldest work first, deterministically.
 type readyHeap []*qkey
@@ -194,8 +221,8 @@ type QueueObserver interface {
 }
 
 // queueWake tells the observer that name has a ready key.
-func (s *State) queueWake(name string, q *queue) {
-	if o := s.queueObs(); o != nil && len(q.ready) > 0 {
+func (qs *queueState) wake(name string, q *queue) {
+	if o := qs.observer(); o != nil && len(q.ready) > 0 {
 		o.QueueReady(name)
 	}
 }
@@ -204,6 +231,14 @@ func (s *State) queueWake(name string, q *queue) {
 // Sequence and Token name it, Consumer is the Receive's caller, and Body
 // is shared with the state.
 type Delivery = leasehold.Delivery
+
+func (*QueueResult) answer() {}
+
+// Queue is a queue command's answer (*QueueResult), nil for none.
+func (r Result) Queue() *QueueResult {
+	a, _ := r.Answer.(*QueueResult)
+	return a
+}
 
 // QueueResult is what a queue command answers besides an error.
 type QueueResult struct {
@@ -215,20 +250,21 @@ type QueueResult struct {
 	Existed    bool       // Create: the queue was there already, with these settings
 }
 
-func (s *State) queueOf(name string) (*queue, error) {
-	q, _ := s.queuesByName.mut(name) // every caller changes it
+func (qs *queueState) of(name string) (*queue, error) {
+	q, _ := qs.byName.mut(name) // every caller changes it
 	if q == nil {
 		return nil, leasehold.Errorf(leasehold.CodeNotFound, "queue %q does not exist", name)
 	}
 	return q, nil
 }
 
-func (s *State) queueObs() QueueObserver {
-	o, _ := s.obs.(QueueObserver)
+func (qs *queueState) observer() QueueObserver {
+	s := qs.st
+	o, _ := s.hooks.obs.(QueueObserver)
 	return o
 }
 
-func (s *State) queueCreate(now int64, c *QueueCreate) Result {
+func (qs *queueState) create(now int64, c *QueueCreate) Result {
 	if err := leasehold.ValidateName("queue name", c.Queue, leasehold.MaxResourceLen, true); err != nil {
 		return Result{Err: err}
 	}
@@ -237,14 +273,14 @@ func (s *State) queueCreate(now int64, c *QueueCreate) Result {
 	if err := validateQueueSettings(&set); err != nil {
 		return Result{Err: err}
 	}
-	if q := s.queuesByName.at(c.Queue); q != nil {
+	if q := qs.byName.at(c.Queue); q != nil {
 		if q.QueueSettings != set {
 			return Result{Err: leasehold.Errorf(leasehold.CodeHeld, "queue %q already exists with other settings", c.Queue)}
 		}
-		return Result{Dup: true, Queue: &QueueResult{Existed: true}}
+		return Result{Dup: true, Answer: &QueueResult{Existed: true}}
 	}
-	s.queuesByName.set(c.Queue, newQueue(set, now))
-	return Result{Queue: &QueueResult{}}
+	qs.byName.set(c.Queue, newQueue(set, now))
+	return Result{Answer: &QueueResult{}}
 }
 
 func newQueue(set QueueSettings, now int64) *queue {
@@ -253,8 +289,8 @@ func newQueue(set QueueSettings, now int64) *queue {
 		receipts: make(map[string][]uint64), receiptOf: make(map[uint64]string)}
 }
 
-func (s *State) queueSend(now int64, c *QueueSend) Result {
-	q, err := s.queueOf(c.Queue)
+func (qs *queueState) send(now int64, c *QueueSend) Result {
+	q, err := qs.of(c.Queue)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -282,7 +318,7 @@ func (s *State) queueSend(now int64, c *QueueSend) Result {
 			ids++
 		}
 	}
-	if err := s.queueRoom(c.Queue, q, adds, bytes, ids); err != nil {
+	if err := qs.room(c.Queue, q, adds, bytes, ids); err != nil {
 		return Result{Err: err}
 	}
 	res := &QueueResult{Seqs: make([]uint64, len(c.Messages)), Duplicate: make([]bool, len(c.Messages))}
@@ -298,11 +334,11 @@ func (s *State) queueSend(now int64, c *QueueSend) Result {
 			q.remember(dedupEntry{id: m.DedupID, seq: seq, at: now})
 		}
 		q.push(&qmsg{seq: seq, body: m.Body, sentAt: now, notReady: now + int64(max(m.Delay, 0))}, m.Key)
-		s.queueBytes += len(m.Body)
+		qs.bytes += len(m.Body)
 		res.Seqs[i] = seq
 	}
-	s.queueWake(c.Queue, q)
-	return Result{Queue: res}
+	qs.wake(c.Queue, q)
+	return Result{Answer: res}
 }
 
 // duplicate says whether a message with dedup id id enqueues nothing:
@@ -339,7 +375,8 @@ func validateQueueMessage(m *QueueMessage) error {
 // queueRoom refuses a send that would take the queue past its depth or
 // bytes, or the node past its budget for all queues. Nothing accepted is
 // ever dropped to make room.
-func (s *State) queueRoom(name string, q *queue, adds, bytes, ids int) error {
+func (qs *queueState) room(name string, q *queue, adds, bytes, ids int) error {
+	s := qs.st
 	switch {
 	case s.cfg.MaxQueueDedupIDs > 0 && len(q.dedupLog)+ids > s.cfg.MaxQueueDedupIDs:
 		// Forgetting an id early could enqueue a retry twice: refuse instead.
@@ -351,9 +388,9 @@ func (s *State) queueRoom(name string, q *queue, adds, bytes, ids int) error {
 	case q.bytes+bytes > q.MaxBytes:
 		return leasehold.Errorf(leasehold.CodeLimit,
 			"queue %q holds %d bytes (limit max_bytes %d); retry after consumers catch up", name, q.bytes, q.MaxBytes)
-	case s.cfg.MaxQueueBytes > 0 && s.queueBytes+bytes > s.cfg.MaxQueueBytes:
+	case s.cfg.MaxQueueBytes > 0 && qs.bytes+bytes > s.cfg.MaxQueueBytes:
 		return leasehold.Errorf(leasehold.CodeLimit,
-			"the queues of this cluster hold %d bytes (limit max_queue_bytes %d); retry after consumers catch up", s.queueBytes, s.cfg.MaxQueueBytes)
+			"the queues of this cluster hold %d bytes (limit max_queue_bytes %d); retry after consumers catch up", qs.bytes, s.cfg.MaxQueueBytes)
 	}
 	return nil
 }
@@ -428,8 +465,9 @@ func (q *queue) makeReady(k *qkey) {
 	heap.Push(&q.ready, k)
 }
 
-func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
-	q, err := s.queueOf(c.Queue)
+func (qs *queueState) receive(ix uint64, now int64, c *QueueReceive) Result {
+	s := qs.st
+	q, err := qs.of(c.Queue)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -447,8 +485,8 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 		return Result{Err: err}
 	}
 	receipt := receiptOf(c)
-	if res, ok := s.retried(c.Queue, q, receipt, vis); ok {
-		return Result{Queue: res, Dup: true}
+	if res, ok := qs.retried(c.Queue, q, receipt, vis); ok {
+		return Result{Answer: res, Dup: true}
 	}
 	// A consumer gets what is left of its in-flight allowance, and is
 	// refused when nothing is: it must ack (or let expire) first.
@@ -472,12 +510,12 @@ func (s *State) queueReceive(ix uint64, now int64, c *QueueReceive) Result {
 		s.armVisibility(c.Queue, m, vis)
 	}
 	q.keepReceipt(receipt, res.Deliveries)
-	return Result{Queue: res}
+	return Result{Answer: res}
 }
 
 // delivery finds the message in flight as delivery (seq, token).
-func (s *State) delivery(name string, seq, token uint64) (*queue, *qmsg, error) {
-	q, err := s.queueOf(name)
+func (qs *queueState) delivery(name string, seq, token uint64) (*queue, *qmsg, error) {
+	q, err := qs.of(name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -490,7 +528,8 @@ func (s *State) delivery(name string, seq, token uint64) (*queue, *qmsg, error) 
 }
 
 // endDelivery takes m out of flight.
-func (s *State) endDelivery(name string, q *queue, m *qmsg) {
+func (qs *queueState) endDelivery(name string, q *queue, m *qmsg) {
+	s := qs.st
 	delete(q.inflight, m.seq)
 	q.release(m.consumer)
 	q.dropReceipt(m)
@@ -505,7 +544,8 @@ func (q *queue) release(consumer string) {
 	}
 }
 
-func (s *State) queueAck(now int64, c *QueueAck) Result {
+func (qs *queueState) ack(now int64, c *QueueAck) Result {
+	s := qs.st
 	key := requestKey(c.Caller, [32]byte{}, c.RequestID)
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
@@ -514,22 +554,22 @@ func (s *State) queueAck(now int64, c *QueueAck) Result {
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindQueueAck, sum); ok {
 		return r
 	}
-	q, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+	q, m, err := qs.delivery(c.Queue, c.Seq, c.Token)
 	if err == nil {
 		err = c.check(c.Queue, m)
 	}
 	if err != nil {
 		return Result{Err: err}
 	}
-	s.endDelivery(c.Queue, q, m)
+	qs.endDelivery(c.Queue, q, m)
 	k := m.key
 	k.msgs[0] = nil
 	k.msgs = k.msgs[1:]
-	s.dropCounted(q, m.body)
+	qs.dropCounted(q, m.body)
 	q.afterHead(k)
-	s.queueWake(c.Queue, q)
+	qs.wake(c.Queue, q)
 	s.dedup.put(key, KindQueueAck, sum, now, Result{}, s.cfg)
-	return Result{Queue: &QueueResult{SentAt: nanosTime(m.sentAt)}}
+	return Result{Answer: &QueueResult{SentAt: nanosTime(m.sentAt)}}
 }
 
 func (c *QueueAck) sum(e *encoder) fingerprint {
@@ -543,10 +583,10 @@ func (c *QueueAck) sum(e *encoder) fingerprint {
 	return sumOf(e)
 }
 
-func (s *State) dropCounted(q *queue, body []byte) {
+func (qs *queueState) dropCounted(q *queue, body []byte) {
 	q.depth--
 	q.bytes -= len(body)
-	s.queueBytes -= len(body)
+	qs.bytes -= len(body)
 }
 
 // afterHead readies k's next message, or forgets k when it is empty.
@@ -561,8 +601,8 @@ func (q *queue) afterHead(k *qkey) {
 	q.makeReady(k)
 }
 
-func (s *State) queueNack(now int64, c *QueueNack) Result {
-	q, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+func (qs *queueState) nack(now int64, c *QueueNack) Result {
+	q, m, err := qs.delivery(c.Queue, c.Seq, c.Token)
 	if err == nil {
 		err = c.check(c.Queue, m)
 	}
@@ -573,26 +613,26 @@ func (s *State) queueNack(now int64, c *QueueNack) Result {
 		return Result{Err: err}
 	}
 	m.note = c.Note
-	s.requeue(now, c.Queue, q, m, c.Delay)
+	qs.requeue(now, c.Queue, q, m, c.Delay)
 	return Result{}
 }
 
-func (s *State) queueExpire(now int64, c *QueueExpire) Result {
-	q, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+func (qs *queueState) expire(now int64, c *QueueExpire) Result {
+	q, m, err := qs.delivery(c.Queue, c.Seq, c.Token)
 	if err != nil {
 		return Result{} // a stale timer: the delivery ended already
 	}
 	if m.note == "" {
 		m.note = "visibility timeout"
 	}
-	s.requeue(now, c.Queue, q, m, 0)
+	qs.requeue(now, c.Queue, q, m, 0)
 	return Result{}
 }
 
 // requeue ends m's delivery and returns it to the head of its key, or to
 // the dead letters once it has used its receives.
-func (s *State) requeue(now int64, name string, q *queue, m *qmsg, delay time.Duration) {
-	s.endDelivery(name, q, m)
+func (qs *queueState) requeue(now int64, name string, q *queue, m *qmsg, delay time.Duration) {
+	qs.endDelivery(name, q, m)
 	k := m.key
 	if m.receives >= q.MaxReceives {
 		k.msgs[0] = nil
@@ -601,18 +641,19 @@ func (s *State) requeue(now int64, name string, q *queue, m *qmsg, delay time.Du
 			receives: m.receives, note: m.note, diedAt: now})
 		k.blocked = q.DeadLetter == DeadLetterBlock
 		q.afterHead(k)
-		if o := s.queueObs(); o != nil {
+		if o := qs.observer(); o != nil {
 			o.QueueDeadLettered(name, m.seq)
 		}
 	} else {
 		m.notReady = now + int64(delay)
 		q.makeReady(k)
 	}
-	s.queueWake(name, q)
+	qs.wake(name, q)
 }
 
-func (s *State) queueExtend(c *QueueExtend) Result {
-	_, m, err := s.delivery(c.Queue, c.Seq, c.Token)
+func (qs *queueState) extend(c *QueueExtend) Result {
+	s := qs.st
+	_, m, err := qs.delivery(c.Queue, c.Seq, c.Token)
 	if err == nil {
 		err = c.check(c.Queue, m)
 	}
@@ -627,8 +668,8 @@ func (s *State) queueExtend(c *QueueExtend) Result {
 	return Result{}
 }
 
-func (s *State) queueRedrive(now int64, c *QueueRedrive) Result {
-	q, err := s.queueOf(c.Queue)
+func (qs *queueState) redrive(now int64, c *QueueRedrive) Result {
+	q, err := qs.of(c.Queue)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -652,18 +693,19 @@ func (s *State) queueRedrive(now int64, c *QueueRedrive) Result {
 		q.push(m, dl.key)
 	}
 	q.dead = append(q.dead[:0], q.dead[n:]...)
-	s.queueWake(c.Queue, q)
-	return Result{Queue: &QueueResult{Moved: n}}
+	qs.wake(c.Queue, q)
+	return Result{Answer: &QueueResult{Moved: n}}
 }
 
-func (s *State) queuePurge(ix uint64, now int64, c *QueuePurge) Result {
-	q, err := s.queueOf(c.Queue)
+func (qs *queueState) purge(ix uint64, now int64, c *QueuePurge) Result {
+	s := qs.st
+	q, err := qs.of(c.Queue)
 	if err != nil {
 		return Result{Err: err}
 	}
 	moved := len(q.dead)
 	for _, dl := range q.dead {
-		s.dropCounted(q, dl.body)
+		qs.dropCounted(q, dl.body)
 	}
 	q.dead = nil
 	for name, k := range q.keys {
@@ -673,7 +715,7 @@ func (s *State) queuePurge(ix uint64, now int64, c *QueuePurge) Result {
 				keep = append(keep, m) // in flight: its consumer still acks it
 				continue
 			}
-			s.dropCounted(q, m.body)
+			qs.dropCounted(q, m.body)
 			moved++
 		}
 		clear(k.msgs[len(keep):])
@@ -687,12 +729,12 @@ func (s *State) queuePurge(ix uint64, now int64, c *QueuePurge) Result {
 		q.keys[k].hix = -1
 		q.makeReady(q.keys[k])
 	}
-	s.auditQueue(ix, now, c.Actor, "queue-purge", c.Queue, c.Reason)
-	return Result{Queue: &QueueResult{Moved: moved}}
+	s.auditName(ix, now, c.Actor, "queue-purge", c.Queue, c.Reason)
+	return Result{Answer: &QueueResult{Moved: moved}}
 }
 
-func (s *State) queueRetire(now int64, c *QueueRetire) Result {
-	q, err := s.queueOf(c.Queue)
+func (qs *queueState) retire(now int64, c *QueueRetire) Result {
+	q, err := qs.of(c.Queue)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -704,7 +746,7 @@ func (s *State) queueRetire(now int64, c *QueueRetire) Result {
 			dead = append(dead, dl)
 			continue
 		}
-		s.dropCounted(q, dl.body)
+		qs.dropCounted(q, dl.body)
 		dropped++
 		if k := q.keys[dl.key]; k != nil && k.blocked { // nothing is left to redrive
 			k.blocked = false
@@ -721,7 +763,7 @@ func (s *State) queueRetire(now int64, c *QueueRetire) Result {
 				keep = append(keep, m)
 				continue
 			}
-			s.dropCounted(q, m.body)
+			qs.dropCounted(q, m.body)
 			dropped++
 		}
 		if len(keep) == len(k.msgs) {
@@ -734,32 +776,24 @@ func (s *State) queueRetire(now int64, c *QueueRetire) Result {
 		}
 		q.afterHead(k)
 	}
-	s.queueWake(c.Queue, q)
-	return Result{Queue: &QueueResult{Moved: dropped}}
+	qs.wake(c.Queue, q)
+	return Result{Answer: &QueueResult{Moved: dropped}}
 }
 
-func (s *State) queueDelete(ix uint64, now int64, c *QueueDelete) Result {
-	q, err := s.queueOf(c.Queue)
+func (qs *queueState) delete(ix uint64, now int64, c *QueueDelete) Result {
+	s := qs.st
+	q, err := qs.of(c.Queue)
 	if err != nil {
 		return Result{Err: err}
 	}
 	for _, m := range q.inflight {
 		s.disarm(visibilityKey(c.Queue, m.token))
 	}
-	s.queueBytes -= q.bytes
-	s.queuesByName.del(c.Queue)
-	if o := s.queueObs(); o != nil {
+	qs.bytes -= q.bytes
+	qs.byName.del(c.Queue)
+	if o := qs.observer(); o != nil {
 		o.QueueReady(c.Queue) // wakes long polls, to answer that it is gone
 	}
-	s.auditQueue(ix, now, c.Actor, "queue-delete", c.Queue, c.Reason)
+	s.auditName(ix, now, c.Actor, "queue-delete", c.Queue, c.Reason)
 	return Result{}
-}
-
-// auditQueue records an operator's purge or delete, like a forced release.
-func (s *State) auditQueue(ix uint64, now int64, actor, action, name, reason string) {
-	s.audit = append(s.audit, AuditRecord{Index: ix, Time: time.Unix(0, now).UTC(), Actor: actor,
-		Action: action, Resource: name, Reason: reason})
-	if n := len(s.audit) - s.cfg.AuditMax; n > 0 {
-		s.audit = append([]AuditRecord(nil), s.audit[n:]...)
-	}
 }

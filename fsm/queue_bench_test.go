@@ -82,7 +82,7 @@ func BenchmarkQueueCycle(b *testing.B) {
 		s.Apply(ix, batch)
 		ix++
 		batch.Cmds[0] = recv
-		d := s.Apply(ix, batch)[0].Queue.Deliveries[0]
+		d := s.Apply(ix, batch)[0].Queue().Deliveries[0]
 		ix++
 		ack.Seq, ack.Token = d.Sequence, d.Token
 		batch.Cmds[0] = ack

@@ -211,14 +211,14 @@ func (c *QueueAck) Kind() Kind    { return c.kind(KindQueueAck, KindQueueAckBy) 
 func (c *QueueExtend) Kind() Kind { return c.kind(KindQueueExtend, KindQueueExtendBy) }
 func (*QueueExpire) Kind() Kind   { return KindQueueExpire }
 
-func (c *QueueRetire) apply(s *State, _ uint64, now int64) Result { return s.queueRetire(now, c) }
-func (c *QueueSend) apply(s *State, _ uint64, now int64) Result   { return s.queueSend(now, c) }
+func (c *QueueRetire) apply(s *State, _ uint64, now int64) Result { return s.queues.retire(now, c) }
+func (c *QueueSend) apply(s *State, _ uint64, now int64) Result   { return s.queues.send(now, c) }
 func (c *QueueReceive) apply(s *State, ix uint64, now int64) Result {
-	return s.queueReceive(ix, now, c)
+	return s.queues.receive(ix, now, c)
 }
-func (c *QueueAck) apply(s *State, _ uint64, now int64) Result    { return s.queueAck(now, c) }
-func (c *QueueExtend) apply(s *State, _ uint64, _ int64) Result   { return s.queueExtend(c) }
-func (c *QueueExpire) apply(s *State, _ uint64, now int64) Result { return s.queueExpire(now, c) }
+func (c *QueueAck) apply(s *State, _ uint64, now int64) Result    { return s.queues.ack(now, c) }
+func (c *QueueExtend) apply(s *State, _ uint64, _ int64) Result   { return s.queues.extend(c) }
+func (c *QueueExpire) apply(s *State, _ uint64, now int64) Result { return s.queues.expire(now, c) }
 
 func encodeQueueSettings(e *encoder, q *QueueSettings) {
 	e.varint(int64(q.Visibility))

@@ -229,13 +229,13 @@ func TestQueueModel(t *testing.T) {
 				}
 				for i, m := range msgs {
 					if first, dup := dedup[m.DedupID]; dup && m.DedupID != "" {
-						if !r.Queue.Duplicate[i] || r.Queue.Seqs[i] != first {
-							rt.Fatalf("dedup id %q sent again: seq %d dup %v, want the first seq %d", m.DedupID, r.Queue.Seqs[i], r.Queue.Duplicate[i], first)
+						if !r.Queue().Duplicate[i] || r.Queue().Seqs[i] != first {
+							rt.Fatalf("dedup id %q sent again: seq %d dup %v, want the first seq %d", m.DedupID, r.Queue().Seqs[i], r.Queue().Duplicate[i], first)
 						}
 						continue
 					}
-					if r.Queue.Duplicate[i] || r.Queue.Seqs[i] != nextSeq {
-						rt.Fatalf("message %d got seq %d (dup %v), want %d", i, r.Queue.Seqs[i], r.Queue.Duplicate[i], nextSeq)
+					if r.Queue().Duplicate[i] || r.Queue().Seqs[i] != nextSeq {
+						rt.Fatalf("message %d got seq %d (dup %v), want %d", i, r.Queue().Seqs[i], r.Queue().Duplicate[i], nextSeq)
 					}
 					if m.DedupID != "" {
 						dedup[m.DedupID] = nextSeq
@@ -260,14 +260,14 @@ func TestQueueModel(t *testing.T) {
 				want := expectReceive(max)
 				r := apply(&QueueReceive{Queue: "q", Max: max, RequestID: id})
 				var got []uint64
-				for _, d := range r.Queue.Deliveries {
+				for _, d := range r.Queue().Deliveries {
 					got = append(got, d.Sequence)
 				}
 				if len(live) > 0 { // a retry: the same deliveries, nothing new
 					if !r.Dup || !slices.Equal(got, live) {
 						rt.Fatalf("receive retried with %q answered %v (dup %v), want the first's still in flight %v", id, got, r.Dup, live)
 					}
-					for _, d := range r.Queue.Deliveries {
+					for _, d := range r.Queue().Deliveries {
 						if k := keys[d.Key]; k.token != d.Token {
 							rt.Fatalf("a retry answered token %d for key %q, whose delivery has token %d", d.Token, d.Key, k.token)
 						}
@@ -277,9 +277,9 @@ func TestQueueModel(t *testing.T) {
 				if !slices.Equal(got, want) {
 					rt.Fatalf("receive %d delivered %v, want %v", max, got, want)
 				}
-				deliver(r.Queue.Deliveries)
-				if id != "" && len(r.Queue.Deliveries) > 0 {
-					receipts[id] = history[len(history)-len(r.Queue.Deliveries):]
+				deliver(r.Queue().Deliveries)
+				if id != "" && len(r.Queue().Deliveries) > 0 {
+					receipts[id] = history[len(history)-len(r.Queue().Deliveries):]
 				}
 			case 4: // Ack, maybe stale, maybe by another consumer
 				if d, ok := pick(); ok {
@@ -330,8 +330,8 @@ func TestQueueModel(t *testing.T) {
 					redrive.RequestID = fmt.Sprintf("redrive-%d", ix)
 				}
 				r := apply(redrive)
-				if r.Err != nil || r.Queue.Moved != len(dead) {
-					rt.Fatalf("redrive moved %v (%v), want %d", r.Queue, r.Err, len(dead))
+				if r.Err != nil || r.Queue().Moved != len(dead) {
+					rt.Fatalf("redrive moved %v (%v), want %d", r.Queue(), r.Err, len(dead))
 				}
 				if redrive.RequestID != "" {
 					retriable = append(retriable, pastCall{cmd: redrive, moved: len(dead)})
@@ -356,8 +356,8 @@ func TestQueueModel(t *testing.T) {
 				if r.Err != nil || !r.Dup {
 					rt.Fatalf("retried %T: %+v, want the first answer", past.cmd, r)
 				}
-				if _, redrive := past.cmd.(*QueueRedrive); redrive && (r.Queue == nil || r.Queue.Moved != past.moved) {
-					rt.Fatalf("retried redrive answered %+v, want the first's %d moved", r.Queue, past.moved)
+				if _, redrive := past.cmd.(*QueueRedrive); redrive && (r.Queue() == nil || r.Queue().Moved != past.moved) {
+					rt.Fatalf("retried redrive answered %+v, want the first's %d moved", r.Queue(), past.moved)
 				}
 			case 10: // retention: drop what was sent before a point, except in flight
 				before := now - int64(rapid.IntRange(0, 30).Draw(rt, "age"))*int64(time.Second)
@@ -386,8 +386,8 @@ func TestQueueModel(t *testing.T) {
 					}
 					k.msgs = keep
 				}
-				if r.Err != nil || r.Queue.Moved != want {
-					rt.Fatalf("retire before %d dropped %v (%v), want %d", before, r.Queue, r.Err, want)
+				if r.Err != nil || r.Queue().Moved != want {
+					rt.Fatalf("retire before %d dropped %v (%v), want %d", before, r.Queue(), r.Err, want)
 				}
 			case 9: // a snapshot and restore, as a follower catching up
 				restored, err := Restore(s.Snapshot(), DefaultConfig(), timed)
@@ -437,7 +437,7 @@ func TestQueueModel(t *testing.T) {
 				dead = nil
 			}
 			r := apply(&QueueReceive{Queue: "q", Max: 100})
-			deliver(r.Queue.Deliveries)
+			deliver(r.Queue().Deliveries)
 		}
 		if depth() != 0 {
 			rt.Fatalf("the queue did not drain: %d left", depth())

@@ -12,7 +12,7 @@ type QueueInfo = leasehold.QueueInfo
 
 // Queue returns a queue's settings and counts.
 func (s *State) Queue(name string) (QueueInfo, bool) {
-	q := s.queuesByName.at(name)
+	q := s.queues.byName.at(name)
 	if q == nil {
 		return QueueInfo{}, false
 	}
@@ -36,7 +36,7 @@ func (s *State) Queue(name string) (QueueInfo, bool) {
 // long-polling Receive to know when to try. ok is false when no key has a
 // message that is not in flight or blocked.
 func (s *State) NextReady(name string) (at time.Time, ok bool) {
-	q := s.queuesByName.at(name)
+	q := s.queues.byName.at(name)
 	if q == nil || len(q.ready) == 0 {
 		return time.Time{}, false
 	}
@@ -44,12 +44,12 @@ func (s *State) NextReady(name string) (at time.Time, ok bool) {
 }
 
 // Queues lists the queues' names in order.
-func (s *State) Queues() []string { return sortedCowKeys(&s.queuesByName) }
+func (s *State) Queues() []string { return sortedCowKeys(&s.queues.byName) }
 
 // InFlight lists up to limit deliveries in flight (0: all), oldest
 // message first: the keys with a message in flight and who holds them.
 func (s *State) InFlight(name string, limit int) []Delivery {
-	q := s.queuesByName.at(name)
+	q := s.queues.byName.at(name)
 	if q == nil {
 		return nil
 	}
@@ -71,7 +71,7 @@ type DeadLetter = leasehold.DeadLetter
 
 // DeadLetters lists up to limit dead letters (0: all), oldest first.
 func (s *State) DeadLetters(name string, limit int) []DeadLetter {
-	q := s.queuesByName.at(name)
+	q := s.queues.byName.at(name)
 	if q == nil {
 		return nil
 	}
@@ -89,4 +89,4 @@ func (s *State) DeadLetters(name string, limit int) []DeadLetter {
 
 // QueueBytes is the bytes of message bodies in all queues, against
 // Config.MaxQueueBytes.
-func (s *State) QueueBytes() int { return s.queueBytes }
+func (s *State) QueueBytes() int { return s.queues.bytes }

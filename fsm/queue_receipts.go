@@ -28,7 +28,7 @@ type QueueReceiveID struct {
 func (*QueueReceiveID) Kind() Kind { return KindQueueReceiveID }
 
 func (c *QueueReceiveID) apply(s *State, ix uint64, now int64) Result {
-	return s.queueReceive(ix, now, &c.QueueReceive)
+	return s.queues.receive(ix, now, &c.QueueReceive)
 }
 
 func (c *QueueReceiveID) encode(e *encoder) { c.QueueReceive.encode(e) }
@@ -43,7 +43,8 @@ func receiptOf(c *QueueReceive) string { return requestKey(c.Caller, [32]byte{},
 
 // retried answers a retried Receive from its receipt; ok is false when
 // the receipt is unknown (a first attempt, or all its deliveries ended).
-func (s *State) retried(name string, q *queue, receipt string, vis time.Duration) (res *QueueResult, ok bool) {
+func (qs *queueState) retried(name string, q *queue, receipt string, vis time.Duration) (res *QueueResult, ok bool) {
+	s := qs.st
 	seqs := q.receipts[receipt]
 	if receipt == "" || len(seqs) == 0 {
 		return nil, false
@@ -95,6 +96,6 @@ func (q *queue) dropReceipt(m *qmsg) {
 // in flight): the service proposes such a retry at once instead of
 // waiting for a message.
 func (s *State) HasReceipt(name, consumer, id string) bool {
-	q := s.queuesByName.at(name)
+	q := s.queues.byName.at(name)
 	return q != nil && id != "" && len(q.receipts[requestKey(consumer, [32]byte{}, id)]) > 0
 }

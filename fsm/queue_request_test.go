@@ -34,13 +34,13 @@ func TestQueueSendRefusesAReusedRequestID(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, s := range map[string]*State{"live": q.s, "restored": restored} {
-		if r := send(s, 10, requestID(1, 2)); leasehold.CodeOf(r.Err) != leasehold.CodeInvalid || r.Queue != nil {
+		if r := send(s, 10, requestID(1, 2)); leasehold.CodeOf(r.Err) != leasehold.CodeInvalid || r.Queue() != nil {
 			t.Fatalf("%s: the request ID reused for another message: %+v, want invalid", name, r)
 		}
-		if r := send(s, 11, requestID(1, 1)); r.Err != nil || !r.Queue.Duplicate[0] || r.Queue.Seqs[0] != first.Queue.Seqs[0] {
+		if r := send(s, 11, requestID(1, 1)); r.Err != nil || !r.Queue().Duplicate[0] || r.Queue().Seqs[0] != first.Queue().Seqs[0] {
 			t.Fatalf("%s: a retry: %+v, want the first sequence as a duplicate", name, r)
 		}
-		if r := send(s, 12, requestID(2, 2)); r.Err != nil || r.Queue.Duplicate[0] {
+		if r := send(s, 12, requestID(2, 2)); r.Err != nil || r.Queue().Duplicate[0] {
 			t.Fatalf("%s: another request ID: %+v, want a new message", name, r)
 		}
 		if info, _ := s.Queue("q"); info.Depth != 2 {
@@ -49,7 +49,7 @@ func TestQueueSendRefusesAReusedRequestID(t *testing.T) {
 	}
 	// Past the window the first is forgotten: the request ID is new again.
 	q.now += int64(2 * time.Minute)
-	if r := q.apply(&QueueSend{Queue: "q", Messages: []QueueMessage{{Key: "k", Body: []byte("c"), DedupID: requestID(1, 3)}}}); r.Err != nil || r.Queue.Duplicate[0] {
+	if r := q.apply(&QueueSend{Queue: "q", Messages: []QueueMessage{{Key: "k", Body: []byte("c"), DedupID: requestID(1, 3)}}}); r.Err != nil || r.Queue().Duplicate[0] {
 		t.Fatalf("past the dedup window: %+v, want a new message", r)
 	}
 }

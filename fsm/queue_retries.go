@@ -50,7 +50,7 @@ func (c *QueueNack) Kind() Kind {
 }
 
 func (c *QueueCreate) apply(s *State, _ uint64, now int64) Result {
-	return s.once(c, c.Caller, c.RequestID, now, func() Result { return s.queueCreate(now, c) })
+	return s.once(c, c.Caller, c.RequestID, now, func() Result { return s.queues.create(now, c) })
 }
 
 // An unbound Nack's encoding has no room for an ID: none is used, so a
@@ -60,19 +60,19 @@ func (c *QueueNack) apply(s *State, _ uint64, now int64) Result {
 	if !c.Bound {
 		id = ""
 	}
-	return s.once(c, c.Consumer, id, now, func() Result { return s.queueNack(now, c) })
+	return s.once(c, c.Consumer, id, now, func() Result { return s.queues.nack(now, c) })
 }
 
 func (c *QueueRedrive) apply(s *State, _ uint64, now int64) Result {
-	return s.once(c, c.Actor, c.RequestID, now, func() Result { return s.queueRedrive(now, c) })
+	return s.once(c, c.Actor, c.RequestID, now, func() Result { return s.queues.redrive(now, c) })
 }
 
 func (c *QueuePurge) apply(s *State, ix uint64, now int64) Result {
-	return s.once(c, c.Actor, c.RequestID, now, func() Result { return s.queuePurge(ix, now, c) })
+	return s.once(c, c.Actor, c.RequestID, now, func() Result { return s.queues.purge(ix, now, c) })
 }
 
 func (c *QueueDelete) apply(s *State, ix uint64, now int64) Result {
-	return s.once(c, c.Actor, c.RequestID, now, func() Result { return s.queueDelete(ix, now, c) })
+	return s.once(c, c.Actor, c.RequestID, now, func() Result { return s.queues.delete(ix, now, c) })
 }
 
 // once applies c, or answers its retry: a command with request ID id,
@@ -98,13 +98,6 @@ func (s *State) once(c Command, caller, id string, now int64, act func() Result)
 		s.dedup.put(key, k, sum, now, r, s.cfg)
 	}
 	return r
-}
-
-// answersQueue reports whether a dedup record of kind k keeps a queue
-// answer (a count, or whether the queue existed), which a snapshot of
-// version 13 writes after the record's result.
-func answersQueue(k Kind) bool {
-	return k == KindQueueCreateID || k == KindQueueRedriveID || k == KindQueuePurgeID
 }
 
 // How the ID kinds are decoded: the old kind's encoding, then the ID.
@@ -152,6 +145,14 @@ func emptyTail(e *encoder, id string) {
 // queueAnswersVersion is the snapshot version that added a queue
 // command's answer to its dedup record.
 const queueAnswersVersion = 13
+
+// queueAnswer keeps the answer of a Create, Redrive or Purge with a
+// request ID (a count, and whether the queue existed) in its dedup record
+// (snapshot version 13).
+var queueAnswer = &answerCodec{since: queueAnswersVersion,
+	write: func(e *encoder, r Result) { encodeQueueAnswer(e, r.Queue()) },
+	read:  func(d *decoder, r *Result) { r.Answer = decodeQueueAnswer(d) },
+}
 
 func encodeQueueAnswer(e *encoder, q *QueueResult) {
 	if q == nil {

@@ -50,17 +50,17 @@ func TestQueueCommandsRetriedWithARequestIDActOnce(t *testing.T) {
 	create := &QueueCreate{Queue: "q", Settings: QueueSettings{MaxReceives: 1}, Caller: "alice", RequestID: "c1"}
 	for i := range 2 {
 		r := q.logged(create)
-		if r.Err != nil || r.Queue == nil || r.Queue.Existed || r.Dup != (i == 1) {
+		if r.Err != nil || r.Queue() == nil || r.Queue().Existed || r.Dup != (i == 1) {
 			t.Fatalf("create attempt %d: %+v, want the queue created (existed false)", i+1, r)
 		}
 	}
-	if r := q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{MaxReceives: 1}}); !r.Queue.Existed {
+	if r := q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{MaxReceives: 1}}); !r.Queue().Existed {
 		t.Fatal("another create of the same queue is not answered existed")
 	}
 
 	q.send("q", "a", "a1", "b", "b1")
 	purge := &QueuePurge{Queue: "q", Actor: "alice", Reason: "test", RequestID: "p1"}
-	if r := q.logged(purge); r.Err != nil || r.Queue.Moved != 2 {
+	if r := q.logged(purge); r.Err != nil || r.Queue().Moved != 2 {
 		t.Fatalf("purge: %+v, want 2 dropped", r)
 	}
 	q.send("q", "c", "c1") // sent between the attempts
@@ -68,7 +68,7 @@ func TestQueueCommandsRetriedWithARequestIDActOnce(t *testing.T) {
 		if restart {
 			q.restart()
 		}
-		if r := q.logged(purge); r.Err != nil || !r.Dup || r.Queue == nil || r.Queue.Moved != 2 {
+		if r := q.logged(purge); r.Err != nil || !r.Dup || r.Queue() == nil || r.Queue().Moved != 2 {
 			t.Fatalf("retried purge (restored %v): %+v, want the first answer, 2 dropped", restart, r)
 		}
 		if depth, _ := q.depth("q"); depth != 1 {
@@ -79,7 +79,7 @@ func TestQueueCommandsRetriedWithARequestIDActOnce(t *testing.T) {
 	d := q.receive("q", 1)[0]
 	q.ok(&QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token}) // its one receive used: dead
 	redrive := &QueueRedrive{Queue: "q", Actor: "alice", RequestID: "r1"}
-	if r := q.logged(redrive); r.Err != nil || r.Queue.Moved != 1 {
+	if r := q.logged(redrive); r.Err != nil || r.Queue().Moved != 1 {
 		t.Fatalf("redrive: %+v, want 1 moved", r)
 	}
 	d = q.receive("q", 1)[0]
@@ -88,7 +88,7 @@ func TestQueueCommandsRetriedWithARequestIDActOnce(t *testing.T) {
 		if restart {
 			q.restart()
 		}
-		if r := q.logged(redrive); r.Err != nil || !r.Dup || r.Queue == nil || r.Queue.Moved != 1 {
+		if r := q.logged(redrive); r.Err != nil || !r.Dup || r.Queue() == nil || r.Queue().Moved != 1 {
 			t.Fatalf("retried redrive (restored %v): %+v, want the first answer, 1 moved", restart, r)
 		}
 		if _, dead := q.depth("q"); dead != 1 {
@@ -97,7 +97,7 @@ func TestQueueCommandsRetriedWithARequestIDActOnce(t *testing.T) {
 	}
 	q.ok(&QueueRedrive{Queue: "q"})
 
-	d = q.ok(&QueueReceive{Queue: "q", Max: 1, Caller: "alice/w1"}).Queue.Deliveries[0]
+	d = q.ok(&QueueReceive{Queue: "q", Max: 1, Caller: "alice/w1"}).Queue().Deliveries[0]
 	nack := &QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token, Delay: time.Hour, Settler: Settler{Consumer: "alice/w1", Bound: true},
 		RequestID: "n1"}
 	q.ok(nack)
@@ -127,11 +127,11 @@ func TestQueueRequestIDsOfTwoCallersDoNotCollide(t *testing.T) {
 	q := newQueueRig(t, DefaultConfig(), nil)
 	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{MaxReceives: 1}})
 	q.send("q", "a", "a1", "b", "b1")
-	if r := q.logged(&QueuePurge{Queue: "q", Actor: "alice", Reason: "test", RequestID: "same"}); r.Err != nil || r.Queue.Moved != 2 {
+	if r := q.logged(&QueuePurge{Queue: "q", Actor: "alice", Reason: "test", RequestID: "same"}); r.Err != nil || r.Queue().Moved != 2 {
 		t.Fatalf("alice's purge: %+v, want 2 dropped", r)
 	}
 	q.send("q", "c", "c1")
-	if r := q.logged(&QueuePurge{Queue: "q", Actor: "bob", Reason: "test", RequestID: "same"}); r.Err != nil || r.Dup || r.Queue.Moved != 1 {
+	if r := q.logged(&QueuePurge{Queue: "q", Actor: "bob", Reason: "test", RequestID: "same"}); r.Err != nil || r.Dup || r.Queue().Moved != 1 {
 		t.Fatalf("bob's purge with alice's request id: %+v, want his own, c1 dropped", r)
 	}
 	if depth, _ := q.depth("q"); depth != 0 {
@@ -140,12 +140,12 @@ func TestQueueRequestIDsOfTwoCallersDoNotCollide(t *testing.T) {
 	q.send("q", "d", "d1")
 	d := q.receive("q", 1)[0]
 	q.ok(&QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token}) // its one receive used: dead
-	if r := q.logged(&QueueRedrive{Queue: "q", Actor: "alice", RequestID: "again"}); r.Err != nil || r.Queue.Moved != 1 {
+	if r := q.logged(&QueueRedrive{Queue: "q", Actor: "alice", RequestID: "again"}); r.Err != nil || r.Queue().Moved != 1 {
 		t.Fatalf("alice's redrive: %+v, want 1 moved", r)
 	}
 	d = q.receive("q", 1)[0]
 	q.ok(&QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token})
-	if r := q.logged(&QueueRedrive{Queue: "q", Actor: "bob", RequestID: "again"}); r.Err != nil || r.Dup || r.Queue.Moved != 1 {
+	if r := q.logged(&QueueRedrive{Queue: "q", Actor: "bob", RequestID: "again"}); r.Err != nil || r.Dup || r.Queue().Moved != 1 {
 		t.Fatalf("bob's redrive with alice's request id: %+v, want his own, 1 moved", r)
 	}
 	if _, dead := q.depth("q"); dead != 0 {
@@ -162,11 +162,11 @@ func TestQueueCommandsWithoutARequestIDActAgain(t *testing.T) {
 	purge := &QueuePurge{Queue: "q", Actor: "alice", Reason: "test"}
 	q.logged(purge)
 	q.send("q", "b", "b1")
-	if r := q.logged(purge); r.Err != nil || r.Queue.Moved != 1 {
+	if r := q.logged(purge); r.Err != nil || r.Queue().Moved != 1 {
 		t.Fatalf("a second purge of the old kind: %+v, want b1 dropped", r)
 	}
 	q.send("q", "c", "c1")
-	d := q.ok(&QueueReceive{Queue: "q", Max: 1, Caller: "alice/w1"}).Queue.Deliveries[0]
+	d := q.ok(&QueueReceive{Queue: "q", Max: 1, Caller: "alice/w1"}).Queue().Deliveries[0]
 	nack := &QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token, Settler: Settler{Consumer: "alice/w1", Bound: true}}
 	q.logged(nack)
 	if r := q.logged(nack); leasehold.CodeOf(r.Err) != leasehold.CodeStaleToken {
@@ -200,7 +200,7 @@ func BenchmarkQueueNackRequestID(b *testing.B) {
 			for b.Loop() {
 				ix++
 				batch.Cmds[0] = recv
-				d := s.Apply(ix, batch)[0].Queue.Deliveries[0]
+				d := s.Apply(ix, batch)[0].Queue().Deliveries[0]
 				ix++
 				nack := &QueueNack{Queue: "q", Seq: d.Sequence, Token: d.Token, Settler: by}
 				if withID {

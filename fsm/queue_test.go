@@ -41,12 +41,12 @@ func (q *queueRig) send(queue string, keyBodies ...string) []uint64 {
 	for i := 0; i < len(keyBodies); i += 2 {
 		c.Messages = append(c.Messages, QueueMessage{Key: keyBodies[i], Body: []byte(keyBodies[i+1])})
 	}
-	return q.ok(c).Queue.Seqs
+	return q.ok(c).Queue().Seqs
 }
 
 func (q *queueRig) receive(queue string, max int) []Delivery {
 	q.t.Helper()
-	return q.ok(&QueueReceive{Queue: queue, Max: max}).Queue.Deliveries
+	return q.ok(&QueueReceive{Queue: queue, Max: max}).Queue().Deliveries
 }
 
 func bodies(ds []Delivery) string {
@@ -123,8 +123,8 @@ func TestQueueDeadLetterModes(t *testing.T) {
 		for _, d := range next {
 			q.ok(&QueueAck{Queue: "q", Seq: d.Sequence, Token: d.Token})
 		}
-		if r := q.ok(&QueueRedrive{Queue: "q"}); r.Queue.Moved != 1 {
-			t.Fatalf("mode %d: redrive moved %d", tc.mode, r.Queue.Moved)
+		if r := q.ok(&QueueRedrive{Queue: "q"}); r.Queue().Moved != 1 {
+			t.Fatalf("mode %d: redrive moved %d", tc.mode, r.Queue().Moved)
 		}
 		if got := bodies(q.receive("q", 1)); got != tc.redrive {
 			t.Fatalf("mode %d: after the redrive key a delivers %q, want %q", tc.mode, got, tc.redrive)
@@ -198,8 +198,8 @@ func TestQueueCreatePurgeDelete(t *testing.T) {
 	}
 	q.send("q", "a", "a1", "a", "a2", "b", "b1")
 	d := q.receive("q", 1)[0]
-	if r := q.ok(&QueuePurge{Queue: "q", Actor: "alice", Reason: "test"}); r.Queue.Moved != 2 {
-		t.Fatalf("purge dropped %d, want 2", r.Queue.Moved)
+	if r := q.ok(&QueuePurge{Queue: "q", Actor: "alice", Reason: "test"}); r.Queue().Moved != 2 {
+		t.Fatalf("purge dropped %d, want 2", r.Queue().Moved)
 	}
 	q.ok(&QueueAck{Queue: "q", Seq: d.Sequence, Token: d.Token}) // in flight: kept
 	if info, _ := q.s.Queue("q"); info.Depth != 0 || q.s.QueueBytes() != 0 {
@@ -246,7 +246,7 @@ func TestQueueObserverTimesVisibility(t *testing.T) {
 	if o.wakes != 1 {
 		t.Fatalf("a send woke %d times, want once", o.wakes)
 	}
-	ds := q.ok(&QueueReceive{Queue: "q", Max: 2, Caller: "worker-1"}).Queue.Deliveries
+	ds := q.ok(&QueueReceive{Queue: "q", Max: 2, Caller: "worker-1"}).Queue().Deliveries
 	q.ok(&QueueExtend{Queue: "q", Seq: ds[0].Sequence, Token: ds[0].Token, Visibility: time.Minute})
 	q.ok(&QueueAck{Queue: "q", Seq: ds[1].Sequence, Token: ds[1].Token})
 	if o.wakes != 1 {
@@ -281,8 +281,8 @@ func TestQueueBatchRepeatingDedupIDFits(t *testing.T) {
 	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{MaxDepth: 1}})
 	r := q.ok(&QueueSend{Queue: "q", Messages: []QueueMessage{{Key: "a", Body: []byte("x"), DedupID: "d"},
 		{Key: "a", Body: []byte("x"), DedupID: "d"}}})
-	if r.Queue.Seqs[0] != 1 || r.Queue.Seqs[1] != 1 || !r.Queue.Duplicate[1] {
-		t.Fatalf("send answered %+v, want seq 1 twice, the second a duplicate", r.Queue)
+	if r.Queue().Seqs[0] != 1 || r.Queue().Seqs[1] != 1 || !r.Queue().Duplicate[1] {
+		t.Fatalf("send answered %+v, want seq 1 twice, the second a duplicate", r.Queue())
 	}
 }
 
@@ -292,13 +292,13 @@ func TestQueueDedupWindow(t *testing.T) {
 	q := newQueueRig(t, DefaultConfig(), nil)
 	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{DedupWindow: 2 * time.Second}})
 	send := &QueueSend{Queue: "q", Messages: []QueueMessage{{Key: "a", DedupID: "d"}}}
-	first := q.ok(send).Queue.Seqs[0]
-	if r := q.ok(send); r.Queue.Seqs[0] != first || !r.Queue.Duplicate[0] { // 1s later
-		t.Fatalf("a repeat inside the window: %+v, want seq %d as a duplicate", r.Queue, first)
+	first := q.ok(send).Queue().Seqs[0]
+	if r := q.ok(send); r.Queue().Seqs[0] != first || !r.Queue().Duplicate[0] { // 1s later
+		t.Fatalf("a repeat inside the window: %+v, want seq %d as a duplicate", r.Queue(), first)
 	}
 	q.apply(&QueueExpire{Queue: "q"}) // 2s after the first: the window has passed
-	if r := q.ok(send); r.Queue.Seqs[0] == first || r.Queue.Duplicate[0] {
-		t.Fatalf("a send after the window: %+v, want a new sequence", r.Queue)
+	if r := q.ok(send); r.Queue().Seqs[0] == first || r.Queue().Duplicate[0] {
+		t.Fatalf("a send after the window: %+v, want a new sequence", r.Queue())
 	}
 	if info, _ := q.s.Queue("q"); info.Depth != 2 {
 		t.Fatalf("depth %d, want 2", info.Depth)
@@ -313,7 +313,7 @@ func TestQueueMaxInFlightPerConsumer(t *testing.T) {
 	q := newQueueRig(t, DefaultConfig(), nil)
 	q.ok(&QueueCreate{Queue: "q", Settings: QueueSettings{MaxInFlightPerConsumer: 2}})
 	q.send("q", "a", "a1", "b", "b1", "c", "c1", "d", "d1")
-	ds := q.ok(&QueueReceive{Queue: "q", Max: 3, Caller: "w1"}).Queue.Deliveries
+	ds := q.ok(&QueueReceive{Queue: "q", Max: 3, Caller: "w1"}).Queue().Deliveries
 	if len(ds) != 2 {
 		t.Fatalf("a receive of 3 with room for 2 got %d", len(ds))
 	}
@@ -321,7 +321,7 @@ func TestQueueMaxInFlightPerConsumer(t *testing.T) {
 	if leasehold.CodeOf(r.Err) != leasehold.CodeLimit || !strings.Contains(r.Err.Error(), "max_in_flight_per_consumer 2") {
 		t.Fatalf("a receive past the allowance: %v, want the limit error naming it", r.Err)
 	}
-	if got := q.ok(&QueueReceive{Queue: "q", Max: 1, Caller: "w2"}).Queue.Deliveries; len(got) != 1 {
+	if got := q.ok(&QueueReceive{Queue: "q", Max: 1, Caller: "w2"}).Queue().Deliveries; len(got) != 1 {
 		t.Fatalf("another consumer got %d, want 1", len(got))
 	}
 	restored, err := Restore(q.s.Snapshot(), DefaultConfig(), nil)
@@ -333,7 +333,7 @@ func TestQueueMaxInFlightPerConsumer(t *testing.T) {
 		t.Fatalf("after a restore, a receive past the allowance: %v, want the limit error", r.Err)
 	}
 	q.ok(&QueueAck{Queue: "q", Seq: ds[0].Sequence, Token: ds[0].Token})
-	if got := q.ok(&QueueReceive{Queue: "q", Max: 2, Caller: "w1"}).Queue.Deliveries; len(got) != 1 {
+	if got := q.ok(&QueueReceive{Queue: "q", Max: 2, Caller: "w1"}).Queue().Deliveries; len(got) != 1 {
 		t.Fatalf("after an ack, the consumer got %d, want 1", len(got))
 	}
 }

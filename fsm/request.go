@@ -69,19 +69,13 @@ func (e *encoder) startSum(legacy bool, id string) bool {
 func (c *Acquire) Key() string { return scopedKey(c.legacy, c.Caller, c.SecretHash, c.RequestID) }
 
 // sum covers what the acquire asks for; its secret and caller are in its
-// key already, and its attempt differs by design between retries.
+// key already, and its attempt differs by design between retries. A
+// campaign and a semaphore acquire add their own fields after it.
 func (c *Acquire) sum(e *encoder) fingerprint {
 	if !e.startSum(c.legacy, c.RequestID) {
 		return fingerprint{}
 	}
 	c.encodeAsk(e)
-	if c.Election { // only then: a plain acquire's fingerprint is as before
-		e.bool(true)
-		e.str(string(c.Value))
-	}
-	if c.Limit > 0 { // likewise
-		e.uvarint(uint64(c.Limit))
-	}
 	return sumOf(e)
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/leasehold/leasehold/api/leasehold"
 )
 
-// Semaphores: an acquire with a Limit N on the one resource R asks for one
+// Semaphores: a SemAcquire with a Limit N on the one resource R asks for one
 // of N slots, named R#1 .. R#N (leasehold.SlotName). A grant takes the
 // lowest free slot as its lease's one resource, so the slot, not R, is
 // held, renewed, expired, force-released and fenced like any lock's
@@ -22,21 +22,25 @@ import (
 // limit, and one whose name is another semaphore's slot (or whose slots
 // are other semaphores: names never nest) are refused with CodeConflict.
 
-// KindSemAcquire is an Acquire with a Limit, as the log carries it.
+// KindSemAcquire is a SemAcquire: an Acquire's body followed by the limit.
 const KindSemAcquire Kind = 60
 
-// SemAcquire is how a semaphore acquire (Acquire with Limit > 0) is
-// decoded from the log: an Acquire's encoding followed by the limit.
-// Acquire.Kind names this kind for such an acquire, so the service
-// proposes a plain *Acquire.
+// SemAcquire asks for one of Limit slots of the one semaphore
+// Resources[0]. It is an Acquire in every other way; its lease holds the
+// slot. (One decoded with limit 0, which no node proposes, is a lock's
+// acquire, as it always was.)
 type SemAcquire struct {
 	Acquire
+	Limit int
 }
 
 func (*SemAcquire) Kind() Kind { return KindSemAcquire }
 
 func (c *SemAcquire) apply(s *State, ix uint64, now int64) Result {
-	return s.acquire(ix, now, &c.Acquire)
+	if c.Limit == 0 {
+		return s.leases.acquire(ix, now, &c.Acquire)
+	}
+	return s.leases.acquire(ix, now, c)
 }
 
 func (c *SemAcquire) encode(e *encoder) {
@@ -47,6 +51,57 @@ func (c *SemAcquire) encode(e *encoder) {
 func (c *SemAcquire) decode(d *decoder) {
 	c.Acquire.decode(d)
 	c.Limit = decodeLimit(d)
+}
+
+// A semaphore's ask: one free slot of the name, in arrival order.
+
+func (c *SemAcquire) sum(e *encoder) fingerprint {
+	if !e.startSum(c.legacy, c.RequestID) {
+		return fingerprint{}
+	}
+	c.encodeAsk(e)
+	e.uvarint(uint64(c.Limit))
+	return sumOf(e)
+}
+
+func (c *SemAcquire) check() error {
+	if c.Limit < 0 || c.Limit > leasehold.MaxSemaphoreLimit {
+		return leasehold.Errorf(leasehold.CodeInvalid, "limit is %d; a semaphore has 1 to %d slots", c.Limit, leasehold.MaxSemaphoreLimit)
+	}
+	if len(c.Resources) != 1 {
+		return leasehold.Errorf(leasehold.CodeInvalid,
+			"a semaphore acquire (limit %d) names one semaphore, not %d resources; acquire the others separately", c.Limit, len(c.Resources))
+	}
+	return nil
+}
+
+func (c *SemAcquire) conflict(ls *leaseState) error {
+	if err := ls.st.sems.semConflict(c.Resources[0], c.Limit); err != nil {
+		return err
+	}
+	return ls.st.elections.conflict(c.Resources, false)
+}
+
+func (c *SemAcquire) blocker(ls *leaseState, w *waiter) error {
+	return ls.st.sems.blocker(c.Resources[0], c.Limit, w)
+}
+
+func (c *SemAcquire) take(ls *leaseState, rare leaseRare) ([]string, leaseRare) {
+	ss, name := &ls.st.sems, c.Resources[0]
+	i := ss.freeSlot(name, c.Limit)
+	ss.join(name, c.Limit)
+	ss.take(name, i)
+	rare.Semaphore, rare.Limit = name, c.Limit
+	return []string{leasehold.SlotName(name, i)}, rare
+}
+
+func (c *SemAcquire) joined(ls *leaseState) { ls.st.sems.join(c.Resources[0], c.Limit) }
+func (c *SemAcquire) left(ls *leaseState)   { ls.st.sems.leave(c.Resources[0]) }
+func (*SemAcquire) next() bool              { return true }
+
+func (c *SemAcquire) clone() Ask {
+	d := *c
+	return &d
 }
 
 // decodeLimit reads a limit; one too large to be an int is kept out of
@@ -66,65 +121,83 @@ type semaphore struct {
 	taken []bool
 }
 
-// validateSemaphore adds a semaphore acquire's own rules to an acquire's.
-func validateSemaphore(c *Acquire) error {
-	if c.Limit == 0 {
-		return nil
+// The semaphore sub-state: the names in use as semaphores. A slot is
+// held as a lease's one resource (the lease sub-state's), and waiters
+// queue in its lines on the semaphore's name.
+type semState struct {
+	st     *State
+	byName cowMap[string, *semaphore]
+}
+
+func (ss *semState) init(s *State) {
+	*ss = semState{st: s, byName: newCowMap[string, *semaphore]()}
+	s.track(&ss.byName)
+}
+
+func (ss *semState) captureInto(v *State)       { v.sems = semState{st: v, byName: ss.byName.freeze()} }
+func (*semState) eachCountdown(func(Countdown)) {}
+
+// leaseEnded counts the holder l out of its slot and the semaphore.
+func (ss *semState) leaseEnded(l *lease) {
+	if l.Semaphore() == "" {
+		return
 	}
-	if c.Limit < 0 || c.Limit > leasehold.MaxSemaphoreLimit {
-		return leasehold.Errorf(leasehold.CodeInvalid, "limit is %d; a semaphore has 1 to %d slots", c.Limit, leasehold.MaxSemaphoreLimit)
+	sem, _ := ss.byName.mut(l.Semaphore())
+	if sem == nil {
+		return
 	}
-	if len(c.Resources) != 1 {
-		return leasehold.Errorf(leasehold.CodeInvalid,
-			"a semaphore acquire (limit %d) names one semaphore, not %d resources; acquire the others separately", c.Limit, len(c.Resources))
+	if _, i := ss.slotOf(l.Resources[0]); i > 0 {
+		sem.taken[i-1] = false
 	}
-	if c.Election {
-		return leasehold.Errorf(leasehold.CodeInvalid, "an election cannot have a limit")
+	sem.held--
+	ss.leave(l.Semaphore())
+}
+
+// lockConflict refuses a lock or campaign on a semaphore's name or slot.
+func (ss *semState) lockConflict(resources []string) error {
+	for _, r := range resources {
+		if sem, ok := ss.byName.get(r); ok {
+			return leasehold.Errorf(leasehold.CodeConflict,
+				"%q is a semaphore with limit %d: acquire it with that limit, or choose another name", r, sem.limit)
+		}
+		if name, _ := ss.slotOf(r); name != "" {
+			return leasehold.Errorf(leasehold.CodeConflict,
+				"%q is a slot of the semaphore %q: acquire the semaphore, or choose another name", r, name)
+		}
 	}
 	return nil
 }
 
-// semConflict refuses mixing kinds on one name: see the comment above.
-func (s *State) semConflict(c *Acquire) error {
-	if c.Limit == 0 {
-		for _, r := range c.Resources {
-			if sem, ok := s.sems.get(r); ok {
-				return leasehold.Errorf(leasehold.CodeConflict,
-					"%q is a semaphore with limit %d: acquire it with that limit, or choose another name", r, sem.limit)
-			}
-			if name, _ := s.slotOf(r); name != "" {
-				return leasehold.Errorf(leasehold.CodeConflict,
-					"%q is a slot of the semaphore %q: acquire the semaphore, or choose another name", r, name)
-			}
-		}
-		return nil
-	}
-	name := c.Resources[0]
-	if sem, ok := s.sems.get(name); ok {
-		if sem.limit != c.Limit {
+// semConflict refuses a semaphore acquire of name with limit that mixes
+// kinds on one name: see the comment above.
+func (ss *semState) semConflict(name string, limit int) error {
+	ls := &ss.st.leases
+	if sem, ok := ss.byName.get(name); ok {
+		if sem.limit != limit {
 			return leasehold.Errorf(leasehold.CodeConflict,
-				"semaphore %q has limit %d, not %d: every holder must ask for the same limit", name, sem.limit, c.Limit)
+				"semaphore %q has limit %d, not %d: every holder must ask for the same limit", name, sem.limit, limit)
 		}
 		return nil
 	}
-	if _, held := s.holders.get(name); held || len(s.queues[name]) > 0 {
+	if _, held := ls.holders.get(name); held || len(ls.lines[name]) > 0 {
 		return leasehold.Errorf(leasehold.CodeConflict,
 			"%q is held or awaited as a lock, so it cannot be a semaphore; choose another name", name)
 	}
-	if sem, _ := s.slotOf(name); sem != "" {
+	if sem, _ := ss.slotOf(name); sem != "" {
 		return leasehold.Errorf(leasehold.CodeConflict,
 			"%q is a slot of the semaphore %q, so it cannot be a semaphore too; choose another name", name, sem)
 	}
-	b := append(append(s.scratch.b[:0], name...), '#') // no allocation per slot
+	scratch := &ss.st.scratch
+	b := append(append(scratch.b[:0], name...), '#') // no allocation per slot
 	n := len(b)
-	defer func() { s.scratch.b = b[:0] }()
-	for i := 1; i <= c.Limit; i++ {
+	defer func() { scratch.b = b[:0] }()
+	for i := 1; i <= limit; i++ {
 		b = strconv.AppendInt(b[:n], int64(i), 10)
-		if _, held := s.holders.get(string(b)); held || len(s.queues[string(b)]) > 0 {
+		if _, held := ls.holders.get(string(b)); held || len(ls.lines[string(b)]) > 0 {
 			return leasehold.Errorf(leasehold.CodeConflict,
 				"%q, slot %d of semaphore %q, is held or awaited as a lock; choose another name", string(b), i, name)
 		}
-		if _, nested := s.sems.get(string(b)); nested {
+		if _, nested := ss.byName.get(string(b)); nested {
 			return leasehold.Errorf(leasehold.CodeConflict,
 				"%q, slot %d of semaphore %q, is a semaphore itself; choose another name", string(b), i, name)
 		}
@@ -134,12 +207,12 @@ func (s *State) semConflict(c *Acquire) error {
 
 // slotOf returns the semaphore in use and slot number that resource names,
 // or "" if it names none.
-func (s *State) slotOf(resource string) (string, int) {
+func (ss *semState) slotOf(resource string) (string, int) {
 	i := strings.LastIndexByte(resource, '#')
 	if i < 0 {
 		return "", 0
 	}
-	sem, ok := s.sems.get(resource[:i])
+	sem, ok := ss.byName.get(resource[:i])
 	if !ok {
 		return "", 0
 	}
@@ -157,24 +230,26 @@ func (s *State) slotOf(resource string) (string, int) {
 // A semaphore in use knows its held slots (no other lease can hold one:
 // semConflict), so only lock-delays are looked up by name; a new one looks
 // up each slot's name.
-func (s *State) freeSlot(name string, limit int) int {
-	sem := s.sems.at(name)
+func (ss *semState) freeSlot(name string, limit int) int {
+	ls := &ss.st.leases
+	sem := ss.byName.at(name)
 	if sem != nil && sem.held >= limit {
 		return 0
 	}
-	b := append(append(s.scratch.b[:0], name...), '#')
+	scratch := &ss.st.scratch
+	b := append(append(scratch.b[:0], name...), '#')
 	n := len(b)
-	defer func() { s.scratch.b = b[:0] }()
+	defer func() { scratch.b = b[:0] }()
 	for i := 1; i <= limit; i++ {
 		if sem != nil && sem.taken[i-1] {
 			continue
 		}
-		if sem == nil || s.blocks.len() > 0 {
+		if sem == nil || ls.blocks.len() > 0 {
 			b = strconv.AppendInt(b[:n], int64(i), 10)
-			if _, held := s.holders.get(string(b)); held && sem == nil {
+			if _, held := ls.holders.get(string(b)); held && sem == nil {
 				continue
 			}
-			if _, blocked := s.blocks.get(string(b)); blocked {
+			if _, blocked := ls.blocks.get(string(b)); blocked {
 				continue
 			}
 		}
@@ -183,62 +258,48 @@ func (s *State) freeSlot(name string, limit int) int {
 	return 0
 }
 
-// semBlocker is blocker for a semaphore acquire (w nil: a new request).
-func (s *State) semBlocker(name string, limit int, w *waiter) error {
-	if q := s.queues[name]; len(q) > 0 && q[0] != w {
+// blocker is Ask.blocker for a semaphore acquire (w nil: a new request).
+func (ss *semState) blocker(name string, limit int, w *waiter) error {
+	if q := ss.st.leases.lines[name]; len(q) > 0 && q[0] != w {
 		return leasehold.Errorf(leasehold.CodeHeld,
 			"semaphore %q has %d waiter(s) queued ahead of this request", name, len(q))
 	}
-	if s.freeSlot(name, limit) == 0 {
+	if ss.freeSlot(name, limit) == 0 {
 		return leasehold.Errorf(leasehold.CodeHeld,
 			"semaphore %q has all %d slots held (or in lock-delay)", name, limit)
 	}
 	return nil
 }
 
-// semJoin and semLeave count a lease or waiter of the semaphore in or
-// out.
-func (s *State) semJoin(name string, limit int) {
-	sem, _ := s.sems.mut(name)
+// join and leave count a lease or waiter of the semaphore in or out.
+func (ss *semState) join(name string, limit int) {
+	sem, _ := ss.byName.mut(name)
 	if sem == nil {
 		sem = &semaphore{limit: limit, taken: make([]bool, limit)}
-		s.sems.set(name, sem)
+		ss.byName.set(name, sem)
 	}
 	sem.users++
 }
 
-// semTake marks slot i (1..limit) of a joined semaphore held; semFree
-// counts the holder l out of its slot and the semaphore.
-func (s *State) semTake(name string, i int) {
-	sem, _ := s.sems.mut(name)
+// take marks slot i (1..limit) of a joined semaphore held.
+func (ss *semState) take(name string, i int) {
+	sem, _ := ss.byName.mut(name)
 	sem.taken[i-1] = true
 	sem.held++
 }
 
-func (s *State) semFree(l *lease) {
-	sem, _ := s.sems.mut(l.Semaphore())
-	if sem == nil {
-		return
-	}
-	if _, i := s.slotOf(l.Resources[0]); i > 0 {
-		sem.taken[i-1] = false
-	}
-	sem.held--
-	s.semLeave(l.Semaphore())
-}
-
-func (s *State) semLeave(name string) {
-	if sem, _ := s.sems.mut(name); sem != nil {
+func (ss *semState) leave(name string) {
+	if sem, _ := ss.byName.mut(name); sem != nil {
 		if sem.users--; sem.users <= 0 {
-			s.sems.del(name)
+			ss.byName.del(name)
 		}
 	}
 }
 
 // wakeName is the queue to look at when resource r frees: a slot's
 // waiters wait on its semaphore's name.
-func (s *State) wakeName(r string) string {
-	if name, _ := s.slotOf(r); name != "" {
+func (ss *semState) wakeName(r string) string {
+	if name, _ := ss.slotOf(r); name != "" {
 		return name
 	}
 	return r
@@ -247,7 +308,7 @@ func (s *State) wakeName(r string) string {
 // Semaphore returns the limit of name if it is a semaphore in use, with
 // the leases holding its slots in slot order.
 func (s *State) Semaphore(name string) (limit int, slots []leasehold.Lease, ok bool) {
-	sem := s.sems.at(name)
+	sem := s.sems.byName.at(name)
 	if sem == nil {
 		return 0, nil, false
 	}

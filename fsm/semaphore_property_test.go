@@ -49,12 +49,13 @@ func TestSemaphoreProperties(t *testing.T) {
 			switch op := rapid.IntRange(0, 6).Draw(rt, "op"); {
 			case op <= 2 || len(held) == 0:
 				n++
-				a := semAcq(fmt.Sprintf("r%d", n), "pool", limit)
+				var ask Ask = semAcq(fmt.Sprintf("r%d", n), "pool", limit)
 				if rapid.IntRange(0, 3).Draw(rt, "plain") == 0 {
 					// A lock on the name or a slot's name: refused while the
 					// semaphore is in use, and blocks it while held.
-					a = acq(fmt.Sprintf("r%d", n), rapid.SampledFrom([]string{"pool", "pool#1", "pool#2"}).Draw(rt, "lock"))
+					ask = acq(fmt.Sprintf("r%d", n), rapid.SampledFrom([]string{"pool", "pool#1", "pool#2"}).Draw(rt, "lock"))
 				}
+				a := ask.Base()
 				a.Attempt = "t"
 				if rapid.Bool().Draw(rt, "wait") {
 					a.Wait = time.Minute
@@ -62,7 +63,7 @@ func TestSemaphoreProperties(t *testing.T) {
 				if rapid.IntRange(0, 3).Draw(rt, "delay") == 0 {
 					a.LockDelay = time.Second
 				}
-				c = a
+				c = ask
 			case op == 3:
 				l := rapid.SampledFrom(held).Draw(rt, "release")
 				c = &Release{LeaseID: l.ID, SecretHash: secretOfOwner(l.Owner)}
@@ -90,7 +91,7 @@ func TestSemaphoreProperties(t *testing.T) {
 				}
 			}
 			r := s.Apply(ix, &Batch{Time: t0 + int64(ix), Cmds: []Command{c}})[0]
-			if a, ok := c.(*Acquire); ok && r.Queued && a.Limit > 0 {
+			if a, ok := c.(*SemAcquire); ok && r.Queued && a.Limit > 0 {
 				queue = append(queue, a.Key())
 			}
 			// Waits that ended leave the model's queue; grants to waiters
@@ -155,8 +156,8 @@ func checkSemaphore(rt *rapid.T, s *State, limit int, queue []string, lastToken 
 		}
 	}
 	semWaiters, plainWaiters := 0, 0
-	for _, w := range s.waiters.all() {
-		if w.Limit > 0 {
+	for _, w := range s.leases.waiters.all() {
+		if _, ok := w.ask.(*SemAcquire); ok {
 			semWaiters++
 		} else if names[w.Resources[0]] {
 			plainWaiters++
@@ -201,7 +202,7 @@ func checkSemaphore(rt *rapid.T, s *State, limit int, queue []string, lastToken 
 		rt.Fatalf("%d waiters behind a free slot", semWaiters)
 	}
 	// The name is a semaphore exactly while someone holds or awaits it.
-	if users, sem := semLeases+semWaiters, s.sems.at("pool"); users == 0 && sem != nil || users > 0 && (sem == nil || sem.users != users || sem.limit != limit) {
+	if users, sem := semLeases+semWaiters, s.sems.byName.at("pool"); users == 0 && sem != nil || users > 0 && (sem == nil || sem.users != users || sem.limit != limit) {
 		rt.Fatalf("%d holders and waiters, semaphore record %+v", users, sem)
 	}
 }

@@ -8,10 +8,8 @@ import (
 )
 
 // semAcq is acq as a semaphore acquire of name with limit n.
-func semAcq(id, name string, n int) *Acquire {
-	c := acq(id, name)
-	c.Limit = n
-	return c
+func semAcq(id, name string, n int) *SemAcquire {
+	return &SemAcquire{Acquire: *acq(id, name), Limit: n}
 }
 
 func applyAt(s *State, ix uint64, c Command) Result {
@@ -64,14 +62,14 @@ func TestSemaphoreRefusesMixedKinds(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		c    *Acquire
+		c    Command
 	}{
 		{"a lock on a semaphore", acq("x1", "pool")},
 		{"a lock on a slot", acq("x2", "pool#2")},
 		{"another limit", semAcq("x3", "pool", 4)},
 		{"a semaphore on a lock", semAcq("x4", "lock", 2)},
-		{"a campaign on a semaphore", func() *Acquire { c := acq("x5", "pool"); c.Election = true; return c }()},
-		{"a campaign on a semaphore with waiters", func() *Acquire { c := acq("x6", "full"); c.Election = true; return c }()},
+		{"a campaign on a semaphore", &Campaign{Acquire: *acq("x5", "pool")}},
+		{"a campaign on a semaphore with waiters", &Campaign{Acquire: *acq("x6", "full")}},
 	} {
 		r := applyAt(s, 10, tc.c)
 		if !(leasehold.CodeOf(r.Err) == leasehold.CodeConflict) {
@@ -90,7 +88,7 @@ func TestSemaphoreValidation(t *testing.T) {
 	s := New(DefaultConfig(), nil)
 	two := semAcq("a", "pool", 2)
 	two.Resources = []string{"pool", "other"}
-	for name, c := range map[string]*Acquire{
+	for name, c := range map[string]*SemAcquire{
 		"two resources": two,
 		"limit too big": semAcq("b", "pool", leasehold.MaxSemaphoreLimit+1),
 	} {

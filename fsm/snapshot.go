@@ -93,14 +93,14 @@ func (s *State) Snapshot() []byte {
 	// Size the buffer from the last snapshot, with room to grow: growing
 	// a 25 MB buffer by appends copies it four times over, which the node
 	// holds at once at its memory peak.
-	size := max(64+s.leases.len()*128, int(s.snapSize.Load())*9/8)
+	size := max(64+s.leases.byID.len()*128, int(s.snaps.size.Load())*9/8)
 	e := encoder{b: make([]byte, 0, size)}
 	e.b = append(e.b, snapMagic...)
 	e.byte1(snapVersion)
 	for _, sec := range sections {
 		sec.write(s, &e)
 	}
-	s.snapSize.Store(int64(len(e.b)))
+	s.snaps.size.Store(int64(len(e.b)))
 	return e.b
 }
 
@@ -133,13 +133,13 @@ func Restore(data []byte, cfg Config, obs Observer) (*State, error) {
 func writeCounters(s *State, e *encoder) {
 	e.uvarint(s.lastIndex)
 	e.uvarint(s.lastToken)
-	e.uvarint(s.nextArrival)
+	e.uvarint(s.leases.nextArrival)
 }
 
 func readCounters(s *State, d *decoder, _ byte) error {
 	s.lastIndex = d.uvarint()
 	s.lastToken = d.uvarint()
-	s.nextArrival = d.uvarint()
+	s.leases.nextArrival = d.uvarint()
 	return nil
 }
 
@@ -192,7 +192,7 @@ func encodeResult(e *encoder, r Result) {
 	}
 	e.bool(r.Queued)
 	e.varint(int64(r.Remaining))
-	e.uvarint(r.Version)
+	e.uvarint(r.Version())
 }
 
 func decodeResult(d *decoder) Result {
@@ -208,7 +208,9 @@ func decodeResult(d *decoder) Result {
 	}
 	r.Queued = d.bool()
 	r.Remaining = time.Duration(d.varint())
-	r.Version = d.uvarint()
+	if version := d.uvarint(); version != 0 {
+		r.Answer = &KVResult{Version: version}
+	}
 	return r
 }
 

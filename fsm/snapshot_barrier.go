@@ -13,7 +13,7 @@ const barriersVersion = 15
 // The barriers section (version 15): barriers by name. An arrival names
 // its lease, which the leases section restores.
 func writeBarriers(s *State, e *encoder) {
-	writeSortedCow(e, &s.barriers.m, func(name string, b *barrier) {
+	writeSortedCow(e, &s.barriers.byName, func(name string, b *barrier) {
 		e.str(name)
 		e.byte1(byte(b.kind))
 		e.uvarint(uint64(b.parties))
@@ -53,7 +53,7 @@ func readBarriers(s *State, d *decoder, v byte) error {
 			trips: d.uvarint(), broken: d.uvarint()}
 		for range d.count(3) {
 			a := arrival{participant: d.str(), lease: d.uvarint(), at: d.varint()}
-			if d.err == nil && s.leases.at(a.lease) == nil {
+			if d.err == nil && s.leases.byID.at(a.lease) == nil {
 				return errCorrupt // an arrival always has its lease
 			}
 			b.arrivals = append(b.arrivals, a)
@@ -68,7 +68,7 @@ func readBarriers(s *State, d *decoder, v byte) error {
 		if b.phase == 0 || b.parties == 0 || uint32(len(b.arrivals)) >= b.parties && b.kind == leasehold.BarrierCyclic {
 			return errCorrupt // a phase that should have tripped
 		}
-		s.barriers.m.set(name, b)
+		s.barriers.byName.set(name, b)
 	}
 	return nil
 }

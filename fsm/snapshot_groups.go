@@ -6,7 +6,7 @@ import "time"
 // counters, members by name (with their session lease, which the leases
 // section restores) and every partition by number.
 func writeGroups(s *State, e *encoder) {
-	writeSortedCow(e, &s.groups, func(name string, g *group) {
+	writeSortedCow(e, &s.groups.byName, func(name string, g *group) {
 		e.str(name)
 		e.varint(int64(g.revokeTimeout))
 		e.varint(g.createdAt)
@@ -43,7 +43,7 @@ func readGroups(s *State, d *decoder, v byte) error {
 			if d.err != nil {
 				return nil
 			}
-			if l := s.leases.at(id); l == nil || l.Resources[0] != GroupMemberResource(name, m) {
+			if l := s.leases.byID.at(id); l == nil || l.Resources[0] != GroupMemberResource(name, m) {
 				return errCorrupt // a member always has its session lease
 			}
 			g.members[m] = id
@@ -71,7 +71,7 @@ func readGroups(s *State, d *decoder, v byte) error {
 				return errCorrupt // owners are members; epochs were issued
 			}
 		}
-		s.groups.set(name, g)
+		s.groups.byName.set(name, g)
 	}
 	return nil
 }

@@ -5,7 +5,7 @@ import "time"
 // The idempotency section (version 7): records by key. An attempt in
 // progress names its lease, which the leases section restores.
 func writeIdem(s *State, e *encoder) {
-	writeSortedCow(e, &s.idem, func(k string, r *idemRecord) {
+	writeSortedCow(e, &s.idem.records, func(k string, r *idemRecord) {
 		e.str(k)
 		e.b = append(e.b, r.sum[:]...)
 		e.uvarint(r.token)
@@ -33,12 +33,12 @@ func readIdem(s *State, d *decoder, v byte) error {
 		if d.err != nil {
 			return nil
 		}
-		if r.completedAt == 0 && s.leases.at(r.token) == nil {
+		if r.completedAt == 0 && s.leases.byID.at(r.token) == nil {
 			return errCorrupt // an attempt in progress always has its lease
 		}
-		s.idem.set(k, r)
-		s.idemCount[idemPrefixOf(k)]++
-		s.idemBytes += len(r.result)
+		s.idem.records.set(k, r)
+		s.idem.perPrefix[idemPrefixOf(k)]++
+		s.idem.bytes += len(r.result)
 	}
 	return nil
 }

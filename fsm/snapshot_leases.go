@@ -31,14 +31,14 @@ func decodeElection(d *decoder) (bool, []byte) {
 // 14 renamed leasehold's own leases (snapshot_names.go: decodeLease reads
 // the old names as the new).
 func writeLeases(s *State, e *encoder) {
-	ids := make([]uint64, 0, s.leases.len())
-	for id := range s.leases.all() {
+	ids := make([]uint64, 0, s.leases.byID.len())
+	for id := range s.leases.byID.all() {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	e.uvarint(uint64(len(ids)))
 	for _, id := range ids {
-		l := s.leases.at(id)
+		l := s.leases.byID.at(id)
 		view := l.view()
 		encodeLease(e, &view)
 		e.hash(l.secretHash)
@@ -80,27 +80,27 @@ func readLeases(s *State, d *decoder, v byte) error {
 		}
 		// Refuse a state Apply could never have made: it would break
 		// mutual exclusion or token monotonicity on this replica only.
-		if l.ID == 0 || l.Token != l.ID || l.Token > s.lastToken || s.leases.at(l.ID) != nil || len(l.Resources) == 0 ||
+		if l.ID == 0 || l.Token != l.ID || l.Token > s.lastToken || s.leases.byID.at(l.ID) != nil || len(l.Resources) == 0 ||
 			l.election() && len(l.Resources) != 1 {
 			return errCorrupt
 		}
-		s.leases.set(l.ID, l)
-		l.Owner, l.Operation = s.owners.take(l.Owner), s.operations.take(l.Operation)
+		s.leases.byID.set(l.ID, l)
+		l.Owner, l.Operation = s.leases.owners.take(l.Owner), s.leases.operations.take(l.Operation)
 		for _, r := range l.Resources {
-			if _, held := s.holders.get(r); held {
+			if _, held := s.leases.holders.get(r); held {
 				return errCorrupt
 			}
-			s.holders.set(r, l.ID)
+			s.leases.holders.set(r, l.ID)
 		}
 		if l.election() {
-			s.led[l.Resources[0]] = struct{}{}
+			s.elections.granted(l)
 		}
 	}
 	return nil
 }
 
 func writeBlocks(s *State, e *encoder) {
-	writeSortedCow(e, &s.blocks, func(r string, b block) {
+	writeSortedCow(e, &s.leases.blocks, func(r string, b block) {
 		e.str(r)
 		e.uvarint(b.token)
 		e.varint(int64(b.delay))
@@ -111,10 +111,10 @@ func readBlocks(s *State, d *decoder, _ byte) error {
 	for range d.count(3) {
 		r := legacyName(d.str())
 		b := block{token: d.uvarint(), delay: time.Duration(d.varint())}
-		if _, dup := s.blocks.get(r); dup || b.token > s.lastToken {
+		if _, dup := s.leases.blocks.get(r); dup || b.token > s.lastToken {
 			return errCorrupt
 		}
-		s.blocks.set(r, b)
+		s.leases.blocks.set(r, b)
 	}
 	return nil
 }
@@ -123,8 +123,8 @@ func readBlocks(s *State, d *decoder, _ byte) error {
 // fingerprint; before, by the bare request ID (and its acquire has no
 // caller: the decoder is legacy).
 func writeWaiters(s *State, e *encoder) {
-	ws := make([]*waiter, 0, s.waiters.len())
-	for _, w := range s.waiters.all() {
+	ws := make([]*waiter, 0, s.leases.waiters.len())
+	for _, w := range s.leases.waiters.all() {
 		ws = append(ws, w)
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].arrival < ws[j].arrival })
@@ -135,7 +135,11 @@ func writeWaiters(s *State, e *encoder) {
 		e.varint(w.queuedAt)
 		e.str(w.key)
 		e.b = append(e.b, w.sum[:]...)
-		encodeElection(e, w.Election, w.Value)
+		if c, ok := w.ask.(*Campaign); ok {
+			encodeElection(e, true, c.Value)
+		} else {
+			encodeElection(e, false, nil)
+		}
 		e.spill()
 	}
 }
@@ -143,9 +147,10 @@ func writeWaiters(s *State, e *encoder) {
 func readWaiters(s *State, d *decoder, v byte) error {
 	lastArrival := uint64(0)
 	for range d.count(8) {
-		w := &waiter{}
-		w.Acquire.decode(d)
-		legacyNames(w.Resources)
+		var a Acquire
+		a.decode(d)
+		legacyNames(a.Resources)
+		w := newWaiter(&a)
 		w.arrival = d.uvarint()
 		w.queuedAt = d.varint()
 		if v < 4 && d.bool() {
@@ -157,19 +162,22 @@ func readWaiters(s *State, d *decoder, v byte) error {
 			w.key = w.RequestID // legacy: unscoped, no fingerprint
 		}
 		if v >= 6 {
-			w.Election, w.Value = decodeElection(d)
+			if election, value := decodeElection(d); election {
+				c := &Campaign{Acquire: a, Value: value}
+				w.ask, w.Acquire = c, &c.Acquire
+			}
 		}
 		if d.err != nil {
 			return nil
 		}
-		if w.key == "" || w.RequestID == "" || s.waiters.at(w.key) != nil || w.arrival <= lastArrival ||
-			w.arrival > s.nextArrival || len(w.Resources) == 0 {
+		if w.key == "" || w.RequestID == "" || s.leases.waiters.at(w.key) != nil || w.arrival <= lastArrival ||
+			w.arrival > s.leases.nextArrival || len(w.Resources) == 0 {
 			return errCorrupt
 		}
 		lastArrival = w.arrival
-		s.waiters.set(w.key, w)
+		s.leases.waiters.set(w.key, w)
 		for _, r := range w.Resources {
-			s.queues[r] = append(s.queues[r], w)
+			s.leases.lines[r] = append(s.leases.lines[r], w)
 		}
 	}
 	return nil

@@ -8,7 +8,7 @@ import "time"
 // bytes), the dead letters and the dedup ids in arrival order. Counts of
 // depth and bytes are recomputed.
 func writeQueues(s *State, e *encoder) {
-	writeSortedCow(e, &s.queuesByName, func(name string, q *queue) {
+	writeSortedCow(e, &s.queues.byName, func(name string, q *queue) {
 		e.str(name)
 		encodeQueueSettings(e, &q.QueueSettings)
 		e.varint(q.createdAt)
@@ -112,8 +112,8 @@ func readQueues(s *State, d *decoder, v byte) error {
 		if d.err != nil {
 			return nil
 		}
-		s.queuesByName.set(name, q)
-		s.queueBytes += q.bytes
+		s.queues.byName.set(name, q)
+		s.queues.bytes += q.bytes
 	}
 	return nil
 }
@@ -127,7 +127,7 @@ const receiptsVersion = 12
 // Written after the queues, whose deliveries in flight it names.
 func writeReceipts(s *State, e *encoder) {
 	with := make(map[string]*queue)
-	for name, q := range s.queuesByName.all() {
+	for name, q := range s.queues.byName.all() {
 		if len(q.receipts) > 0 {
 			with[name] = q
 		}
@@ -149,7 +149,7 @@ func readReceipts(s *State, d *decoder, v byte) error {
 		return nil // older snapshots have no receipts
 	}
 	for range d.count(2) {
-		q := s.queuesByName.at(d.str())
+		q := s.queues.byName.at(d.str())
 		if d.err != nil {
 			return nil
 		}

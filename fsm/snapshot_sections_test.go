@@ -30,10 +30,12 @@ func TestSnapshotVersionIsNewestSectionLayout(t *testing.T) {
 }
 
 // A State holds replicated state only: a restored state equals the one
-// that wrote the snapshot, field by field. (A counter kept for this
-// replica's metrics would differ here.) The observer, the scratch buffer,
-// the last snapshot's size and the config belong to the node; the dedup window keeps dead slots
-// that a snapshot drops, so it is compared by its records.
+// that wrote the snapshot, field by field, and each sub-state's fields
+// likewise. (A counter kept for this replica's metrics would differ
+// here.) The observer hooks, the scratch buffer, the snapshots' account
+// and the config belong to the node; a sub-state's pointer back to its
+// State is no state; the dedup window keeps dead slots that a snapshot
+// drops, so it is compared by its records.
 func TestRestoredStateEqualsOriginal(t *testing.T) {
 	s := New(DefaultConfig(), nil)
 	for i, b := range goldenEntries() {
@@ -44,17 +46,24 @@ func TestRestoredStateEqualsOriginal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// now is the applying entry's time, meaningful only inside Apply.
-	nodeOnly := map[string]bool{"cfg": true, "obs": true, "scratch": true, "snapSize": true, "dedup": true, "now": true}
-	a, b := reflect.ValueOf(s).Elem(), reflect.ValueOf(restored).Elem()
-	for i := range a.NumField() {
-		name := a.Type().Field(i).Name
-		if nodeOnly[name] {
-			continue
-		}
-		if !reflect.DeepEqual(fieldOf(a, i), fieldOf(b, i)) {
-			t.Errorf("State.%s differs after a restore: it is not replicated state", name)
+	nodeOnly := map[string]bool{"cfg": true, "hooks": true, "scratch": true, "snaps": true, "dedup": true, "now": true, "st": true}
+	var compare func(where string, a, b reflect.Value)
+	compare = func(where string, a, b reflect.Value) {
+		for i := range a.NumField() {
+			f := a.Type().Field(i)
+			if nodeOnly[f.Name] {
+				continue
+			}
+			if _, isPart := reflect.New(f.Type).Interface().(part); isPart {
+				compare(where+"."+f.Name, fieldValue(a, i), fieldValue(b, i))
+				continue
+			}
+			if !reflect.DeepEqual(fieldOf(a, i), fieldOf(b, i)) {
+				t.Errorf("%s.%s differs after a restore: it is not replicated state", where, f.Name)
+			}
 		}
 	}
+	compare("State", reflect.ValueOf(s).Elem(), reflect.ValueOf(restored).Elem())
 	var want, got []string
 	s.dedup.each(func(r *dedupRec) { want = append(want, fmt.Sprintf("%q %d %x", r.key, r.kind, r.sum)) })
 	restored.dedup.each(func(r *dedupRec) { got = append(got, fmt.Sprintf("%q %d %x", r.key, r.kind, r.sum)) })
@@ -64,7 +73,9 @@ func TestRestoredStateEqualsOriginal(t *testing.T) {
 }
 
 // fieldOf reads an unexported field for comparison.
-func fieldOf(v reflect.Value, i int) any {
+func fieldOf(v reflect.Value, i int) any { return fieldValue(v, i).Interface() }
+
+func fieldValue(v reflect.Value, i int) reflect.Value {
 	f := v.Field(i)
-	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface()
+	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
 }

@@ -63,12 +63,12 @@ func requireSameState(t testing.TB, a, b *State) {
 	check("cfg", a.cfg, b.cfg)
 	check("lastIndex", a.lastIndex, b.lastIndex)
 	check("lastToken", a.lastToken, b.lastToken)
-	check("nextArrival", a.nextArrival, b.nextArrival)
-	check("leases", a.leases, b.leases)
-	check("holders", a.holders, b.holders)
-	check("blocks", a.blocks, b.blocks)
-	check("waiters", a.waiters, b.waiters)
-	check("queues", a.queues, b.queues)
+	check("nextArrival", a.leases.nextArrival, b.leases.nextArrival)
+	check("leases", a.leases.byID, b.leases.byID)
+	check("holders", a.leases.holders, b.leases.holders)
+	check("blocks", a.leases.blocks, b.leases.blocks)
+	check("waiters", a.leases.waiters, b.leases.waiters)
+	check("lines", a.leases.lines, b.leases.lines)
 	live := func(s *State) []dedupRec {
 		var out []dedupRec
 		s.dedup.each(func(r *dedupRec) { out = append(out, *r) })

@@ -1,14 +1,23 @@
-// Package fsm is leasehold's deterministic state machine: leases and
-// semaphores with their waiters and lock-delays, the fenced key-value
-// space and its transactions, elections, idempotency keys, keyed queues,
-// partition groups, the audit log and request deduplication. Each command
-// has one row in the command table (registry.go); each area writes its own
-// snapshot section (snapshot.go); every change is reported as an event
-// (events.go) and every deadline as a countdown for the leader to keep
-// (countdown.go). It reads no clock, makes no random choice and does no
-// I/O; time, ids and secret hashes arrive inside commands. Replaying the
-// same log gives the same state, byte for byte. The vocabulary the state
-// answers in (leases, items, deliveries, groups...) is package leasehold's.
+// Package fsm is leasehold's deterministic state machine: leases and their
+// waiters and lock-delays, semaphores, elections, the fenced key-value
+// space and its transactions, idempotency keys, keyed queues, partition
+// groups and barriers, with the audit log and request deduplication. Each
+// command has one row in the command table (registry.go); every change is
+// reported as an event (events.go) and every deadline as a countdown for
+// the leader to keep (countdown.go). It reads no clock, makes no random
+// choice and does no I/O; time, ids and secret hashes arrive inside
+// commands. Replaying the same log gives the same state, byte for byte.
+// The vocabulary the state answers in (leases, items, deliveries,
+// groups...) is package leasehold's.
+//
+// The State is cut into one sub-state per primitive (leaseState,
+// semState, electionState, kvState, idemState, queueState, groupState,
+// barrierState), each owning its maps, its commands' apply, its snapshot
+// sections, its countdowns and its answer type; State itself holds only
+// what they share (the token space, the dedup window, the audit log, the
+// observer) and hands each command to its sub-state. What a sub-state
+// provides is listed in docs/architecture.md ("A sub-state of the state
+// machine").
 //
 // A State is not safe for concurrent use: the caller serialises Apply,
 // Capture and Release and guards reads; a capture is then encoded apart
@@ -16,9 +25,6 @@
 package fsm
 
 import (
-	"crypto/subtle"
-	"slices"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -63,58 +69,30 @@ type Observer interface {
 	WaitEnded(key string, r Result)
 }
 
-// Result is the answer to one command. Exactly one of Err, Lease or Queued
-// is meaningful.
+// Result is the answer to one command: an error, or what the command did.
+// The fields are the ones every lease-backed primitive answers with;
+// anything a primitive answers beyond them is its own type, in Answer
+// (read through the primitive's accessor: Result.Queue, Result.Idem,
+// Result.Group, Result.Txn, Result.Version, Result.Barrier).
 type Result struct {
 	Err       error            // a *leasehold.Error
 	Lease     *leasehold.Lease // the lease granted, renewed or released
 	Queued    bool             // the acquire waits; WaitEnded brings the outcome
 	Remaining time.Duration    // renew and acquire: how long the lease now runs
-	Version   uint64           // put, txn: the key's new version; delete: its last
-	Txn       *TxnResult       // txn: the branch that ran and its versions
 	Dup       bool             // answered from the dedup window
-	Idem      *Idem            // idempotency Begin and Complete: where the key stands (idem.go)
-	Queue     *QueueResult     // queue commands: sequences, deliveries, counts (queue.go)
-	Group     *GroupInfo       // group commands: the group, and a Join's partitions (groups.go)
-	Barrier   *BarrierResult   // barrier commands: the barrier, the phase acted in and its end (barrier.go)
 	// ForeignSecret marks a retried acquire whose secret differs from the
 	// first request's (or can no longer be checked): the caller does not
 	// know the lease's secret, so the answer must not claim it does.
 	ForeignSecret bool
+	// Answer is the primitive's own answer (*QueueResult, *Idem,
+	// *GroupInfo, *KVResult, *BarrierResult), or nil.
+	Answer Answer
 }
 
-type lease struct {
-	leaseFields
-	secretHash [32]byte
-	heldFor    time.Duration // age last stamped by a leader, for MaxHold
-	key        string        // the granting acquire's Key
-	// attempt is the latest attempt of the acquire that made it or was
-	// answered with it: only that attempt's Cancel releases it, so a
-	// withdrawal by an earlier attempt's (gone) caller never undoes what a
-	// retry was given.
-	attempt string
-	// The last renewal's key (Renew.key: its request ID scoped to its
-	// caller) and answer. A retry of it gets that answer; renewals are
-	// remembered here rather than in the dedup window, where thousands a
-	// second would cost far more than the leases. (A retry of an older
-	// renewal renews again, which is safe: the holder counts its deadline
-	// from its first send.)
-	renewKey       renewDigest
-	renewRemaining time.Duration
-}
-
-type waiter struct {
-	Acquire
-	key      string      // Acquire.Key, as it was when it queued
-	sum      fingerprint // Acquire.sum, likewise
-	arrival  uint64      // global arrival order
-	queuedAt int64       // leader wall clock, display only
-}
-
-type block struct {
-	token uint64 // the expired lease that caused it
-	delay time.Duration
-}
+// An Answer is what a primitive answers beyond a Result's common fields.
+// Each primitive defines its own type, in its own file, with an accessor
+// on Result.
+type Answer interface{ answer() }
 
 // Config bounds the state machine's memory. Every node must use the same
 // values, since they change what Apply does.
@@ -160,74 +138,48 @@ func DefaultConfig() Config {
 		MaxIdemKeysPerPrefix: 1 << 20, MaxIdemBytes: 1 << 30, MaxQueueBytes: 1 << 30, MaxQueueDedupIDs: 1 << 20}
 }
 
-// State is the whole replicated state.
+// State is the whole replicated state: what the primitives share, and one
+// sub-state per primitive.
 type State struct {
-	cfg          Config
-	obs          Observer
-	sink         EventSink  // obs, if it wants events; else nil
-	timers       Countdowns // obs, if it times countdowns (countdown.go); else nil
-	lastIndex    uint64
-	lastToken    uint64
-	nextArrival  uint64
-	leases       cowMap[uint64, *lease]
-	holders      cowMap[string, uint64]  // resource -> lease id
-	blocks       cowMap[string, block]   // resources in lock-delay
-	waiters      cowMap[string, *waiter] // by acquire key (Acquire.Key)
-	queues       map[string][]*waiter    // resource -> waiters in arrival order
-	dedup        dedup
-	kv           cowMap[string, Item]
-	bound        map[uint64]map[string]struct{} // lease -> keys bound to it
-	kvBytes      int
-	audit        []AuditRecord
-	owners       names                       // owner -> leases held, interned (names.go)
-	operations   names                       // operations of held leases, interned
-	vacated      []string                    // elections whose leader ended in this command (elections.go)
-	led          map[string]struct{}         // elections with a leader: the resources held by an election lease (elections.go)
-	idem         cowMap[string, *idemRecord] // idempotency keys (idem.go)
-	idemCount    map[string]int              // key prefix -> records
-	idemBytes    int                         // bytes of stored results
-	queuesByName cowMap[string, *queue]      // keyed queues (queue.go)
-	queueBytes   int                         // bytes of message bodies in all queues
-	groups       cowMap[string, *group]      // partition groups (groups.go)
-	now          int64                       // the time of the entry being applied
-	sems         cowMap[string, *semaphore]  // names in use as semaphores (semaphore.go)
-	barriers     barriers                    // barriers and latches (barrier.go)
-	// capture is the snapshot that holds the maps frozen, if any, and
-	// captures the count of those not yet released (capture.go).
-	capture  *capture
-	captures atomic.Int32
+	cfg   Config
+	hooks hooks
+	// The entry being applied: its index and the leader's wall clock.
+	lastIndex uint64
+	now       int64
+	// lastToken is the token space: the largest fencing token ever issued
+	// (nextToken). Every primitive's tokens come from it.
+	lastToken uint64
+	dedup     dedup         // the answers of requests with an ID (dedup.go)
+	audit     []AuditRecord // what operators forced (admin.go)
 
-	scratch  encoder      // a buffer for fingerprints (request.go); not state
-	snapSize atomic.Int64 // the last snapshot's size, to size the next one's buffer; not state
+	leases    leaseState    // leases, waiters, lock-delays (leases.go)
+	sems      semState      // semaphores (semaphore.go)
+	elections electionState // elections (elections.go)
+	kv        kvState       // the fenced key-value space (kv.go)
+	idem      idemState     // idempotency keys (idem.go)
+	queues    queueState    // keyed queues (queue.go)
+	groups    groupState    // partition groups (groups.go)
+	barriers  barrierState  // barriers and latches (barrier.go)
+
+	snaps   snapshots // captures out, and the last snapshot's size (capture.go); not state
+	scratch encoder   // a buffer for fingerprints (request.go); not state
+}
+
+// hooks are who hears, inside Apply, what it does.
+type hooks struct {
+	obs    Observer
+	sink   EventSink  // obs, if it wants events (events.go); else nil
+	timers Countdowns // obs, if it times countdowns (countdown.go); else nil
 }
 
 // New returns an empty state. obs may be nil.
 func New(cfg Config, obs Observer) *State {
-	if obs == nil {
-		obs = nopObserver{}
+	s := &State{cfg: cfg, dedup: newDedup()}
+	for _, p := range s.parts() {
+		p.init(s)
 	}
-	s := &State{
-		cfg:          cfg,
-		obs:          obs,
-		leases:       newCowMap[uint64, *lease](),
-		holders:      newCowMap[string, uint64](),
-		blocks:       newCowMap[string, block](),
-		waiters:      newCowMap[string, *waiter](),
-		queues:       make(map[string][]*waiter),
-		dedup:        newDedup(),
-		kv:           newCowMap[string, Item](),
-		bound:        make(map[uint64]map[string]struct{}),
-		owners:       make(names),
-		operations:   make(names),
-		idem:         newCowMap[string, *idemRecord](),
-		idemCount:    make(map[string]int),
-		led:          make(map[string]struct{}),
-		queuesByName: newCowMap[string, *queue](),
-		groups:       newCowMap[string, *group](),
-		sems:         newCowMap[string, *semaphore](),
-		barriers:     newBarriers(),
-	}
-	s.setSink(obs)
+	s.track(&s.dedup.recs)
+	s.SetObserver(obs)
 	return s
 }
 
@@ -236,8 +188,9 @@ func (s *State) SetObserver(obs Observer) {
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	s.obs = obs
-	s.setSink(obs)
+	s.hooks.obs = obs
+	s.hooks.sink, _ = obs.(EventSink)
+	s.hooks.timers, _ = obs.(Countdowns)
 }
 
 // LastIndex is the log index of the last applied entry.
@@ -246,7 +199,9 @@ func (s *State) LastIndex() uint64 { return s.lastIndex }
 // LastToken is the largest fencing token ever issued.
 func (s *State) LastToken() uint64 { return s.lastToken }
 
-// Apply applies one log entry and returns one result per command.
+// Apply applies one log entry and returns one result per command. Each
+// command applies itself to its sub-state (Command.apply, found by its
+// kind in the table of commands when the entry was decoded).
 func (s *State) Apply(index uint64, b *Batch) []Result {
 	s.thaw()
 	s.lastIndex, s.now = index, b.Time
@@ -254,9 +209,7 @@ func (s *State) Apply(index uint64, b *Batch) []Result {
 	out := make([]Result, len(b.Cmds))
 	for i, c := range b.Cmds {
 		out[i] = c.apply(s, index, b.Time)
-		if len(s.vacated) > 0 {
-			s.flushVacated()
-		}
+		s.elections.afterCommand()
 	}
 	return out
 }
@@ -270,471 +223,8 @@ func (s *State) nextToken(ix uint64) uint64 {
 	return t
 }
 
-func (s *State) acquire(ix uint64, now int64, c *Acquire) Result {
-	if err := validateRequestID(c.RequestID); err != nil {
-		return Result{Err: err}
-	}
-	key, sum := c.Key(), c.sum(&s.scratch)
-	if w := s.waiters.at(key); w != nil && key != "" {
-		if !w.sum.matches(sum) {
-			return Result{Err: reusedID(c.RequestID)}
-		}
-		w = s.mutWaiter(w)
-		w.Attempt = c.Attempt // the retry takes the place over
-		return Result{Queued: true, Dup: true, ForeignSecret: w.SecretHash != c.SecretHash}
-	}
-	if r, ok := s.dedup.lookup(key, c.RequestID, KindAcquire, sum); ok {
-		if r.Lease == nil {
-			return r
-		}
-		l := s.leases.at(r.Lease.ID)
-		if l == nil || l.key != key {
-			// Answering with a lease that has ended would let the caller
-			// count a fresh deadline from its retry.
-			return Result{Dup: true, Err: leasehold.Errorf(leasehold.CodeNotFound,
-				"lease %d, granted to this request, has already ended", r.Lease.ID)}
-		}
-		r.ForeignSecret = l.secretHash != c.SecretHash
-		l, _ = s.leases.mut(l.ID)
-		l.attempt = c.Attempt // the retry takes the grant over
-		view := l.view()
-		r.Lease = &view
-		return r
-	}
-	var r Result
-	if err := validateAcquire(c); err != nil {
-		r = Result{Err: err}
-	} else if err := validateCampaign(c); err != nil {
-		r = Result{Err: err}
-	} else if err := validateSemaphore(c); err != nil {
-		r = Result{Err: err}
-	} else if err := s.semConflict(c); err != nil {
-		r = Result{Err: err}
-	} else if err := s.kindConflict(c); err != nil {
-		r = Result{Err: err}
-	} else if err := s.ownerLimit(c.Owner); err != nil {
-		r = Result{Err: err}
-	} else if held := s.blockerOf(c, nil); held == nil {
-		l := s.grant(ix, now, c, key)
-		r = Result{Lease: l, Remaining: l.TTL}
-	} else if c.Wait == 0 {
-		r = Result{Err: held}
-	} else if err := s.queueLimit(c.Resources); err != nil {
-		r = Result{Err: err}
-	} else {
-		s.enqueue(now, c, key, sum)
-		r = Result{Queued: true}
-	}
-	s.dedup.put(key, KindAcquire, sum, now, r, s.cfg)
-	if r.Queued {
-		s.armWait(key, c.Wait)
-		s.emitWaiter(EventQueued, c)
-	}
-	return r
-}
-
-// blockerOf is blocker for the acquire c, a lock's or a semaphore's.
-func (s *State) blockerOf(c *Acquire, w *waiter) error {
-	if c.Limit > 0 {
-		return s.semBlocker(c.Resources[0], c.Limit, w)
-	}
-	return s.blocker(c.Resources, w)
-}
-
-// blocker explains why the resources cannot go to w (nil: a new request)
-// right now, or returns nil if they can: each must be free, out of
-// lock-delay, and wanted by no waiter earlier than w.
-func (s *State) blocker(resources []string, w *waiter) error {
-	for _, r := range resources {
-		if id, held := s.holders.get(r); held {
-			l := s.leases.at(id)
-			return leasehold.Errorf(leasehold.CodeHeld,
-				"resource %q is held by lease %d (owner %q, operation %q)", r, id, l.Owner, l.Operation)
-		}
-		if b, blocked := s.blocks.get(r); blocked {
-			return leasehold.Errorf(leasehold.CodeHeld,
-				"resource %q is in a %v lock-delay after lease %d expired", r, b.delay, b.token)
-		}
-		if q := s.queues[r]; len(q) > 0 && q[0] != w {
-			return leasehold.Errorf(leasehold.CodeHeld,
-				"resource %q has %d waiter(s) queued ahead of this request", r, len(q))
-		}
-	}
-	return nil
-}
-
-func (s *State) ownerLimit(owner string) error {
-	if max := s.cfg.MaxLeasesPerOwner; max > 0 && s.owners.count(owner) >= max {
-		return leasehold.Errorf(leasehold.CodeLimit,
-			"owner %q already holds %d leases (limit max_leases_per_owner)", owner, s.owners.count(owner))
-	}
-	return nil
-}
-
-func (s *State) queueLimit(resources []string) error {
-	max := s.cfg.MaxWaitersPerResource
-	for _, r := range resources {
-		if max > 0 && len(s.queues[r]) >= max {
-			return leasehold.Errorf(leasehold.CodeLimit,
-				"resource %q already has %d waiters (limit max_waiters_per_resource)", r, len(s.queues[r]))
-		}
-	}
-	return nil
-}
-
-func (s *State) grant(ix uint64, now int64, c *Acquire, key string) *leasehold.Lease {
-	tok := s.nextToken(ix)
-	resources := c.Resources
-	if c.Limit > 0 {
-		name := c.Resources[0]
-		i := s.freeSlot(name, c.Limit)
-		resources = []string{leasehold.SlotName(name, i)}
-		s.semJoin(name, c.Limit)
-		s.semTake(name, i)
-	}
-	rare := leaseRare{LockDelay: c.LockDelay, MaxHold: c.MaxHold, Metadata: c.Metadata,
-		election: c.Election, value: c.Value}
-	if c.Limit > 0 {
-		rare.Semaphore, rare.Limit = c.Resources[0], c.Limit
-	}
-	l := &lease{
-		leaseFields: leaseFields{
-			ID: tok, Token: tok,
-			Resources: resources, Owner: s.owners.take(c.Owner), Operation: s.operations.take(c.Operation),
-			TTL: c.TTL, acquiredAt: now, rare: rareOf(&rare),
-		},
-		secretHash: c.SecretHash,
-		key:        key,
-		attempt:    c.Attempt,
-	}
-	s.leases.set(l.ID, l)
-	for _, r := range resources {
-		s.holders.set(r, l.ID)
-	}
-	view := l.view()
-	s.obs.Granted(&view, key)
-	s.armLease(l, firstDeadline(l, 0), 0)
-	s.emitLease(EventGranted, &view, 0)
-	if l.election() {
-		s.led[l.Resources[0]] = struct{}{}
-		s.emitLeader(l)
-	}
-	return &view
-}
-
-func (s *State) enqueue(now int64, c *Acquire, key string, sum fingerprint) {
-	s.nextArrival++
-	w := &waiter{Acquire: *c, key: key, sum: sum, arrival: s.nextArrival, queuedAt: now}
-	s.waiters.set(key, w)
-	for _, r := range c.Resources {
-		s.queues[r] = append(s.queues[r], w)
-	}
-	if c.Limit > 0 {
-		s.semJoin(c.Resources[0], c.Limit)
-	}
-}
-
-// mutWaiter is w to change in place (cowMap.mut), in its queues too.
-func (s *State) mutWaiter(w *waiter) *waiter {
-	c, _ := s.waiters.mut(w.key)
-	if c != w {
-		for _, r := range w.Resources {
-			q := s.queues[r]
-			q[slices.Index(q, w)] = c
-		}
-	}
-	return c
-}
-
-// dequeue removes w from the waiters and returns the resources whose queue
-// head changed.
-func (s *State) dequeue(w *waiter) []string {
-	s.waiters.del(w.key)
-	s.disarm(waitKey(w.key))
-	if w.Limit > 0 {
-		s.semLeave(w.Resources[0])
-	}
-	var heads []string
-	for _, r := range w.Resources {
-		q := s.queues[r]
-		i := slices.Index(q, w)
-		if i < 0 {
-			continue
-		}
-		if i == 0 {
-			heads = append(heads, r)
-		}
-		q = slices.Delete(q, i, i+1)
-		if len(q) == 0 {
-			delete(s.queues, r)
-		} else {
-			s.queues[r] = q
-		}
-	}
-	return heads
-}
-
-// wake grants, in arrival order, every waiter at the head of a queue for
-// one of resources that can now have all it asked for. A grant only takes
-// resources, so one pass finds every waiter that became grantable.
-func (s *State) wake(ix uint64, now int64, resources []string) {
-	var cands []*waiter
-	for _, r := range resources {
-		if q := s.queues[s.wakeName(r)]; len(q) > 0 && !slices.Contains(cands, q[0]) {
-			cands = append(cands, q[0])
-		}
-	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].arrival < cands[j].arrival })
-	for i := 0; i < len(cands); i++ {
-		w := cands[i]
-		if s.blockerOf(&w.Acquire, w) != nil {
-			continue
-		}
-		s.dequeue(w)
-		l := s.grant(ix, now, &w.Acquire, w.key)
-		r := Result{Lease: l, Remaining: l.TTL}
-		s.dedup.put(w.key, KindAcquire, w.sum, now, r, s.cfg)
-		s.obs.WaitEnded(w.key, r)
-		// A semaphore's next waiter may fit in another free slot.
-		if q := s.queues[w.Resources[0]]; w.Limit > 0 && len(q) > 0 {
-			cands = append(cands, q[0])
-		}
-	}
-}
-
-func (s *State) holderOf(id uint64, hash [32]byte, action string) (*lease, error) {
-	l := s.leases.at(id)
-	if l == nil && id > s.lastToken {
-		return nil, leasehold.Errorf(leasehold.CodeNotFound, "lease %d was never granted", id)
-	}
-	if l == nil {
-		return nil, leasehold.Errorf(leasehold.CodeNotFound,
-			"lease %d is gone: it expired or was released", id)
-	}
-	if subtle.ConstantTimeCompare(l.secretHash[:], hash[:]) != 1 {
-		return nil, leasehold.Errorf(leasehold.CodeNotHolder,
-			"cannot %s lease %d: the secret does not match; the lease is untouched", action, id)
-	}
-	return l, nil
-}
-
-func (s *State) renew(now int64, c *Renew) Result {
-	if err := validateRequestID(c.RequestID); err != nil {
-		return Result{Err: err}
-	}
-	key := c.key()
-	if r, ok := s.dedup.lookup(key, c.RequestID, KindRenew, fingerprint{}); ok {
-		return r // the ID was used for another kind of request
-	}
-	if l := s.leases.at(c.LeaseID); l != nil && key != "" && l.renewKey == digestRenewKey(key) && l.secretHash == c.SecretHash {
-		view := l.view()
-		return Result{Lease: &view, Remaining: l.renewRemaining, Dup: true}
-	}
-	r := s.doRenew(now, c)
-	if r.Err == nil {
-		l, _ := s.leases.mut(c.LeaseID)
-		l.renewKey, l.renewRemaining = digestRenewKey(key), r.Remaining
-	}
-	return r
-}
-
-func (s *State) doRenew(now int64, c *Renew) Result {
-	if err := leasehold.ValidateName("progress", c.Progress, leasehold.MaxProgressLen, false); err != nil {
-		return Result{Err: err}
-	}
-	l, err := s.holderOf(c.LeaseID, c.SecretHash, "renew")
-	if err != nil {
-		return Result{Err: err}
-	}
-	remaining := l.TTL
-	if maxHold := l.MaxHold(); maxHold > 0 {
-		left := maxHold - max(c.Age, l.heldFor)
-		if left <= 0 {
-			return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
-				"lease %d reached its max hold of %v and cannot be renewed", l.ID, maxHold)}
-		}
-		remaining = min(remaining, left)
-	}
-	l, _ = s.leases.mut(l.ID)
-	l.heldFor = max(l.heldFor, c.Age)
-	l.RenewCount++
-	l.renewedAt = now
-	if c.Progress != "" {
-		m := l.setMore()
-		m.Progress, m.progressAt = c.Progress, l.renewedAt
-	}
-	view := l.view()
-	s.obs.Renewed(&view, remaining)
-	s.armLease(l, remaining, l.heldFor)
-	s.emitLease(EventRenewed, &view, 0)
-	return Result{Lease: &view, Remaining: remaining}
-}
-
-func (s *State) release(ix uint64, now int64, c *Release) Result {
-	if err := validateRequestID(c.RequestID); err != nil {
-		return Result{Err: err}
-	}
-	key, sum := c.key(), c.sum(&s.scratch)
-	if r, ok := s.dedup.lookup(key, c.RequestID, KindRelease, sum); ok {
-		return r
-	}
-	var r Result
-	if l, err := s.holderOf(c.LeaseID, c.SecretHash, "release"); err != nil {
-		r = Result{Err: err}
-	} else {
-		r = Result{Lease: s.end(l, EndReleased)}
-	}
-	s.dedup.put(key, KindRelease, sum, now, r, s.cfg)
-	// Waiters are granted after the release's own answer is recorded, in the
-	// same entry: a contended hand-off costs one commit.
-	if r.Lease != nil {
-		s.wake(ix, now, r.Lease.Resources)
-	}
-	return r
-}
-
-// end removes a lease and frees its resources; the caller wakes waiters.
-func (s *State) end(l *lease, why EndReason) *leasehold.Lease {
-	s.leases.del(l.ID)
-	s.owners.drop(l.Owner)
-	s.operations.drop(l.Operation)
-	for _, r := range l.Resources {
-		if s.holders.at(r) == l.ID {
-			s.holders.del(r)
-		}
-	}
-	if l.Semaphore() != "" {
-		s.semFree(l)
-	}
-	view := l.view()
-	s.obs.Ended(&view, why)
-	s.disarm(leaseKey(l.ID))
-	s.emitLease(endEvent(why), &view, why)
-	s.dropBound(l.ID)
-	if l.election() {
-		if id, held := s.holders.get(l.Resources[0]); !held || !s.leases.at(id).election() {
-			delete(s.led, l.Resources[0])
-		}
-		s.vacated = append(s.vacated, l.Resources[0])
-	}
-	s.idemEnded(l)
-	s.groupMemberEnded(l)
-	s.barrierEnded(l)
-	return &view
-}
-
-func (s *State) expire(ix uint64, now int64, c *Expire) Result {
-	l := s.leases.at(c.LeaseID)
-	if l == nil || l.RenewCount != c.RenewCount {
-		return Result{} // renewed or gone since the leader decided: nothing to do
-	}
-	view := s.end(l, EndExpired)
-	if l.LockDelay() > 0 {
-		s.block(l)
-		return Result{Lease: view}
-	}
-	s.wake(ix, now, l.Resources)
-	return Result{Lease: view}
-}
-
-// block puts the resources of l, which ended without a clean release, in
-// its lock-delay.
-func (s *State) block(l *lease) {
-	for _, r := range l.Resources {
-		b := block{token: l.Token, delay: l.LockDelay()}
-		s.blocks.set(r, b)
-		s.armLockDelay(r, b)
-	}
-}
-
-func (s *State) unblock(ix uint64, now int64, c *Unblock) Result {
-	if b, ok := s.blocks.get(c.Resource); ok && b.token == c.Token {
-		s.blocks.del(c.Resource)
-		s.disarm(lockDelayKey(c.Resource))
-		s.wake(ix, now, []string{c.Resource})
-	}
-	return Result{}
-}
-
-func (s *State) cancel(ix uint64, now int64, c *Cancel) Result {
-	if w := s.waiters.at(c.Key); w != nil {
-		if w.Attempt != c.Attempt {
-			return Result{}
-		}
-		r := Result{Err: leasehold.Errorf(leasehold.CodeCanceled, "the waiting acquire was canceled")}
-		s.endWait(ix, now, w, r)
-		return r
-	}
-	// The grant may have won the race: release it, since nobody will use it.
-	rec, ok := s.dedup.lookup(c.Key, "", KindAcquire, fingerprint{})
-	if !ok || rec.Lease == nil {
-		return Result{}
-	}
-	l := s.leases.at(rec.Lease.ID)
-	if l == nil || l.key != c.Key || l.attempt != c.Attempt {
-		return Result{}
-	}
-	view := s.end(l, EndCanceled)
-	s.wake(ix, now, l.Resources)
-	return Result{Lease: view}
-}
-
-func (s *State) waitTimeout(ix uint64, now int64, c *WaitTimeout) Result {
-	w := s.waiters.at(c.Key)
-	if w == nil {
-		return Result{}
-	}
-	r := Result{Err: leasehold.Errorf(leasehold.CodeWaitTimeout,
-		"waited %v for %q without a grant", w.Wait, w.Resources)}
-	s.endWait(ix, now, w, r)
-	return r
-}
-
-// endWait removes a waiter without granting it and lets those behind it
-// move up.
-func (s *State) endWait(ix uint64, now int64, w *waiter, r Result) {
-	heads := s.dequeue(w)
-	s.dedup.put(w.key, KindAcquire, w.sum, now, r, s.cfg)
-	s.obs.WaitEnded(w.key, r)
-	s.emitWaiter(EventWithdrawn, &w.Acquire)
-	s.wake(ix, now, heads)
-}
-
 func validateRequestID(id string) error {
 	return leasehold.ValidateName("request_id", id, leasehold.MaxRequestIDLen, false)
-}
-
-func validateAcquire(c *Acquire) error {
-	if err := leasehold.ValidateResources(c.Resources); err != nil {
-		return err
-	}
-	if err := leasehold.ValidateName("owner", c.Owner, leasehold.MaxOwnerLen, false); err != nil {
-		return err
-	}
-	if err := leasehold.ValidateName("operation", c.Operation, leasehold.MaxOperationLen, false); err != nil {
-		return err
-	}
-	if err := leasehold.ValidateMetadata(c.Metadata); err != nil {
-		return err
-	}
-	if err := leasehold.ValidateDuration("ttl", c.TTL, leasehold.MinTTL, leasehold.MaxTTL); err != nil {
-		return err
-	}
-	if err := leasehold.ValidateDuration("wait", c.Wait, 0, leasehold.MaxWait); err != nil {
-		return err
-	}
-	if err := leasehold.ValidateDuration("lock_delay", c.LockDelay, 0, leasehold.MaxLockDelay); err != nil {
-		return err
-	}
-	if c.Wait > 0 && c.RequestID == "" {
-		return leasehold.Errorf(leasehold.CodeInvalid, "a waiting acquire needs a request_id")
-	}
-	if c.MaxHold != 0 {
-		if err := leasehold.ValidateDuration("max_hold", c.MaxHold, c.TTL, leasehold.MaxMaxHold); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 type nopObserver struct{}
@@ -743,3 +233,15 @@ func (nopObserver) Granted(*leasehold.Lease, string)        {}
 func (nopObserver) Renewed(*leasehold.Lease, time.Duration) {}
 func (nopObserver) Ended(*leasehold.Lease, EndReason)       {}
 func (nopObserver) WaitEnded(string, Result)                {}
+
+// snapshots is the state's account of its captures (capture.go).
+type snapshots struct {
+	// capture is the snapshot that holds the maps frozen, if any, and
+	// out the count of captures not yet released.
+	capture *capture
+	out     atomic.Int32
+	// size is the last snapshot's size, to size the next one's buffer.
+	size atomic.Int64
+	// maps are every sub-state's cowMaps (State.track).
+	maps []cowMapper
+}

@@ -49,7 +49,7 @@ type Txn struct {
 type TxnResult = leasehold.TxnResult
 
 func (*Txn) Kind() Kind                                    { return KindTxn }
-func (c *Txn) apply(s *State, ix uint64, now int64) Result { return s.txn(ix, now, c) }
+func (c *Txn) apply(s *State, ix uint64, now int64) Result { return s.kv.txn(ix, now, c) }
 
 // The op byte of an encoded TxnOp; a new op (a lease-bound put, say) gets
 // a new byte without changing the others.
@@ -150,7 +150,8 @@ func (c *Txn) sum(e *encoder) fingerprint {
 	return sumOf(e)
 }
 
-func (s *State) txn(ix uint64, now int64, c *Txn) Result {
+func (kv *kvState) txn(ix uint64, now int64, c *Txn) Result {
+	s := kv.st
 	if err := validateRequestID(c.RequestID); err != nil {
 		return Result{Err: err}
 	}
@@ -158,15 +159,16 @@ func (s *State) txn(ix uint64, now int64, c *Txn) Result {
 	if r, ok := s.dedup.lookup(key, c.RequestID, KindTxn, sum); ok {
 		return r
 	}
-	r := s.doTxn(ix, c)
+	r := kv.doTxn(ix, c)
 	s.dedup.put(key, KindTxn, sum, now, r, s.cfg)
 	return r
 }
 
 // doTxn checks everything that could refuse the transaction before it
 // writes anything, so it applies whole or not at all.
-func (s *State) doTxn(ix uint64, c *Txn) Result {
-	if err := s.validateTxn(c); err != nil {
+func (kv *kvState) doTxn(ix uint64, c *Txn) Result {
+	s := kv.st
+	if err := kv.validateTxn(c); err != nil {
 		return Result{Err: err}
 	}
 	if c.Fence != nil {
@@ -175,13 +177,13 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 		}
 	}
 	for _, op := range append(c.Then[:len(c.Then):len(c.Then)], c.Else...) {
-		if err := s.checkBinding(op.Key, op.Lease); err != nil {
+		if err := kv.checkBinding(op.Key, op.Lease); err != nil {
 			return Result{Err: err}
 		}
 	}
 	res := &TxnResult{Succeeded: true, Compares: make([]bool, len(c.Compares))}
 	for i, cmp := range c.Compares {
-		res.Compares[i] = s.holds(cmp)
+		res.Compares[i] = kv.holds(cmp)
 		res.Succeeded = res.Succeeded && res.Compares[i]
 	}
 	ops := c.Else
@@ -190,7 +192,7 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 	}
 	grow := 0
 	for _, op := range ops {
-		old, had := s.kv.get(op.Key)
+		old, had := kv.items.get(op.Key)
 		switch {
 		case op.Delete && had:
 			grow -= len(op.Key) + len(old.Value)
@@ -200,15 +202,15 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 			grow += len(op.Key) + len(op.Value)
 		}
 	}
-	if grow > 0 && s.kvBytes+grow > leasehold.MaxKVBytes {
+	if grow > 0 && kv.bytes+grow > leasehold.MaxKVBytes {
 		return Result{Err: leasehold.Errorf(leasehold.CodeLimit,
 			"the key-value space is full (%d bytes); the transaction wrote nothing", leasehold.MaxKVBytes)}
 	}
 	res.Versions = make([]uint64, len(ops))
 	for i, op := range ops {
 		if op.Delete {
-			if _, had := s.kv.get(op.Key); had {
-				old := s.deleteItem(op.Key)
+			if _, had := kv.items.get(op.Key); had {
+				old := kv.deleteItem(op.Key)
 				s.emitKV(EventDeleted, op.Key, nil, old.Version, 0)
 			}
 			continue
@@ -217,22 +219,22 @@ func (s *State) doTxn(ix uint64, c *Txn) Result {
 		if op.Lease != nil {
 			it.Lease = op.Lease.ID
 		}
-		old, had := s.kv.get(op.Key)
-		s.kvBytes += len(op.Value) - len(old.Value)
+		old, had := kv.items.get(op.Key)
+		kv.bytes += len(op.Value) - len(old.Value)
 		if !had {
-			s.kvBytes += len(op.Key)
+			kv.bytes += len(op.Key)
 		}
-		s.setItem(op.Key, it)
+		kv.setItem(op.Key, it)
 		s.emitKV(EventPut, op.Key, op.Value, ix, it.Lease)
 		res.Versions[i] = ix
 	}
-	return Result{Txn: res, Version: ix}
+	return Result{Answer: &KVResult{Version: ix, Txn: res}}
 }
 
 // holds reports whether a compare holds on the state before the
 // transaction.
-func (s *State) holds(c Compare) bool {
-	it, ok := s.kv.get(c.Key)
+func (kv *kvState) holds(c Compare) bool {
+	it, ok := kv.items.get(c.Key)
 	switch c.Op {
 	case CompareVersionEqual:
 		return it.Version == c.Version
@@ -250,14 +252,15 @@ func (s *State) holds(c Compare) bool {
 	return false
 }
 
-func (s *State) validateTxn(c *Txn) error {
-	if max := s.cfg.MaxTxnCompares; max > 0 && len(c.Compares) > max {
+func (kv *kvState) validateTxn(c *Txn) error {
+	cfg := &kv.st.cfg
+	if max := cfg.MaxTxnCompares; max > 0 && len(c.Compares) > max {
 		return leasehold.Errorf(leasehold.CodeLimit,
 			"the transaction has %d compares; the limit is %d (max_txn_compares)", len(c.Compares), max)
 	}
-	if n := max(len(c.Then), len(c.Else)); s.cfg.MaxTxnOps > 0 && n > s.cfg.MaxTxnOps {
+	if n := max(len(c.Then), len(c.Else)); cfg.MaxTxnOps > 0 && n > cfg.MaxTxnOps {
 		return leasehold.Errorf(leasehold.CodeLimit,
-			"a branch of the transaction has %d operations; the limit is %d (max_txn_ops)", n, s.cfg.MaxTxnOps)
+			"a branch of the transaction has %d operations; the limit is %d (max_txn_ops)", n, cfg.MaxTxnOps)
 	}
 	if len(c.Then) == 0 && len(c.Else) == 0 {
 		return leasehold.Errorf(leasehold.CodeInvalid, "the transaction has no operations in either branch")
@@ -306,11 +309,27 @@ func (s *State) validateTxn(c *Txn) error {
 			total += len(op.Value)
 		}
 	}
-	if max := s.cfg.MaxTxnBytes; max > 0 && total > max {
+	if max := cfg.MaxTxnBytes; max > 0 && total > max {
 		return leasehold.Errorf(leasehold.CodeLimit,
 			"the transaction carries %d bytes of values; the limit is %d (max_txn_bytes)", total, max)
 	}
 	return nil
+}
+
+// txnAnswer keeps a transaction's answer in its dedup record (snapshot
+// version 6), after the version encodeResult wrote.
+var txnAnswer = &answerCodec{since: 6,
+	write: func(e *encoder, r Result) { encodeTxnResult(e, r.Txn()) },
+	read: func(d *decoder, r *Result) {
+		if txn := decodeTxnResult(d); txn != nil {
+			a, _ := r.Answer.(*KVResult)
+			if a == nil {
+				a = &KVResult{}
+				r.Answer = a
+			}
+			a.Txn = txn
+		}
+	},
 }
 
 func encodeTxnResult(e *encoder, r *TxnResult) {

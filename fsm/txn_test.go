@@ -33,9 +33,9 @@ func TestTxnChoosesBranchAndAppliesItWhole(t *testing.T) {
 	r := h.one(&Txn{Compares: []Compare{{Key: "a", Op: CompareVersionEqual, Version: va},
 		{Key: "a", Op: CompareValueEqual, Value: []byte("1")}, {Key: "b", Op: CompareAbsent}}, Then: then, Else: els})
 	wantCode(t, "txn", r, leasehold.CodeUnknown)
-	if r.Txn == nil || !r.Txn.Succeeded || !slices.Equal(r.Txn.Compares, []bool{true, true, true}) ||
-		!slices.Equal(r.Txn.Versions, []uint64{h.ix, h.ix, 0}) {
-		t.Fatalf("txn result %+v, want then branch at version %d", r.Txn, h.ix)
+	if r.Txn() == nil || !r.Txn().Succeeded || !slices.Equal(r.Txn().Compares, []bool{true, true, true}) ||
+		!slices.Equal(r.Txn().Versions, []uint64{h.ix, h.ix, 0}) {
+		t.Fatalf("txn result %+v, want then branch at version %d", r.Txn(), h.ix)
 	}
 	if value(h.s, "a") != "2" || value(h.s, "b") != "new" || value(h.s, "c") != "<absent>" {
 		t.Fatalf("after then branch: a=%s b=%s c=%s", value(h.s, "a"), value(h.s, "b"), value(h.s, "c"))
@@ -44,8 +44,8 @@ func TestTxnChoosesBranchAndAppliesItWhole(t *testing.T) {
 	// One compare fails: only the else branch runs.
 	r = h.one(&Txn{Compares: []Compare{{Key: "a", Op: CompareVersionGreater, Version: 0}, {Key: "b", Op: CompareVersionLess, Version: 1}},
 		Then: []TxnOp{del("a")}, Else: els})
-	if r.Err != nil || r.Txn.Succeeded || !slices.Equal(r.Txn.Compares, []bool{true, false}) || !slices.Equal(r.Txn.Versions, []uint64{h.ix}) {
-		t.Fatalf("txn result %+v (%v), want else branch", r.Txn, r.Err)
+	if r.Err != nil || r.Txn().Succeeded || !slices.Equal(r.Txn().Compares, []bool{true, false}) || !slices.Equal(r.Txn().Versions, []uint64{h.ix}) {
+		t.Fatalf("txn result %+v (%v), want else branch", r.Txn(), r.Err)
 	}
 	if value(h.s, "a") != "2" || value(h.s, "c") != "else" {
 		t.Fatalf("after else branch: a=%s c=%s", value(h.s, "a"), value(h.s, "c"))
@@ -85,16 +85,16 @@ func TestTxnRefusals(t *testing.T) {
 		if !strings.Contains(r.Err.Error(), tc.msg) {
 			t.Errorf("%s: message %q does not say %q", tc.name, r.Err, tc.msg)
 		}
-		if r.Txn != nil || value(h.s, "a") != "1" || value(h.s, "b") != "<absent>" {
-			t.Fatalf("%s: refused txn changed something: result %+v, a=%s b=%s", tc.name, r.Txn, value(h.s, "a"), value(h.s, "b"))
+		if r.Txn() != nil || value(h.s, "a") != "1" || value(h.s, "b") != "<absent>" {
+			t.Fatalf("%s: refused txn changed something: result %+v, a=%s b=%s", tc.name, r.Txn(), value(h.s, "a"), value(h.s, "b"))
 		}
 	}
 	big := &Txn{Then: []TxnOp{{Key: "a", Value: make([]byte, leasehold.MaxValueBytes+1)}}}
 	h.s.cfg.MaxTxnBytes = 0
 	wantCode(t, "value over the per-value limit", h.one(big), leasehold.CodeInvalid)
 	r := h.one(&Txn{Fence: &leasehold.Fence{Resource: "r", Token: l.Token}, Then: ok})
-	if r.Err != nil || !r.Txn.Succeeded || value(h.s, "a") != "x" {
-		t.Fatalf("the holder's fenced txn: %+v %v", r.Txn, r.Err)
+	if r.Err != nil || !r.Txn().Succeeded || value(h.s, "a") != "x" {
+		t.Fatalf("the holder's fenced txn: %+v %v", r.Txn(), r.Err)
 	}
 }
 
@@ -104,8 +104,8 @@ func TestTxnDedup(t *testing.T) {
 	h := newHarness(t)
 	c := &Txn{RequestID: "t", Caller: "svc", Compares: []Compare{{Key: "k", Op: CompareAbsent}}, Then: []TxnOp{put("k", "1")}}
 	first := h.one(c)
-	if first.Err != nil || !first.Txn.Succeeded {
-		t.Fatalf("first: %+v %v", first.Txn, first.Err)
+	if first.Err != nil || !first.Txn().Succeeded {
+		t.Fatalf("first: %+v %v", first.Txn(), first.Err)
 	}
 	restored, err := Restore(h.s.Snapshot(), DefaultConfig(), nil)
 	if err != nil {
@@ -113,11 +113,11 @@ func TestTxnDedup(t *testing.T) {
 	}
 	for name, s := range map[string]*State{"live": h.s, "restored": restored} {
 		again := s.Apply(h.ix+1, &Batch{Time: h.now, Cmds: []Command{c}})[0]
-		if !again.Dup || again.Err != nil || !again.Txn.Succeeded || !slices.Equal(again.Txn.Versions, first.Txn.Versions) {
-			t.Fatalf("%s: retry got %+v %v, want the first answer %+v", name, again.Txn, again.Err, first.Txn)
+		if !again.Dup || again.Err != nil || !again.Txn().Succeeded || !slices.Equal(again.Txn().Versions, first.Txn().Versions) {
+			t.Fatalf("%s: retry got %+v %v, want the first answer %+v", name, again.Txn(), again.Err, first.Txn())
 		}
-		if it, _ := s.Get("k"); it.Version != first.Version {
-			t.Fatalf("%s: the retry wrote again: version %d, want %d", name, it.Version, first.Version)
+		if it, _ := s.Get("k"); it.Version != first.Version() {
+			t.Fatalf("%s: the retry wrote again: version %d, want %d", name, it.Version, first.Version())
 		}
 	}
 	other := *c
@@ -199,8 +199,8 @@ func TestTxnAllOrNothingModel(t *testing.T) {
 						want = want && !ok
 					}
 				}
-				if r.Txn.Succeeded != want {
-					t.Fatalf("entry %d: branch then=%v, model says %v", ix, r.Txn.Succeeded, want)
+				if r.Txn().Succeeded != want {
+					t.Fatalf("entry %d: branch then=%v, model says %v", ix, r.Txn().Succeeded, want)
 				}
 				branch := c.Else
 				if want {
@@ -228,8 +228,8 @@ func TestTxnAllOrNothingModel(t *testing.T) {
 					size += len(k) + len(it.Value)
 				}
 			}
-			if s.kvBytes != size {
-				t.Fatalf("entry %d: kvBytes %d, the keys hold %d", ix, s.kvBytes, size)
+			if s.kv.bytes != size {
+				t.Fatalf("entry %d: kvBytes %d, the keys hold %d", ix, s.kv.bytes, size)
 			}
 		}
 	})

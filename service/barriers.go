@@ -137,7 +137,7 @@ func (s *Service) barrierPropose(ctx context.Context, cmd fsm.Command) (BarrierA
 		return BarrierAnswer{}, res.Err
 	}
 	a := BarrierAnswer{Lease: res.Lease, Remaining: res.Remaining, Dup: res.Dup}
-	if r := res.Barrier; r != nil {
+	if r := res.Barrier(); r != nil {
 		a.Barrier, a.Phase, a.End = barrierOf(r.Barrier), r.Phase, phaseEndOf(r.End)
 	}
 	return a, nil

@@ -33,8 +33,7 @@ type ProclaimRequest struct {
 // leadership in arrival order, as Acquire waits for a grant (with the same
 // withdrawal when the caller goes away).
 func (s *Service) Campaign(ctx context.Context, req *CampaignRequest) (Grant, error) {
-	cmd := &fsm.Campaign{Acquire: *req.command(ctx)}
-	cmd.Election, cmd.Value = true, req.Value
+	cmd := &fsm.Campaign{Acquire: *req.command(ctx).Base(), Value: req.Value}
 	return answer(s.take(ctx, &cmd.Acquire, cmd))
 }
 

@@ -89,13 +89,13 @@ func (s *Service) group(ctx context.Context, cmd fsm.Command) (fsm.Result, error
 func (s *Service) GroupCreate(ctx context.Context, req *GroupCreateRequest) (*leasehold.GroupInfo, error) {
 	res, err := s.group(ctx, &fsm.GroupCreate{Group: req.Group, Partitions: req.Partitions, RevokeTimeout: req.RevokeTimeout,
 		Caller: CallerOf(ctx).Name})
-	return res.Group, err
+	return res.Group(), err
 }
 
 // GroupGrow raises a group's partition count.
 func (s *Service) GroupGrow(ctx context.Context, req *GroupGrowRequest) (*leasehold.GroupInfo, error) {
 	res, err := s.group(ctx, &fsm.GroupGrow{Group: req.Group, Partitions: req.Partitions, Caller: CallerOf(ctx).Name})
-	return res.Group, err
+	return res.Group(), err
 }
 
 // GroupDelete removes a group.
@@ -108,7 +108,7 @@ func (s *Service) GroupDelete(ctx context.Context, req *GroupDeleteRequest) erro
 func (s *Service) GroupJoin(ctx context.Context, req *GroupJoinRequest) (Joined, error) {
 	res, err := s.group(ctx, &fsm.GroupJoin{Group: req.Group, Member: req.Member, TTL: req.TTL, Metadata: req.Metadata,
 		SecretHash: req.SecretHash, Caller: CallerOf(ctx).Name})
-	return Joined{Lease: res.Lease, Remaining: res.Remaining, Group: res.Group}, err
+	return Joined{Lease: res.Lease, Remaining: res.Remaining, Group: res.Group()}, err
 }
 
 // GroupLeave ends a member's session.

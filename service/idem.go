@@ -75,10 +75,10 @@ func (s *Service) IdemBegin(ctx context.Context, req *IdemBeginRequest) (IdemBeg
 		if err == nil {
 			err = res.Err
 		}
-		if err != nil || res.Idem.State != fsm.IdemInProgress || wait <= 0 {
+		if err != nil || res.Idem().State != fsm.IdemInProgress || wait <= 0 {
 			return begun(res), err
 		}
-		if !s.awaitAttempt(ctx, cmd.Key, res.Idem.Token, deadline) {
+		if !s.awaitAttempt(ctx, cmd.Key, res.Idem().Token, deadline) {
 			return begun(res), ctx.Err() // still in progress at the deadline (or the caller left)
 		}
 	}
@@ -86,8 +86,8 @@ func (s *Service) IdemBegin(ctx context.Context, req *IdemBeginRequest) (IdemBeg
 
 func begun(r fsm.Result) IdemBegun {
 	b := IdemBegun{Remaining: r.Remaining}
-	if r.Idem != nil {
-		b.Record = *r.Idem
+	if r.Idem() != nil {
+		b.Record = *r.Idem()
 	}
 	return b
 }

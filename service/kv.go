@@ -97,10 +97,10 @@ func (s *Service) txn(ctx context.Context, cmd *fsm.Txn) (leasehold.TxnResult, u
 		return leasehold.TxnResult{}, 0, err
 	}
 	var res leasehold.TxnResult
-	if r.Txn != nil {
-		res = *r.Txn
+	if t := r.Txn(); t != nil {
+		res = *t
 	}
-	return res, r.Version, nil
+	return res, r.Version(), nil
 }
 
 func (s *Service) write(ctx context.Context, cmd fsm.Command) (uint64, error) {
@@ -108,7 +108,7 @@ func (s *Service) write(ctx context.Context, cmd fsm.Command) (uint64, error) {
 	if err == nil {
 		err = res.Err
 	}
-	return res.Version, err
+	return res.Version(), err
 }
 
 // Get reads a key's value, version and bound lease.

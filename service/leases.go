@@ -42,16 +42,21 @@ type AcquireRequest struct {
 	RequestID  string
 	SecretHash [32]byte
 
-	cmd *fsm.Acquire // built on first use
+	cmd fsm.Ask // built on first use
 }
 
-// command is req's command, built for the caller of ctx on first use.
-func (req *AcquireRequest) command(ctx context.Context) *fsm.Acquire {
+// command is req's command, built for the caller of ctx on first use: a
+// lock's acquire, or with a limit a semaphore's.
+func (req *AcquireRequest) command(ctx context.Context) fsm.Ask {
 	if req.cmd == nil {
-		req.cmd = &fsm.Acquire{RequestID: req.RequestID, Resources: req.Resources, Owner: req.Owner,
+		a := fsm.Acquire{RequestID: req.RequestID, Resources: req.Resources, Owner: req.Owner,
 			Operation: req.Operation, TTL: req.TTL, Wait: req.Wait, LockDelay: req.LockDelay, MaxHold: req.MaxHold,
-			Metadata: req.Metadata, SecretHash: req.SecretHash, Limit: req.Limit, Caller: CallerOf(ctx).Name,
-			Attempt: randomHex(8)}
+			Metadata: req.Metadata, SecretHash: req.SecretHash, Caller: CallerOf(ctx).Name, Attempt: randomHex(8)}
+		if req.Limit > 0 {
+			req.cmd = &fsm.SemAcquire{Acquire: a, Limit: req.Limit}
+		} else {
+			req.cmd = &a
+		}
 	}
 	return req.cmd
 }
@@ -132,7 +137,7 @@ type LeaseResult struct {
 // capped by the leader's countdown now.
 func (s *Service) Acquire(ctx context.Context, req *AcquireRequest) (Grant, error) {
 	cmd := req.command(ctx)
-	return answer(s.take(ctx, cmd, cmd))
+	return answer(s.take(ctx, cmd.Base(), cmd))
 }
 
 // take proposes proposal (cmd itself, or a command that is cmd in every
@@ -221,7 +226,7 @@ func (s *Service) LeftEarly(ctx context.Context, reqs ...*AcquireRequest) error 
 	var cmds []*fsm.Acquire
 	for _, r := range reqs {
 		if r.cmd != nil { // proposed: there is an attempt to withdraw
-			cmds = append(cmds, r.cmd)
+			cmds = append(cmds, r.cmd.Base())
 		}
 	}
 	return s.leftEarly(ctx, cmds...)
@@ -274,10 +279,10 @@ func (s *Service) withdraw(grace time.Duration, cmds ...*fsm.Acquire) {
 // caller's follow-up Acquire, and withdraws it if none comes within
 // WithdrawGrace.
 func (s *Service) HoldPlace(req *AcquireRequest) {
-	cmd := req.cmd
-	if cmd == nil {
+	if req.cmd == nil {
 		return // never proposed: no place to hold
 	}
+	cmd := req.cmd.Base()
 	s.places.hold(cmd, WithdrawGrace, func() {
 		if s.stopping.Err() == nil { // shutting down: the leader's wait timer ends it
 			s.withdraw(0, cmd)
@@ -349,14 +354,11 @@ func (s *Service) propose(ctx context.Context, cmds []fsm.Command) ([]fsm.Result
 
 func willWait(node *cluster.Node, cmds []fsm.Command) bool {
 	for _, c := range cmds {
-		var a *fsm.Acquire
-		switch c := c.(type) {
-		case *fsm.Acquire:
-			a = c
-		case *fsm.Campaign:
-			a = &c.Acquire
+		ask, ok := c.(fsm.Ask) // a lock's, a semaphore's or a campaign's
+		if !ok {
+			return false
 		}
-		if a == nil || a.Wait == 0 || !node.Contended(a.Resources) {
+		if a := ask.Base(); a.Wait == 0 || !node.Contended(a.Resources) {
 			return false
 		}
 	}

@@ -156,8 +156,8 @@ func (s *Service) queue(ctx context.Context, cmd fsm.Command) (fsm.Result, error
 	if err == nil {
 		err = res.Err
 	}
-	if res.Queue == nil {
-		res.Queue = &fsm.QueueResult{}
+	if res.Queue() == nil {
+		res.Answer = &fsm.QueueResult{}
 	}
 	return res, err
 }
@@ -166,7 +166,7 @@ func (s *Service) queue(ctx context.Context, cmd fsm.Command) (fsm.Result, error
 func (s *Service) QueueCreate(ctx context.Context, req *QueueCreateRequest) (QueueCreated, error) {
 	res, err := s.queue(ctx, &fsm.QueueCreate{Queue: req.Queue, Settings: req.Settings, Caller: CallerOf(ctx).Actor,
 		RequestID: req.RequestID})
-	return QueueCreated{Existed: res.Queue.Existed, Dup: res.Dup}, err
+	return QueueCreated{Existed: res.Queue().Existed, Dup: res.Dup}, err
 }
 
 // QueueSend enqueues a request's messages and answers each one's sequence.
@@ -186,9 +186,9 @@ func (s *Service) QueueSend(ctx context.Context, req *QueueSendRequest) ([]lease
 	if err != nil {
 		return nil, err
 	}
-	out := make([]leasehold.Sent, len(res.Queue.Seqs))
-	for i, seq := range res.Queue.Seqs {
-		out[i] = leasehold.Sent{Sequence: seq, Duplicate: res.Queue.Duplicate[i]}
+	out := make([]leasehold.Sent, len(res.Queue().Seqs))
+	for i, seq := range res.Queue().Seqs {
+		out[i] = leasehold.Sent{Sequence: seq, Duplicate: res.Queue().Duplicate[i]}
 	}
 	return out, nil
 }
@@ -223,7 +223,7 @@ func (req *QueueAckRequest) command(ctx context.Context) *fsm.QueueAck {
 // QueueAck removes a delivered message.
 func (s *Service) QueueAck(ctx context.Context, req *QueueAckRequest) (Acked, error) {
 	res, err := s.queue(ctx, req.command(ctx))
-	return Acked{SentAt: res.Queue.SentAt}, err
+	return Acked{SentAt: res.Queue().SentAt}, err
 }
 
 // QueueAckBatch acks reqs in one log entry, each answered on its own.
@@ -239,8 +239,8 @@ func (s *Service) QueueAckBatch(ctx context.Context, reqs []*QueueAckRequest) ([
 	out := make([]Acked, len(res))
 	for i, r := range res {
 		out[i].Err = r.Err
-		if r.Err == nil && r.Queue != nil {
-			out[i].SentAt = r.Queue.SentAt
+		if r.Err == nil && r.Queue() != nil {
+			out[i].SentAt = r.Queue().SentAt
 		}
 	}
 	return out, nil
@@ -264,14 +264,14 @@ func (s *Service) QueueExtend(ctx context.Context, req *QueueExtendRequest) erro
 func (s *Service) QueueRedrive(ctx context.Context, req *QueueRedriveRequest) (QueueMoved, error) {
 	res, err := s.queue(ctx, &fsm.QueueRedrive{Queue: req.Queue, Max: req.Max, Actor: CallerOf(ctx).Actor,
 		RequestID: req.RequestID})
-	return QueueMoved{Moved: res.Queue.Moved, Dup: res.Dup}, err
+	return QueueMoved{Moved: res.Queue().Moved, Dup: res.Dup}, err
 }
 
 // QueuePurge drops a queue's messages that are not in flight.
 func (s *Service) QueuePurge(ctx context.Context, req *QueuePurgeRequest) (QueueMoved, error) {
 	res, err := s.queue(ctx, &fsm.QueuePurge{Queue: req.Queue, Actor: CallerOf(ctx).Actor, Reason: req.Reason,
 		RequestID: req.RequestID})
-	return QueueMoved{Moved: res.Queue.Moved, Dup: res.Dup}, err
+	return QueueMoved{Moved: res.Queue().Moved, Dup: res.Dup}, err
 }
 
 // QueueDelete drops a queue.
@@ -301,8 +301,8 @@ func (s *Service) QueueReceive(ctx context.Context, req *QueueReceiveRequest) (R
 		err = res.Err
 	}
 	var out Received
-	if res.Queue != nil {
-		out.Deliveries = res.Queue.Deliveries
+	if res.Queue() != nil {
+		out.Deliveries = res.Queue().Deliveries
 	}
 	out.Dup = res.Dup
 	return out, err
@@ -328,10 +328,10 @@ func (s *Service) receive(ctx context.Context, cmd *fsm.QueueReceive, wait time.
 			// Nothing to hand out: an empty answer costs no entry. (An
 			// empty answer is never wrong: a message sent meanwhile could
 			// as well have gone to another consumer.)
-			return fsm.Result{Queue: &fsm.QueueResult{}}, nil
+			return fsm.Result{Answer: &fsm.QueueResult{}}, nil
 		}
 		if done, err := s.awaitReady(ctx, bell, deadline.C, at, ready); done {
-			return fsm.Result{Queue: &fsm.QueueResult{}}, err // nothing came: an empty answer
+			return fsm.Result{Answer: &fsm.QueueResult{}}, err // nothing came: an empty answer
 		}
 	}
 }

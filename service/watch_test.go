@@ -241,7 +241,7 @@ func TestWatchReceivesTheLogsEventsAfterAnyPastIndex(t *testing.T) {
 		if err != nil || res[0].Err != nil {
 			rt.Fatalf("closing batch: %v %v", err, res)
 		}
-		last := res[0].Version // a put's version is its log index
+		last := res[0].Version() // a put's version is its log index
 
 		sameEvents(t, "watcher started before", collect(t, live, last), n.rec.after(live.Start(), reqA))
 
@@ -312,7 +312,7 @@ func TestSlowWatcherIsCutOffResumably(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		last = res[0].Version
+		last = res[0].Version()
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for slow.Err() == nil && time.Now().Before(deadline) {

@@ -250,6 +250,9 @@ func TestShardsUnderFaults(t *testing.T) {
 		eps := w[stalledShard]
 		return len(eps) > 0 && eps[len(eps)-1] > maxEpoch(e.ownership(), "w1", stalledShard)
 	})
+	if err := os.WriteFile(mark+".release", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := e.workers["w1"].Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}

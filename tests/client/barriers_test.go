@@ -150,3 +150,29 @@ func TestWaitPhaseEndsWithItsContext(t *testing.T) {
 		}
 	}
 }
+
+// A party's renewal that runs after the phase tripped finds its lease
+// gone (the trip ended it): its Wait still answers the trip, not
+// ErrLeaseLost, since the phase ended and the party was counted.
+func TestWaitAnswersTheTripAfterARenewalFoundTheLeaseGone(t *testing.T) {
+	n := startNode(t)
+	c := nodeClient(t, n)
+	ctx := ctxFor(t, 30*time.Second)
+	if _, err := c.CreateBarrier(ctx, "jobs/renewed", 2); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Arrive(ctx, "jobs/renewed", client.As("early"), client.ArrivalTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Arrive(ctx, "jobs/renewed", client.As("last"))
+	if err != nil || b.Tripped() == nil {
+		t.Fatalf("the last arrival: %+v %v", b, err)
+	}
+	// Its renewal (every TTL/3) finds the lease ended by the trip.
+	waitDone(t, a.Lease(), 10*time.Second)
+	end, err := a.Wait(ctx)
+	if err != nil || end.Outcome != "tripped" || end.Phase != 1 || end.Token != b.Tripped().Token {
+		t.Fatalf("Wait after the renewal found the lease gone: %+v %v (the trip: %+v)", end, err, *b.Tripped())
+	}
+}
