@@ -202,3 +202,45 @@ func TestBarrierLatchAndValidation(t *testing.T) {
 		t.Fatalf("list after the delete: %v %v", list, err)
 	}
 }
+
+// A stuck party is forced out like any lease (docs/barriers.md): a forced
+// release of its arrival's resource, as Leases.List shows it, withdraws
+// it, and the phase counts one party fewer. With a long barrier name that
+// resource is longer than a caller's resource may be, and was refused.
+func TestForceReleaseOfABarrierParty(t *testing.T) {
+	name := "jobs/" + strings.Repeat("n", 240)
+	n := startNode(t)
+	hc := httpClient(t)
+	c := leaseholdv1connect.NewBarriersClient(hc, n.URL)
+	if _, err := c.Create(ctxFor(t, callTimeout), connect.NewRequest(&pb.BarriersCreateRequest{Name: name,
+		Kind: pb.BarrierKind_BARRIER_KIND_CYCLIC, Parties: 3})); err != nil {
+		t.Fatal(err)
+	}
+	stuck, err := c.Arrive(ctxFor(t, callTimeout), connect.NewRequest(&pb.BarriersArriveRequest{Name: name,
+		Participant: "stuck-worker", Ttl: dur(time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := newClient(t, n).List(ctxFor(t, callTimeout), connect.NewRequest(&pb.ListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resource string
+	for _, l := range list.Msg.Leases {
+		if l.Id == stuck.Msg.Lease.Id {
+			resource = l.Resources[0]
+		}
+	}
+	if resource == "" {
+		t.Fatalf("the arrival's lease %d is not listed: %v", stuck.Msg.Lease.Id, list.Msg.Leases)
+	}
+	admin := leaseholdv1connect.NewAdminClient(hc, n.URL)
+	if _, err := admin.ForceRelease(ctxFor(t, callTimeout), connect.NewRequest(&pb.ForceReleaseRequest{Resource: resource,
+		LeaseId: stuck.Msg.Lease.Id, Reason: "stuck party"})); err != nil {
+		t.Fatalf("force release of the arrival %q: %v", resource, err)
+	}
+	got, err := c.Get(ctxFor(t, callTimeout), connect.NewRequest(&pb.BarriersGetRequest{Name: name}))
+	if err != nil || got.Msg.Barrier.Arrived != 0 || got.Msg.Barrier.Phase != 1 {
+		t.Fatalf("after forcing the party out: %v %v; want phase 1 with nobody arrived", got, err)
+	}
+}

@@ -101,15 +101,20 @@ type AuditRecord struct {
 
 // ValidateForcedResource checks the resource a forced release (or an
 // inspection) names: a resource name, or a name leasehold makes under
-// ReservedPrefix — a group member's session (GroupSessionResource) or an
-// idempotency attempt (IdemResource), which may be longer than a caller's
-// resource name — so that they are forced like any lease.
+// ReservedPrefix — a group member's session (GroupSessionResource), an
+// idempotency attempt (IdemResource) or a barrier party's arrival
+// (BarrierPartyResource), which may be longer than a caller's resource
+// name — so that they are forced like any lease.
 func ValidateForcedResource(r string) error {
 	if group, member, ok := GroupSessionOf(r); ok && ValidateName("group", group, MaxGroupNameLen, true) == nil &&
 		ValidateName("member", member, MaxGroupMemberLen, true) == nil {
 		return nil
 	}
 	if key, ok := IdemKeyOf(r); ok && ValidateName("key", key, MaxIdemKeyLen, true) == nil {
+		return nil
+	}
+	if name, party, ok := BarrierPartyOf(r); ok && ValidateBarrierName(name) == nil &&
+		ValidateName("participant", party, MaxBarrierParticipantLen, true) == nil {
 		return nil
 	}
 	return ValidateName("resource", r, MaxResourceLen, true)
