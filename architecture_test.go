@@ -42,7 +42,7 @@ var mayImport = map[string][]string{
 	"cmd/leasehold":          {"api/leasehold", "api", "client", "clock", "cluster", "embed", "groups", "server", "service", "cmd/leasehold/internal", "internal/watchdog", "internal/gctarget"},
 	"cmd/leasehold/internal": {"api/leasehold", "api", "client", "cluster", "embed", "server"},
 	"examples":               {"api/leasehold", "api", "client", "fence", "groups", "idempotency", "queue"},
-	"benchmarks":             {"client"},
+	"benchmarks":             {"api/leasehold", "client"},
 	"conformance":            {"api/leasehold", "client", "fence"}, // the Go driver and bench: the public client only
 	"internal/watchdog":      {},
 	"internal/gctarget":      {},

@@ -10,6 +10,7 @@ replace (
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
+	github.com/leasehold/leasehold/api v0.0.0-00010101000000-000000000000
 	github.com/leasehold/leasehold/client v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/api/v3 v3.7.3
@@ -26,7 +27,6 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/leasehold/leasehold/api v0.0.0-00010101000000-000000000000 // indirect
 	github.com/leasehold/leasehold/clock v0.0.0-00010101000000-000000000000 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.uber.org/atomic v1.12.0 // indirect

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/api/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -408,7 +409,7 @@ func newLhQueue(ctx context.Context, endpoints []string, name string, workers in
 }
 
 func (q *lhQueue) send(ctx context.Context, p, key int, body []byte) error {
-	_, err := q.prod[p].Send(ctx, q.name, client.Message{Key: strconv.Itoa(key), Body: body})
+	_, err := q.prod[p].Send(ctx, q.name, leasehold.Message{Key: strconv.Itoa(key), Body: body})
 	return err
 }
 
