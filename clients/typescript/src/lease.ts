@@ -153,7 +153,19 @@ export class Lease implements Closer {
 
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = setTimeout(() => this.lapse(), Math.max(0, this.deadlineAt - performance.now()));
+    this.deadlineTimer = setTimeout(() => this.atDeadline(), Math.max(0, this.deadlineAt - performance.now()));
+  }
+
+  // atDeadline lapses the lease. Node may fire a timer up to a millisecond
+  // before its delay on performance.now()'s clock (it counts from the
+  // event loop's cached, whole-millisecond time): an early firing waits
+  // out the rest, so the signal never aborts before the deadline it shows.
+  private atDeadline(): void {
+    if (performance.now() < this.deadlineAt) {
+      this.armDeadline();
+      return;
+    }
+    this.lapse();
   }
 
   private scheduleRenewal(): void {

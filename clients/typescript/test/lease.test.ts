@@ -74,6 +74,22 @@ describe("leases", () => {
     assert.ok(lostAt <= freeAt);
   });
 
+  // Node fires a timer up to a millisecond early on performance.now()'s
+  // clock; here the mocked timers fire it a whole TTL early (the real
+  // clock has not moved), and the lease must still be held.
+  it("does not end a lease when its deadline timer fires early", async (t) => {
+    const l = await env.c.acquire("t/early", { ttlMs: 5000, manualRenew: true });
+    t.mock.timers.enable({ apis: ["setTimeout"] });
+    try {
+      await l.renew(); // re-arms the deadline timer under the mocked clock
+      t.mock.timers.tick(6000);
+      assert.equal(l.signal.aborted, false, `aborted ${(l.deadline - performance.now()).toFixed(0)}ms before its deadline: ${l.signal.reason}`);
+    } finally {
+      t.mock.timers.reset();
+    }
+    await l.release();
+  });
+
   it("aborts the holder's signal when an operator force-releases the lease", async () => {
     const l = await env.c.acquire("t/forced", { ttlMs: 900, progressTimeoutMs: 0 });
     await env.c.forceRelease("t/forced", l.id, "test");
